@@ -1,0 +1,101 @@
+// Public API: load a model (Engine), run a sequence on it (Session).
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvtrim/options.h"
+#include "kvtrim/status.h"
+
+namespace kvtrim {
+
+namespace io { class GgufFile; class Tokenizer; }
+namespace model { struct ModelConfig; struct Weights; class Transformer; }
+namespace kernels { class ThreadPool; }
+namespace kv { class KvCache; }
+
+class Engine {
+ public:
+  static Expected<std::unique_ptr<Engine>> Load(const EngineOptions& opts);
+  ~Engine();
+
+  const model::ModelConfig& config() const { return *config_; }
+  const model::Weights& weights() const { return *weights_; }
+  const io::Tokenizer& tokenizer() const { return *tokenizer_; }
+  const io::GgufFile& file() const { return *file_; }
+  const model::Transformer& transformer() const { return *transformer_; }
+  kernels::ThreadPool& pool() const { return *pool_; }
+  int threads() const;
+
+ private:
+  Engine() = default;
+  std::unique_ptr<io::GgufFile> file_;
+  std::unique_ptr<model::ModelConfig> config_;
+  std::unique_ptr<model::Weights> weights_;
+  std::unique_ptr<io::Tokenizer> tokenizer_;
+  std::unique_ptr<model::Transformer> transformer_;
+  std::unique_ptr<kernels::ThreadPool> pool_;
+};
+
+// One sequence: its KV cache, logits of the last position, timing.
+class Session {
+ public:
+  static Expected<std::unique_ptr<Session>> Create(const Engine& engine, const SessionOptions& opts);
+  ~Session();
+
+  // Append tokens (prefill in ubatches); logits() then holds the last position's.
+  Status Prefill(const std::vector<int>& tokens);
+  // Append one token and compute its logits.
+  Status Decode(int token);
+  // Append tokens and return the logits of every one of them: [n, vocab].
+  Expected<std::vector<float>> ForwardAll(const std::vector<int>& tokens);
+
+  const std::vector<float>& logits() const { return logits_; }
+  int64_t position() const;  // logical length of the cache
+  int ctx() const { return ctx_; }
+  int bos() const;
+  int eos() const;
+  kv::KvCache& cache() { return *cache_; }
+  const kv::KvCache& cache() const { return *cache_; }
+  void Reset();
+
+ private:
+  Session() = default;
+  Status CheckRoom(size_t n) const;
+  const Engine* engine_ = nullptr;
+  int ctx_ = 0;
+  int ubatch_ = 512;
+  std::unique_ptr<kv::KvCache> cache_;
+  std::vector<float> logits_;
+};
+
+// Picks the next token from logits: greedy at temp 0, else temperature and
+// nucleus (top-p) sampling from a seeded generator.
+class Sampler {
+ public:
+  explicit Sampler(const SamplingOptions& o);
+  int Sample(const std::vector<float>& logits);
+
+ private:
+  double Uniform();  // [0, 1)
+  SamplingOptions o_;
+  uint64_t state_;
+};
+
+struct GenerateStats {
+  int prompt_tokens = 0;
+  int generated = 0;     // tokens sampled (n + 1 unless EOS came first)
+  int decode_steps = 0;  // single-token forward passes
+  double prefill_s = 0;
+  double decode_s = 0;
+};
+
+// Prefill `prompt`, then run n decode steps (llama2.c's convention: the prompt
+// and n more tokens fill prompt+n positions, and the token predicted at the
+// last position is sampled too, so n + 1 tokens are produced). Stops early at
+// EOS or BOS. on_token gets each new id as it is produced.
+Expected<GenerateStats> Generate(Session& s, const std::vector<int>& prompt, int n, const SamplingOptions& so,
+                                 const std::function<void(int)>& on_token);
+
+}  // namespace kvtrim

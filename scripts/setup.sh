@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian packages kvtrim builds and runs with.
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+PKGS=(
+  g++ cmake make              # C++20 toolchain
+  libopenblas-dev             # BLAS GEMM for batched prefill
+  libsleef-dev                # vectorized exp (softmax)
+  libeigen3-dev               # dense linear algebra (eigen/QR/least squares) for the compression methods
+  libcli11-dev                # command-line parsing
+  nlohmann-json3-dev          # JSON output and test goldens
+  libcpp-httplib-dev          # HTTP server
+  libgtest-dev libgmock-dev   # unit tests
+  libbenchmark-dev            # kernel micro-benchmarks
+  gnuplot-nox                 # plots in eval reports
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  [[ "$p" == \#* ]] && continue
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  $SUDO apt-get update
+  $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,142 @@
+#include "engine/bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+
+#include "io/tokenizer.h"
+#include "kernels/thread_pool.h"
+#include "kv/cache.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace kvtrim {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Bytes of K and V rows a decode step reads: every entry of every head.
+double KvRowBytes(const kv::KvCache& c) {
+  double s = 0;
+  for (int l = 0; l < c.n_layer(); ++l)
+    for (int h = 0; h < c.n_head_kv(); ++h) s += 2.0 * c.head(l, h).size() * c.head(l, h).row_bytes();
+  return s;
+}
+
+// Weight bytes read per decoded token: every matrix once (the embedding
+// table only through its output use when tied, one row otherwise).
+double WeightBytesPerToken(const Engine& e) {
+  const auto& w = e.weights();
+  double s = static_cast<double>(w.output.bytes()) + w.output_norm.size() * 4.0;
+  if (w.tok_embd.data != w.output.data) s += static_cast<double>(w.tok_embd.row_bytes());
+  for (const auto& L : w.layers) {
+    for (const auto* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) s += static_cast<double>(m->bytes());
+    s += (L.attn_norm.size() + L.ffn_norm.size() + L.bq.size() + L.bk.size() + L.bv.size()) * 4.0;
+  }
+  return s;
+}
+
+}  // namespace
+
+Stat MeanSd(const std::vector<double>& xs) {
+  Stat s;
+  if (xs.empty()) return s;
+  for (double x : xs) s.mean += x;
+  s.mean /= xs.size();
+  if (xs.size() > 1) {
+    double v = 0;
+    for (double x : xs) v += (x - s.mean) * (x - s.mean);
+    s.sd = std::sqrt(v / (xs.size() - 1));
+  }
+  return s;
+}
+
+Expected<std::vector<BenchRow>> RunBench(const Engine& e, const BenchOptions& o) {
+  if (o.reps < 1) return MakeError("reps must be >= 1");
+  if (o.gen < 1) return MakeError("gen must be >= 1");
+  const int vocab = e.config().vocab;
+  std::mt19937_64 rng(o.seed);
+  std::vector<BenchRow> rows;
+  {  // Warm-up (page-in of the weights, thread start-up), not timed.
+    auto s = Session::Create(e, o.session);
+    if (!s.ok()) return s.error();
+    std::vector<int> toks(std::min(64, s.value()->ctx() - 1), e.tokenizer().bos());
+    KVTRIM_RETURN_IF_ERROR(s.value()->Prefill(toks));
+    KVTRIM_RETURN_IF_ERROR(s.value()->Decode(e.tokenizer().bos()));
+  }
+  for (int depth : o.depths) {
+    if (depth < 0) return MakeError("depth must be >= 0");
+    BenchRow row;
+    row.depth = depth;
+    row.prefill_len = depth > 0 ? depth : (o.prefill_tokens > 0 ? o.prefill_tokens : 128);
+    std::vector<double> pf, dc;
+    std::vector<double> kv_read;
+    for (int r = 0; r < o.reps; ++r) {
+      auto s = Session::Create(e, o.session);
+      if (!s.ok()) return s.error();
+      Session& ses = *s.value();
+      if (row.prefill_len + o.gen > ses.ctx()) {
+        return MakeError("depth " + std::to_string(row.prefill_len) + " + " + std::to_string(o.gen) +
+                         " generated tokens exceeds the context length " + std::to_string(ses.ctx()));
+      }
+      std::vector<int> toks(row.prefill_len);
+      toks[0] = e.tokenizer().bos();
+      for (size_t i = 1; i < toks.size(); ++i) toks[i] = static_cast<int>(3 + rng() % (vocab - 3));
+      auto t0 = Clock::now();
+      KVTRIM_RETURN_IF_ERROR(ses.Prefill(toks));
+      pf.push_back(row.prefill_len / Since(t0));
+      double kv_sum = 0;
+      auto t1 = Clock::now();
+      for (int g = 0; g < o.gen; ++g) {
+        kv_sum += KvRowBytes(ses.cache()) + 2.0 * ses.cache().n_layer() * ses.cache().n_head_kv() *
+                                                ses.cache().head(0, 0).row_bytes();  // + the new entry
+        KVTRIM_RETURN_IF_ERROR(ses.Decode(static_cast<int>(3 + rng() % (vocab - 3))));
+      }
+      dc.push_back(o.gen / Since(t1));
+      kv_read.push_back(kv_sum / o.gen);
+      row.kv_bytes = ses.cache().BytesHeld();
+      row.kv_bytes_full = ses.cache().BytesFull();
+      if (o.progress) o.progress("depth " + std::to_string(depth) + " rep " + std::to_string(r + 1));
+    }
+    row.prefill_tok_s = MeanSd(pf);
+    row.decode_tok_s = MeanSd(dc);
+    row.weight_bytes_per_tok = WeightBytesPerToken(e);
+    row.kv_bytes_per_tok = MeanSd(kv_read).mean;
+    row.gb_s = (row.weight_bytes_per_tok + row.kv_bytes_per_tok) * row.decode_tok_s.mean / 1e9;
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+double MeasureReadBandwidth(const Engine& e, size_t bytes, int reps) {
+  const size_t n = bytes / sizeof(float);
+  std::vector<float> buf(n, 1.0f);
+  kernels::ThreadPool& pool = e.pool();
+  // Touch pages in the same split the readers use (first-touch placement).
+  pool.ParallelFor(static_cast<int64_t>(n), [&](int64_t a, int64_t b) {
+    for (int64_t i = a; i < b; ++i) buf[i] = static_cast<float>(i & 7);
+  });
+  double best = 0;
+  std::vector<double> sums(pool.size() + 1);
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = Clock::now();
+    pool.ParallelFor(static_cast<int64_t>(n), [&](int64_t a, int64_t b) {
+      float s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+      int64_t i = a;
+      for (; i + 8 <= b; i += 8) {
+        s0 += buf[i]; s1 += buf[i + 1]; s2 += buf[i + 2]; s3 += buf[i + 3];
+        s4 += buf[i + 4]; s5 += buf[i + 5]; s6 += buf[i + 6]; s7 += buf[i + 7];
+      }
+      for (; i < b; ++i) s0 += buf[i];
+      sums[a * pool.size() / static_cast<int64_t>(n)] += s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7;
+    });
+    best = std::max(best, static_cast<double>(n * sizeof(float)) / Since(t0) / 1e9);
+  }
+  volatile double sink = sums[0];
+  (void)sink;
+  return best;
+}
+
+}  // namespace kvtrim

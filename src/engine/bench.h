@@ -1,0 +1,45 @@
+// Throughput measurement behind `kvtrim bench`: prefill and decode tokens/s at
+// given context depths (like llama-bench -d), with the bytes read per decoded
+// token, and a memory-bandwidth probe to compare against.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kvtrim/engine.h"
+
+namespace kvtrim {
+
+struct BenchOptions {
+  std::vector<int> depths = {0, 256, 1024};
+  int gen = 32;    // decode steps timed at each depth
+  int reps = 3;
+  int prefill_tokens = 0;  // prompt length timed at depth 0 (0: 128)
+  uint64_t seed = 1;
+  SessionOptions session;
+  std::function<void(const std::string&)> progress;  // may be empty
+};
+
+struct Stat {
+  double mean = 0, sd = 0;
+};
+
+struct BenchRow {
+  int depth = 0;
+  int prefill_len = 0;   // tokens in the timed prefill
+  Stat prefill_tok_s;
+  Stat decode_tok_s;
+  size_t kv_bytes = 0;       // held after the decode steps
+  size_t kv_bytes_full = 0;  // a full cache of the same length
+  double weight_bytes_per_tok = 0;
+  double kv_bytes_per_tok = 0;  // K and V rows read per decode step (mean)
+  double gb_s = 0;              // (weights + KV) bytes per step / step time
+};
+
+Stat MeanSd(const std::vector<double>& xs);
+Expected<std::vector<BenchRow>> RunBench(const Engine& e, const BenchOptions& o);
+// Read bandwidth of this machine in GB/s: a multithreaded sum over a buffer
+// far larger than the caches (bytes), best of reps.
+double MeasureReadBandwidth(const Engine& e, size_t bytes, int reps);
+
+}  // namespace kvtrim

@@ -1,0 +1,34 @@
+#include <chrono>
+
+#include "io/tokenizer.h"
+#include "kvtrim/engine.h"
+
+namespace kvtrim {
+
+Expected<GenerateStats> Generate(Session& s, const std::vector<int>& prompt, int n, const SamplingOptions& so,
+                                 const std::function<void(int)>& on_token) {
+  using Clock = std::chrono::steady_clock;
+  if (prompt.empty()) return MakeError("empty prompt (it needs at least BOS)");
+  if (n < 0) return MakeError("number of tokens to generate must be >= 0");
+  GenerateStats st;
+  st.prompt_tokens = static_cast<int>(prompt.size());
+  auto t0 = Clock::now();
+  KVTRIM_RETURN_IF_ERROR(s.Prefill(prompt));
+  auto t1 = Clock::now();
+  st.prefill_s = std::chrono::duration<double>(t1 - t0).count();
+  Sampler sampler(so);
+  const int bos = s.bos(), eos = s.eos();
+  for (int i = 0; i <= n; ++i) {
+    int tok = sampler.Sample(s.logits());
+    if (tok == eos || tok == bos) break;  // end of text (llama2.c stops at BOS)
+    ++st.generated;
+    if (on_token) on_token(tok);
+    if (i == n) break;
+    KVTRIM_RETURN_IF_ERROR(s.Decode(tok));
+    ++st.decode_steps;
+  }
+  st.decode_s = std::chrono::duration<double>(Clock::now() - t1).count();
+  return st;
+}
+
+}  // namespace kvtrim

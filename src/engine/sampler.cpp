@@ -1,0 +1,49 @@
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "kvtrim/engine.h"
+
+namespace kvtrim {
+
+Sampler::Sampler(const SamplingOptions& o) : o_(o), state_(o.seed ^ 0x9E3779B97F4A7C15ull) {}
+
+// splitmix64: fully specified, so the same seed gives the same tokens on any
+// platform (std distributions are not portable across standard libraries).
+double Sampler::Uniform() {
+  uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+
+int Sampler::Sample(const std::vector<float>& logits) {
+  const int n = static_cast<int>(logits.size());
+  if (o_.temp <= 0.f) return static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  std::vector<double> p(n);
+  double m = *std::max_element(logits.begin(), logits.end()), sum = 0;
+  for (int i = 0; i < n; ++i) sum += (p[i] = std::exp((logits[i] - m) / o_.temp));
+  for (double& x : p) x /= sum;
+  std::vector<int> idx(n);
+  std::iota(idx.begin(), idx.end(), 0);
+  int keep = n;
+  if (o_.top_p > 0.f && o_.top_p < 1.f) {
+    std::sort(idx.begin(), idx.end(), [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    double cum = 0;
+    for (keep = 0; keep < n;) {
+      cum += p[idx[keep++]];
+      if (cum >= o_.top_p) break;
+    }
+  }
+  double mass = 0;
+  for (int i = 0; i < keep; ++i) mass += p[idx[i]];
+  double r = Uniform() * mass;
+  for (int i = 0; i < keep; ++i) {
+    r -= p[idx[i]];
+    if (r <= 0) return idx[i];
+  }
+  return idx[keep - 1];
+}
+
+}  // namespace kvtrim

@@ -1,0 +1,89 @@
+#include <algorithm>
+
+#include "kvtrim/engine.h"
+#include "io/tokenizer.h"
+#include "kv/cache.h"
+#include "model/config.h"
+#include "model/transformer.h"
+
+namespace kvtrim {
+namespace {
+
+Expected<GgmlType> ParseKvType(const std::string& s) {
+  if (s == "f32") return GgmlType::F32;
+  if (s == "f16") return GgmlType::F16;
+  if (s == "q8_0") return GgmlType::Q8_0;
+  if (s == "q4_0") return GgmlType::Q4_0;
+  return MakeError("unknown KV storage type '" + s + "' (f32, f16, q8_0, q4_0)");
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<Session>> Session::Create(const Engine& engine, const SessionOptions& opts) {
+  const auto& c = engine.config();
+  if (opts.ctx < 0) return MakeError("context length must be >= 0");
+  if (opts.ctx > c.ctx) {
+    return MakeError("context length " + std::to_string(opts.ctx) + " exceeds the model's trained context of " +
+                     std::to_string(c.ctx) + " tokens");
+  }
+  if (opts.ubatch <= 0) return MakeError("ubatch must be positive");
+  auto type = ParseKvType(opts.kv_type);
+  if (!type.ok()) return type.error();
+  std::unique_ptr<Session> s(new Session());
+  s->engine_ = &engine;
+  s->ctx_ = opts.ctx > 0 ? opts.ctx : c.ctx;
+  s->ubatch_ = opts.ubatch;
+  s->cache_ = std::make_unique<kv::KvCache>(c.n_layer, c.n_head_kv, c.head_dim, type.value());
+  return s;
+}
+
+Session::~Session() = default;
+
+int Session::bos() const { return engine_->tokenizer().bos(); }
+int Session::eos() const { return engine_->tokenizer().eos(); }
+
+int64_t Session::position() const { return cache_->logical_length(); }
+
+void Session::Reset() {
+  cache_->Clear();
+  logits_.clear();
+}
+
+Status Session::CheckRoom(size_t n) const {
+  if (position() + static_cast<int64_t>(n) > ctx_) {
+    return MakeError("sequence of " + std::to_string(position() + static_cast<int64_t>(n)) +
+                     " tokens exceeds the context length of " + std::to_string(ctx_));
+  }
+  return {};
+}
+
+Status Session::Prefill(const std::vector<int>& tokens) {
+  KVTRIM_RETURN_IF_ERROR(CheckRoom(tokens.size()));
+  for (size_t i = 0; i < tokens.size(); i += ubatch_) {
+    int n = static_cast<int>(std::min<size_t>(ubatch_, tokens.size() - i));
+    KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(engine_->pool(), *cache_, tokens.data() + i, n, false, &logits_));
+  }
+  return {};
+}
+
+Status Session::Decode(int token) {
+  KVTRIM_RETURN_IF_ERROR(CheckRoom(1));
+  return engine_->transformer().Forward(engine_->pool(), *cache_, &token, 1, false, &logits_);
+}
+
+Expected<std::vector<float>> Session::ForwardAll(const std::vector<int>& tokens) {
+  KVTRIM_RETURN_IF_ERROR(CheckRoom(tokens.size()));
+  const size_t V = engine_->config().vocab;
+  std::vector<float> all;
+  all.reserve(tokens.size() * V);
+  std::vector<float> part;
+  for (size_t i = 0; i < tokens.size(); i += ubatch_) {
+    int n = static_cast<int>(std::min<size_t>(ubatch_, tokens.size() - i));
+    KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(engine_->pool(), *cache_, tokens.data() + i, n, true, &part));
+    all.insert(all.end(), part.begin(), part.end());
+  }
+  if (!tokens.empty()) logits_.assign(all.end() - V, all.end());
+  return all;
+}
+
+}  // namespace kvtrim

@@ -1,0 +1,130 @@
+#include "kernels/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "kernels/quant.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define KVTRIM_ATT_AVX2 1
+#endif
+
+namespace kvtrim::kernels {
+namespace {
+
+#ifdef KVTRIM_ATT_AVX2
+inline float Hsum8(__m256 v) {
+  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+  return _mm_cvtss_f32(lo);
+}
+#endif
+
+// F32 rows with d a multiple of 8: the whole step inlined (no per-row calls).
+void AttendOneF32(const KvView& kv, const float* q, int G, float scale, float* out, float* scratch,
+                  const ProbObserver* obs) {
+  const int n = kv.n, d = kv.d;
+  const float* K = reinterpret_cast<const float*>(kv.k);
+  const float* V = reinterpret_cast<const float*>(kv.v);
+  const size_t stride = kv.row_bytes / sizeof(float);
+  for (int g = 0; g < G; ++g) {
+    const float* qg = q + g * d;
+    float* s = scratch + static_cast<size_t>(g) * n;
+    for (int j = 0; j < n; ++j) {
+      const float* k = K + stride * j;
+#ifdef KVTRIM_ATT_AVX2
+      __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(k), _mm256_loadu_ps(qg));
+      for (int i = 8; i < d; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(k + i), _mm256_loadu_ps(qg + i), acc);
+      s[j] = Hsum8(acc) * scale + kv.logw[j];
+#else
+      float acc = 0.f;
+      for (int i = 0; i < d; ++i) acc += k[i] * qg[i];
+      s[j] = acc * scale + kv.logw[j];
+#endif
+    }
+    Softmax(s, n);
+    if (obs) (*obs)(0, g, s, n);
+    float* o = out + g * d;
+    std::fill(o, o + d, 0.f);
+    for (int j = 0; j < n; ++j) {
+      const float* v = V + stride * j;
+      const float a = s[j];
+      for (int i = 0; i < d; ++i) o[i] += a * v[i];  // vectorized by the compiler
+    }
+  }
+}
+
+}  // namespace
+
+void AttendOne(const KvView& kv, const float* q, int G, float scale, float* out, float* scratch,
+               const ProbObserver* obs) {
+  if (kv.type == GgmlType::F32 && kv.d % 8 == 0) return AttendOneF32(kv, q, G, scale, out, scratch, obs);
+  const int n = kv.n, d = kv.d;
+  for (int j = 0; j < n; ++j) {  // scores, key rows read once for the group
+    const uint8_t* krow = kv.k + kv.row_bytes * j;
+    const float b = kv.logw[j];
+    for (int g = 0; g < G; ++g) scratch[g * n + j] = DotRow(kv.type, krow, q + g * d, d) * scale + b;
+  }
+  for (int g = 0; g < G; ++g) {
+    Softmax(scratch + g * n, n);
+    if (obs) (*obs)(0, g, scratch + g * n, n);
+  }
+  std::fill(out, out + G * d, 0.f);
+  for (int j = 0; j < n; ++j) {
+    const uint8_t* vrow = kv.v + kv.row_bytes * j;
+    for (int g = 0; g < G; ++g) AxpyRow(kv.type, vrow, scratch[g * n + j], out + g * d, d);
+  }
+}
+
+void AttendCausal(const KvView& kv, const float* q, int T, int G, int q_stride, int n_visible0,
+                  float scale, float* out, int out_stride, const ProbObserver* obs) {
+  const int d = kv.d;
+  const int n_total = std::min(kv.n, n_visible0 + T);
+  // Float copies of the rows: BLAS wants floats (free for an F32 cache).
+  std::vector<float> kbuf, vbuf;
+  const float* K = reinterpret_cast<const float*>(kv.k);
+  const float* V = reinterpret_cast<const float*>(kv.v);
+  if (kv.type != GgmlType::F32) {
+    kbuf.resize(static_cast<size_t>(n_total) * d);
+    vbuf.resize(static_cast<size_t>(n_total) * d);
+    for (int j = 0; j < n_total; ++j) {
+      DequantRow(kv.type, kv.k + kv.row_bytes * j, &kbuf[static_cast<size_t>(j) * d], d);
+      DequantRow(kv.type, kv.v + kv.row_bytes * j, &vbuf[static_cast<size_t>(j) * d], d);
+    }
+    K = kbuf.data();
+    V = vbuf.data();
+  }
+  const int Tb = std::max(1, 256 / G);  // query positions per block
+  std::vector<float> qb(static_cast<size_t>(Tb) * G * d), ob(static_cast<size_t>(Tb) * G * d);
+  std::vector<float> s;
+  for (int t0 = 0; t0 < T; t0 += Tb) {
+    const int t1 = std::min(T, t0 + Tb), rows = (t1 - t0) * G;
+    const int nv = std::min(n_total, n_visible0 + t1);  // entries seen by the block's last query
+    for (int t = t0; t < t1; ++t)  // qb: [rows, d], row = (t - t0) * G + g
+      std::copy(q + static_cast<size_t>(t) * q_stride, q + static_cast<size_t>(t) * q_stride + G * d,
+                &qb[static_cast<size_t>(t - t0) * G * d]);
+    s.resize(static_cast<size_t>(rows) * nv);
+    GemmABt(rows, nv, d, qb.data(), d, K, d, s.data(), nv);  // s: [rows, nv]
+    for (int t = t0; t < t1; ++t) {
+      const int vis = std::min(nv, n_visible0 + t + 1);
+      for (int g = 0; g < G; ++g) {
+        float* row = &s[static_cast<size_t>((t - t0) * G + g) * nv];
+        for (int j = 0; j < vis; ++j) row[j] = row[j] * scale + kv.logw[j];
+        std::fill(row + vis, row + nv, -INFINITY);
+        Softmax(row, nv);
+        if (obs) (*obs)(t, g, row, vis);
+      }
+    }
+    GemmAB(rows, d, nv, s.data(), nv, V, d, ob.data(), d);  // ob: [rows, d]
+    for (int t = t0; t < t1; ++t)
+      std::copy(&ob[static_cast<size_t>(t - t0) * G * d], &ob[static_cast<size_t>(t - t0 + 1) * G * d],
+                out + static_cast<size_t>(t) * out_stride);
+  }
+}
+
+}  // namespace kvtrim::kernels

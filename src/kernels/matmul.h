@@ -1,0 +1,34 @@
+// Weight-matrix products: matrix-vector on the stored (possibly quantized)
+// rows for decode; matrix-matrix through BLAS for prefill.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "io/ggml_types.h"
+#include "kernels/thread_pool.h"
+
+namespace kvtrim::kernels {
+
+// A row-major weight matrix [rows, cols] of any supported ggml type.
+struct WeightView {
+  GgmlType type = GgmlType::F32;
+  const uint8_t* data = nullptr;
+  int rows = 0;
+  int cols = 0;
+  size_t row_bytes() const { return RowBytes(type, static_cast<size_t>(cols)); }
+  size_t bytes() const { return row_bytes() * static_cast<size_t>(rows); }
+  const uint8_t* row(int r) const { return data + row_bytes() * static_cast<size_t>(r); }
+};
+
+// y[rows] = W x[cols]
+void MatVec(ThreadPool& pool, const WeightView& w, const float* x, float* y);
+// Y[T, rows] = X[T, cols] W^T  (BLAS sgemm; quantized W is dequantized in row blocks)
+void MatMul(ThreadPool& pool, const WeightView& w, const float* x, int T, float* y);
+// C[M, N] = A[M, K] B[N, K]^T (+ beta C), plain float GEMM through BLAS.
+void GemmABt(int M, int N, int K, const float* a, int lda, const float* b, int ldb, float* c, int ldc,
+             float beta = 0.f);
+// C[M, N] = A[M, K] B[K, N]
+void GemmAB(int M, int N, int K, const float* a, int lda, const float* b, int ldb, float* c, int ldc);
+void SetBlasThreads(int n);
+
+}  // namespace kvtrim::kernels

@@ -1,0 +1,69 @@
+#include "kernels/ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+#if defined(__AVX2__) && defined(KVTRIM_HAVE_SLEEF)
+#include <immintrin.h>
+#include <sleef.h>  // vectorized expf, 1.0 ULP (Debian libsleef-dev)
+#define KVTRIM_SOFTMAX_AVX2 1
+#endif
+
+namespace kvtrim::kernels {
+
+void RmsNorm(const float* x, const float* w, int n, float eps, float* out) {
+  float ss = 0.f;
+  for (int i = 0; i < n; ++i) ss += x[i] * x[i];
+  float scale = 1.f / std::sqrt(ss / n + eps);
+  for (int i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
+}
+
+void Softmax(float* x, int n) {
+  if (n <= 0) return;
+  float m = *std::max_element(x, x + n);
+  if (m == -INFINITY) {  // nothing visible: define as all-zero weights
+    std::fill(x, x + n, 0.f);
+    return;
+  }
+  float s = 0.f;
+  int i = 0;
+#ifdef KVTRIM_SOFTMAX_AVX2
+  __m256 vm = _mm256_set1_ps(m), vs = _mm256_setzero_ps();
+  for (; i + 8 <= n; i += 8) {
+    __m256 e = Sleef_expf8_u10avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+    _mm256_storeu_ps(x + i, e);
+    vs = _mm256_add_ps(vs, e);
+  }
+  float lanes[8];
+  _mm256_storeu_ps(lanes, vs);
+  for (float l : lanes) s += l;
+#endif
+  for (; i < n; ++i) {
+    x[i] = std::exp(x[i] - m);
+    s += x[i];
+  }
+  float inv = 1.f / s;
+  for (int i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void SwiGlu(float* a, const float* b, int n) {
+  for (int i = 0; i < n; ++i) a[i] = a[i] / (1.f + std::exp(-a[i])) * b[i];
+}
+
+void Rope(float* x, int n_heads, int head_dim, int rot_dims, int pos, float freq_base, RopeMode mode) {
+  const int half = rot_dims / 2;
+  for (int i = 0; i < half; ++i) {
+    double theta = pos * std::pow(static_cast<double>(freq_base), -2.0 * i / rot_dims);
+    float c = static_cast<float>(std::cos(theta)), s = static_cast<float>(std::sin(theta));
+    for (int h = 0; h < n_heads; ++h) {
+      float* v = x + h * head_dim;
+      int i0 = mode == RopeMode::kNormal ? 2 * i : i;
+      int i1 = mode == RopeMode::kNormal ? 2 * i + 1 : i + half;
+      float a = v[i0], b = v[i1];
+      v[i0] = a * c - b * s;
+      v[i1] = a * s + b * c;
+    }
+  }
+}
+
+}  // namespace kvtrim::kernels

@@ -1,0 +1,91 @@
+// The KV cache of METHODS.md section 0: per layer and per KV head a list of
+// entries (post-RoPE key, value, original position, log-weight). Heads may
+// hold different numbers of entries; the logical length N positions new
+// tokens. Entry rows are stored in one ggml row type (F32, or F16/Q8_0/Q4_0
+// for quantized storage); memory is really freed when entries go.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "io/ggml_types.h"
+#include "kernels/attention.h"
+
+namespace kvtrim::kv {
+
+// One (layer, KV head): its entries, stored contiguously.
+class HeadStore {
+ public:
+  HeadStore() = default;
+  HeadStore(int head_dim, GgmlType type) : d_(head_dim), type_(type) {}
+
+  int size() const { return n_; }
+  int head_dim() const { return d_; }
+  GgmlType type() const { return type_; }
+  size_t row_bytes() const;
+
+  void Append(const float* k, const float* v, int32_t pos, float logw);
+  // Keep entries `keep` (increasing indices), dropping the rest; frees memory.
+  void Retain(const std::vector<int>& keep);
+  void Reserve(int n);
+  void ShrinkToFit();
+  void Clear();
+
+  const uint8_t* key_row(int i) const { return k_.data() + row_bytes() * i; }
+  const uint8_t* value_row(int i) const { return v_.data() + row_bytes() * i; }
+  void ReadKey(int i, float* out) const;
+  void ReadValue(int i, float* out) const;
+  void WriteKey(int i, const float* k);
+  void WriteValue(int i, const float* v);
+  int32_t pos(int i) const { return pos_[i]; }
+  float logw(int i) const { return logw_[i]; }
+  void set_logw(int i, float b) { logw_[i] = b; }
+  void set_pos(int i, int32_t p) { pos_[i] = p; }
+  const std::vector<int32_t>& positions() const { return pos_; }
+
+  kernels::KvView View() const;
+  // Bytes allocated for this head (keys, values, positions, log-weights).
+  size_t BytesHeld() const;
+
+ private:
+  void Grow(int need);
+  int d_ = 0;
+  GgmlType type_ = GgmlType::F32;
+  int n_ = 0;
+  int cap_ = 0;
+  std::vector<uint8_t> k_, v_;
+  std::vector<int32_t> pos_;
+  std::vector<float> logw_;
+};
+
+class KvCache {
+ public:
+  KvCache(int n_layer, int n_head_kv, int head_dim, GgmlType type = GgmlType::F32);
+
+  int n_layer() const { return n_layer_; }
+  int n_head_kv() const { return n_head_kv_; }
+  int head_dim() const { return head_dim_; }
+  GgmlType type() const { return type_; }
+
+  HeadStore& head(int layer, int h) { return heads_[layer * n_head_kv_ + h]; }
+  const HeadStore& head(int layer, int h) const { return heads_[layer * n_head_kv_ + h]; }
+
+  // Tokens ever appended (positions of new tokens start here).
+  int64_t logical_length() const { return n_logical_; }
+  void AdvanceLogical(int n) { n_logical_ += n; }
+  void Clear();
+
+  // Bytes the cache holds now, and what a full F32 cache of the logical
+  // length would hold (keys + values + positions + log-weights).
+  size_t BytesHeld() const;
+  size_t BytesFull() const;
+  size_t EntriesHeld() const;
+
+ private:
+  int n_layer_, n_head_kv_, head_dim_;
+  GgmlType type_;
+  int64_t n_logical_ = 0;
+  std::vector<HeadStore> heads_;
+};
+
+}  // namespace kvtrim::kv

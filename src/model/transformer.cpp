@@ -1,0 +1,104 @@
+#include "model/transformer.h"
+
+#include <cmath>
+
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "kernels/quant.h"
+
+namespace kvtrim::model {
+namespace {
+
+void AddBias(float* x, const std::vector<float>& b, int T) {
+  if (b.empty()) return;
+  const int n = static_cast<int>(b.size());
+  for (int t = 0; t < T; ++t)
+    for (int i = 0; i < n; ++i) x[t * n + i] += b[i];
+}
+
+}  // namespace
+
+Status Transformer::Forward(kernels::ThreadPool& pool, kv::KvCache& cache, const int* tokens, int T,
+                            bool all_logits, std::vector<float>* logits, ForwardObserver* obs) const {
+  if (T <= 0) return MakeError("empty batch");
+  const int D = c_.dim, hd = c_.head_dim, H = c_.n_head, Hkv = c_.n_head_kv, G = c_.group();
+  const int q_dim = H * hd, kv_dim = Hkv * hd, F = c_.ffn_dim;
+  for (int t = 0; t < T; ++t)
+    if (tokens[t] < 0 || tokens[t] >= c_.vocab) return MakeError("token id " + std::to_string(tokens[t]) + " out of range");
+  const int pos0 = static_cast<int>(cache.logical_length());
+
+  std::vector<float> x(static_cast<size_t>(T) * D);      // [T, D] residual stream
+  std::vector<float> xb(static_cast<size_t>(T) * D);     // [T, D] normed input
+  std::vector<float> q(static_cast<size_t>(T) * q_dim);  // [T, H*hd]
+  std::vector<float> k(static_cast<size_t>(T) * kv_dim), v(static_cast<size_t>(T) * kv_dim);  // [T, Hkv*hd]
+  std::vector<float> att(static_cast<size_t>(T) * q_dim);  // [T, H*hd] attention output
+  std::vector<float> hg(static_cast<size_t>(T) * F), hu(static_cast<size_t>(T) * F);  // [T, F]
+  std::vector<float> scratch;  // decode attention scores [Hkv][G, n]
+
+  for (int t = 0; t < T; ++t) kernels::DequantRow(w_.tok_embd.type, w_.tok_embd.row(tokens[t]), &x[t * D], D);
+
+  const float scale = 1.f / std::sqrt(static_cast<float>(hd));
+  for (int l = 0; l < c_.n_layer; ++l) {
+    const LayerWeights& L = w_.layers[l];
+    for (int t = 0; t < T; ++t) kernels::RmsNorm(&x[t * D], L.attn_norm.data(), D, c_.rms_eps, &xb[t * D]);
+    kernels::MatMul(pool, L.wq, xb.data(), T, q.data());
+    kernels::MatMul(pool, L.wk, xb.data(), T, k.data());
+    kernels::MatMul(pool, L.wv, xb.data(), T, v.data());
+    AddBias(q.data(), L.bq, T);
+    AddBias(k.data(), L.bk, T);
+    AddBias(v.data(), L.bv, T);
+    if (obs) obs->OnQK(l, k.data(), nullptr, T);  // pre-RoPE keys
+    for (int t = 0; t < T; ++t) {
+      kernels::Rope(&q[t * q_dim], H, hd, c_.rope_dims, pos0 + t, c_.rope_base, c_.rope_mode);
+      kernels::Rope(&k[t * kv_dim], Hkv, hd, c_.rope_dims, pos0 + t, c_.rope_base, c_.rope_mode);
+    }
+    if (obs) obs->OnQK(l, nullptr, q.data(), T);  // rotated queries
+
+    std::vector<int> n_before(Hkv);
+    for (int h = 0; h < Hkv; ++h) {
+      kv::HeadStore& hs = cache.head(l, h);
+      n_before[h] = hs.size();
+      hs.Reserve(hs.size() + T);
+      for (int t = 0; t < T; ++t) hs.Append(&k[t * kv_dim + h * hd], &v[t * kv_dim + h * hd], pos0 + t, 0.f);
+    }
+    const bool want = obs && obs->WantsProbs(l);
+    if (T == 1) {
+      size_t per_head = 0;
+      for (int h = 0; h < Hkv; ++h) per_head = std::max<size_t>(per_head, static_cast<size_t>(G) * cache.head(l, h).size());
+      scratch.resize(per_head * Hkv);
+      pool.ParallelFor(Hkv, [&](int64_t h0, int64_t h1) {
+        for (int64_t h = h0; h < h1; ++h) {
+          kernels::ProbObserver po = [&, h](int t, int g, const float* p, int n) {
+            obs->OnProbs(l, static_cast<int>(h), t, g, p, n);
+          };
+          kernels::AttendOne(cache.head(l, h).View(), &q[h * G * hd], G, scale, &att[h * G * hd],
+                             &scratch[per_head * h], want ? &po : nullptr);
+        }
+      });
+    } else {
+      for (int h = 0; h < Hkv; ++h) {
+        kernels::ProbObserver po = [&, h](int t, int g, const float* p, int n) { obs->OnProbs(l, h, t, g, p, n); };
+        kernels::AttendCausal(cache.head(l, h).View(), &q[h * G * hd], T, G, q_dim, n_before[h], scale,
+                              &att[h * G * hd], q_dim, want ? &po : nullptr);
+      }
+    }
+    kernels::MatMul(pool, L.wo, att.data(), T, xb.data());
+    for (size_t i = 0; i < x.size(); ++i) x[i] += xb[i];
+
+    for (int t = 0; t < T; ++t) kernels::RmsNorm(&x[t * D], L.ffn_norm.data(), D, c_.rms_eps, &xb[t * D]);
+    kernels::MatMul(pool, L.w_gate, xb.data(), T, hg.data());
+    kernels::MatMul(pool, L.w_up, xb.data(), T, hu.data());
+    kernels::SwiGlu(hg.data(), hu.data(), T * F);
+    kernels::MatMul(pool, L.w_down, hg.data(), T, xb.data());
+    for (size_t i = 0; i < x.size(); ++i) x[i] += xb[i];
+  }
+  cache.AdvanceLogical(T);
+
+  const int t_first = all_logits ? 0 : T - 1, n_out = T - t_first;
+  for (int t = t_first; t < T; ++t) kernels::RmsNorm(&x[t * D], w_.output_norm.data(), D, c_.rms_eps, &xb[(t - t_first) * D]);
+  logits->resize(static_cast<size_t>(n_out) * c_.vocab);
+  kernels::MatMul(pool, w_.output, xb.data(), n_out, logits->data());
+  return {};
+}
+
+}  // namespace kvtrim::model

@@ -1,0 +1,30 @@
+// Model weights as views into the mapped GGUF file (no copies of the
+// matrices); small vectors (norms, biases) are held as floats.
+#pragma once
+#include <vector>
+
+#include "io/gguf.h"
+#include "kernels/matmul.h"
+#include "kvtrim/status.h"
+#include "model/config.h"
+
+namespace kvtrim::model {
+
+struct LayerWeights {
+  std::vector<float> attn_norm, ffn_norm;  // [dim]
+  kernels::WeightView wq, wk, wv, wo;      // [n_head*hd, dim], [n_kv*hd, dim] x2, [dim, n_head*hd]
+  kernels::WeightView w_gate, w_up, w_down;  // [ffn, dim] x2, [dim, ffn]
+  std::vector<float> bq, bk, bv;           // qwen2 only
+};
+
+struct Weights {
+  kernels::WeightView tok_embd;  // [vocab, dim]
+  kernels::WeightView output;    // [vocab, dim] (tok_embd when tied)
+  std::vector<float> output_norm;
+  std::vector<LayerWeights> layers;
+  size_t total_bytes = 0;  // bytes of all weight matrices and vectors
+};
+
+Expected<Weights> LoadWeights(const io::GgufFile& f, const ModelConfig& c);
+
+}  // namespace kvtrim::model

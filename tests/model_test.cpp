@@ -1,0 +1,148 @@
+// End-to-end goldens from independent references (MODELS.md): logits of the
+// needle and qwen2 models (float64 numpy), greedy continuations, and the
+// llama2.c stories260K texts through the CLI.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "io/tokenizer.h"
+#include "test_util.h"
+
+namespace kvtrim {
+namespace {
+
+const nlohmann::json* FindEntry(const char* section, const std::string& model) {
+  for (const auto& e : test::Goldens()[section])
+    if (e["model"] == model) return &e;
+  return nullptr;
+}
+
+void CheckLogits(const std::string& model, double tol, const std::string& kv_type = "f32") {
+  const nlohmann::json* g = FindEntry("logits", model);
+  ASSERT_NE(g, nullptr) << model;
+  auto e = test::LoadEngine(model);
+  ASSERT_TRUE(e);
+  SessionOptions so;
+  so.kv_type = kv_type;
+  auto s = Session::Create(*e, so);
+  ASSERT_TRUE(s.ok());
+  std::vector<int> ids = (*g)["ids"].get<std::vector<int>>();
+  ASSERT_TRUE(s.value()->Prefill(ids).ok());
+  const std::vector<float>& lg = s.value()->logits();
+  std::vector<int> top = (*g)["top_ids"].get<std::vector<int>>();
+  std::vector<double> want = (*g)["top_logits"].get<std::vector<double>>();
+  double max_diff = 0;
+  for (size_t i = 0; i < top.size(); ++i) max_diff = std::max(max_diff, std::fabs(lg[top[i]] - want[i]));
+  EXPECT_LE(max_diff, tol) << model;
+  double l2 = 0;
+  for (float v : lg) l2 += double{v} * v;
+  EXPECT_NEAR(std::sqrt(l2), (*g)["logits_l2"].get<double>(), 50 * tol) << model;
+  EXPECT_EQ(std::max_element(lg.begin(), lg.end()) - lg.begin(), top[0]);
+}
+
+TEST(ModelGolden, NeedleF32Logits) { CheckLogits("needle-3.7M-f32.gguf", 2e-3); }
+TEST(ModelGolden, NeedleQ8Logits) { CheckLogits("needle-3.7M-q8_0.gguf", 5e-2); }
+TEST(ModelGolden, NeedleQ4Logits) { CheckLogits("needle-3.7M-q4_0.gguf", 5e-2); }
+TEST(ModelGolden, Qwen2Logits) { CheckLogits("qwen2-tiny-random.gguf", 2e-3); }
+
+TEST(ModelGolden, NeedlePromptTokenizesToGoldenIds) {
+  auto e = test::LoadEngine("needle-3.7M-f32.gguf");
+  ASSERT_TRUE(e);
+  std::string prompt = test::Goldens()["needle_prompt"];
+  EXPECT_EQ(e->tokenizer().Encode(prompt, true), FindEntry("logits", "needle-3.7M-f32.gguf")->at("ids").get<std::vector<int>>());
+}
+
+void CheckGreedy(const std::string& model) {
+  const nlohmann::json* g = FindEntry("greedy", model);
+  ASSERT_NE(g, nullptr);
+  auto e = test::LoadEngine(model);
+  ASSERT_TRUE(e);
+  auto s = Session::Create(*e, {});
+  ASSERT_TRUE(s.ok());
+  std::vector<int> prompt = (*g)["prompt_ids"].get<std::vector<int>>();
+  std::vector<int> want = (*g)["generated_ids"].get<std::vector<int>>();
+  std::vector<int> got;
+  auto st = Generate(*s.value(), prompt, static_cast<int>(want.size()) - 1, {0.f, 1.f, 0},
+                     [&](int id) { got.push_back(id); });
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  EXPECT_EQ(got, want) << model;
+}
+
+TEST(ModelGolden, NeedleGreedy) { CheckGreedy("needle-3.7M-f32.gguf"); }
+TEST(ModelGolden, Qwen2Greedy) { CheckGreedy("qwen2-tiny-random.gguf"); }
+
+TEST(ModelGolden, DecodeMatchesPrefillLogits) {
+  // Token-by-token decode and one batched prefill must agree (GEMM vs GEMV paths).
+  auto e = test::LoadEngine("needle-3.7M-q8_0.gguf");
+  ASSERT_TRUE(e);
+  std::vector<int> ids = FindEntry("logits", "needle-3.7M-f32.gguf")->at("ids").get<std::vector<int>>();
+  auto a = Session::Create(*e, {});
+  auto b = Session::Create(*e, {});
+  auto all = a.value()->ForwardAll(ids);
+  ASSERT_TRUE(all.ok());
+  const size_t V = e->tokenizer().vocab_size();
+  for (size_t t = 0; t < ids.size(); ++t) {
+    ASSERT_TRUE(b.value()->Decode(ids[t]).ok());
+    double md = 0;
+    for (size_t i = 0; i < V; ++i) md = std::max(md, double{std::fabs(b.value()->logits()[i] - all.value()[t * V + i])});
+    EXPECT_LE(md, 1e-3) << "position " << t;
+  }
+}
+
+std::string Cli() { return KVTRIM_CLI; }
+
+TEST(CliGolden, Stories260KEmptyPrompt) {
+  auto r = test::RunCommand(Cli() + " run -m " + test::ModelPath("stories260K.gguf") + " -n 255 --temp 0 2>/dev/null");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out, test::ReadFile(test::ModelPath("stories260K.golden.txt")));
+}
+
+TEST(CliGolden, Stories260KWithPrompt) {
+  // 200 positions in all: 11 prompt tokens (BOS included) + 189 decode steps.
+  auto r = test::RunCommand(Cli() + " run -m " + test::ModelPath("stories260K.gguf") +
+                            " -p 'Tom and Sue went to the' -n 189 --temp 0 -t 1 2>/dev/null");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out, test::ReadFile(test::ModelPath("stories260K.golden-prompt.txt")));
+}
+
+TEST(CliGolden, NeedleFullText) {
+  const nlohmann::json* g = FindEntry("greedy", "needle-3.7M-f32.gguf");
+  int steps = static_cast<int>((*g)["generated_ids"].size()) - 1;
+  auto r = test::RunCommand(Cli() + " run -m " + test::ModelPath("needle-3.7M-f32.gguf") + " -p '" +
+                            test::Goldens()["needle_prompt"].get<std::string>() + "' -n " + std::to_string(steps) +
+                            " --temp 0 2>/dev/null");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out, (*g)["full_text"].get<std::string>() + "\n");
+}
+
+TEST(CliErrors, ClearMessagesAndNonZeroExit) {
+  struct Case { std::string args, needle; };
+  const std::vector<Case> cases = {
+      {"run -m /nonexistent.gguf", "cannot open"},
+      {"run -m " + test::ModelPath("stories260K.gguf") + " -n 600", "exceeds the context length"},
+      {"run -m " + test::ModelPath("stories260K.gguf") + " -c 4096", "exceeds the model's trained context"},
+      {"run --no-such-flag", "no-such-flag"},
+      {"run -m " + test::ModelPath("stories260K.gguf") + " --temp -1", "temp"},
+      {"inspect " + test::ModelPath("MODELS.md"), "not a GGUF file"},
+      {"bench -m " + test::ModelPath("stories260K.gguf") + " --reps 0", "reps"},
+  };
+  for (const auto& c : cases) {
+    auto r = test::RunCommand(Cli() + " " + c.args + " 2>&1");
+    EXPECT_NE(r.code, 0) << c.args;
+    EXPECT_NE(r.out.find(c.needle), std::string::npos) << c.args << "\n" << r.out;
+  }
+}
+
+TEST(CliRun, SamplingIsSeededAndDeterministic) {
+  std::string cmd = Cli() + " run -m " + test::ModelPath("stories260K.gguf") + " -n 40 --temp 1 --top-p 0.9 2>/dev/null";
+  auto a = test::RunCommand(cmd + " --seed 7");
+  auto b = test::RunCommand(cmd + " --seed 7");
+  auto c = test::RunCommand(cmd + " --seed 8");
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(a.out, c.out);
+}
+
+}  // namespace
+}  // namespace kvtrim

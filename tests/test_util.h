@@ -1,0 +1,43 @@
+// Shared helpers for the tests: paths to the shared models and goldens.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "kvtrim/engine.h"
+
+namespace kvtrim::test {
+
+inline std::string SharedPath(const std::string& rel) { return std::string(KVTRIM_SHARED_DIR) + "/" + rel; }
+inline std::string ModelPath(const std::string& name) { return SharedPath("models/" + name); }
+
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+inline const nlohmann::json& Goldens() {
+  static const nlohmann::json j = nlohmann::json::parse(ReadFile(ModelPath("goldens.json")));
+  return j;
+}
+
+inline std::unique_ptr<Engine> LoadEngine(const std::string& name, int threads = 2) {
+  auto e = Engine::Load({ModelPath(name), threads});
+  if (!e.ok()) ADD_FAILURE() << e.error().message;
+  return e.ok() ? std::move(e.value()) : nullptr;
+}
+
+// Runs a shell command, returns its stdout and exit code.
+struct CmdResult {
+  std::string out;
+  int code = -1;
+};
+CmdResult RunCommand(const std::string& cmd);
+
+}  // namespace kvtrim::test

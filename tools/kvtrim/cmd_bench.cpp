@@ -1,0 +1,98 @@
+// `kvtrim bench`: prefill and decode throughput at context depths.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "engine/bench.h"
+#include "model/config.h"
+
+namespace kvtrim::cli {
+
+Command AddBench(CLI::App& app) {
+  struct Opts {
+    std::string model, json;
+    std::vector<int> depths = {0, 256, 1024};
+    int gen = 32, reps = 3, threads = 0, prefill = 128;
+    double membw_mib = 0;
+    std::string kv_type = "f32";
+  };
+  auto o = std::make_shared<Opts>();
+  o->model = DefaultModelPath();
+  CLI::App* sub = app.add_subcommand("bench", "Prefill and decode tokens/s at context depths, bytes read, GB/s");
+  sub->add_option("-m,--model", o->model, "GGUF model file")->capture_default_str();
+  sub->add_option("-d,--depth", o->depths, "Context depths (tokens already in the cache); depths beyond "
+                  "the context are clipped")->capture_default_str()->delimiter(',');
+  sub->add_option("--gen", o->gen, "Decode steps timed at each depth")->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_option("--reps", o->reps, "Repetitions (mean and sd)")->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_option("--prefill", o->prefill, "Prompt tokens timed at depth 0")->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("--kv-type", o->kv_type, "KV storage type: f32, f16, q8_0, q4_0")->capture_default_str();
+  sub->add_option("--membw", o->membw_mib, "Also measure read bandwidth over a buffer of this many MiB (0: off)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("--json", o->json, "Write the rows as JSON to this file");
+  auto action = [o]() -> int {
+    auto engine = Engine::Load({o->model, o->threads});
+    if (!engine.ok()) {
+      std::fprintf(stderr, "kvtrim bench: %s\n", engine.error().message.c_str());
+      return 1;
+    }
+    const Engine& e = *engine.value();
+    BenchOptions bo;
+    bo.gen = o->gen;
+    bo.reps = o->reps;
+    bo.prefill_tokens = o->prefill;
+    bo.session.kv_type = o->kv_type;
+    const int ctx = e.config().ctx;
+    bo.depths.clear();
+    for (int d : o->depths) {
+      int clipped = std::min(d, ctx - o->gen);
+      if (clipped != d) std::fprintf(stderr, "kvtrim bench: depth %d clipped to %d (context %d, gen %d)\n", d, clipped, ctx, o->gen);
+      bo.depths.push_back(std::max(0, clipped));
+    }
+    const bool tty = isatty(fileno(stderr));
+    if (tty) bo.progress = [](const std::string& s) { std::fprintf(stderr, "\r%-40s", s.c_str()); };
+    double membw = 0;
+    if (o->membw_mib > 0) membw = MeasureReadBandwidth(e, static_cast<size_t>(o->membw_mib * 1048576.0), 5);
+    auto rows = RunBench(e, bo);
+    if (tty) std::fprintf(stderr, "\r%-40s\r", "");
+    if (!rows.ok()) {
+      std::fprintf(stderr, "kvtrim bench: %s\n", rows.error().message.c_str());
+      return 1;
+    }
+    std::printf("model %s, %d threads, kv %s, gen %d, reps %d\n", o->model.c_str(), e.threads(), o->kv_type.c_str(),
+                o->gen, o->reps);
+    if (membw > 0) std::printf("read bandwidth: %.2f GB/s (%.0f MiB buffer)\n", membw, o->membw_mib);
+    std::printf("%6s %8s %22s %20s %12s %12s %10s%s\n", "depth", "prefill", "prefill tok/s", "decode tok/s",
+                "weights B/t", "kv B/t", "GB/s", membw > 0 ? "  % of bw" : "");
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& r : rows.value()) {
+      std::printf("%6d %8d %12.1f ± %7.1f %10.1f ± %7.1f %12.0f %12.0f %10.2f", r.depth, r.prefill_len,
+                  r.prefill_tok_s.mean, r.prefill_tok_s.sd, r.decode_tok_s.mean, r.decode_tok_s.sd,
+                  r.weight_bytes_per_tok, r.kv_bytes_per_tok, r.gb_s);
+      if (membw > 0) std::printf("  %7.1f%%", 100.0 * r.gb_s / membw);
+      std::printf("\n");
+      j.push_back({{"depth", r.depth}, {"prefill_len", r.prefill_len},
+                   {"prefill_tok_s", r.prefill_tok_s.mean}, {"prefill_tok_s_sd", r.prefill_tok_s.sd},
+                   {"decode_tok_s", r.decode_tok_s.mean}, {"decode_tok_s_sd", r.decode_tok_s.sd},
+                   {"kv_bytes", r.kv_bytes}, {"kv_bytes_full", r.kv_bytes_full},
+                   {"weight_bytes_per_token", r.weight_bytes_per_tok}, {"kv_bytes_per_token", r.kv_bytes_per_tok},
+                   {"gb_s", r.gb_s}, {"threads", e.threads()}, {"kv_type", o->kv_type}, {"model", o->model},
+                   {"mem_read_gb_s", membw}});
+    }
+    if (!o->json.empty()) {
+      std::ofstream f(o->json);
+      if (!f) {
+        std::fprintf(stderr, "kvtrim bench: cannot write '%s'\n", o->json.c_str());
+        return 1;
+      }
+      f << j.dump(2) << "\n";
+    }
+    return 0;
+  };
+  return {sub, action};
+}
+
+}  // namespace kvtrim::cli

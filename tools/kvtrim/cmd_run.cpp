@@ -1,0 +1,84 @@
+// `kvtrim run`: generate text from a prompt.
+#include <cstdio>
+
+#include "commands.h"
+#include "io/tokenizer.h"
+#include "kv/cache.h"
+#include "kvtrim/engine.h"
+#include "model/config.h"
+
+namespace kvtrim::cli {
+
+Command AddRun(CLI::App& app) {
+  struct Opts {
+    std::string model, prompt;
+    int n = 256, threads = 0, ctx = 0;
+    float temp = 0.8f, top_p = 0.9f;
+    uint64_t seed = 42;
+    std::string kv_type = "f32";
+  };
+  auto o = std::make_shared<Opts>();
+  o->model = DefaultModelPath();
+  CLI::App* sub = app.add_subcommand("run", "Generate text from a prompt; timing and KV bytes go to stderr");
+  sub->add_option("-m,--model", o->model, "GGUF model file")->capture_default_str();
+  sub->add_option("-p,--prompt", o->prompt, "Prompt text (empty: generation starts from BOS alone)");
+  sub->add_option("-n,--n-predict", o->n, "Decode steps after the prompt (llama2.c convention: prompt + N positions; N+1 tokens are printed)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("--temp", o->temp, "Sampling temperature (0: greedy)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("--top-p", o->top_p, "Nucleus sampling mass")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--seed", o->seed, "Sampling seed")->capture_default_str();
+  sub->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("-c,--ctx", o->ctx, "Context length (0: the model's)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("--kv-type", o->kv_type, "KV storage type: f32, f16, q8_0, q4_0")->capture_default_str();
+  auto action = [o]() -> int {
+    auto engine = Engine::Load({o->model, o->threads});
+    if (!engine.ok()) {
+      std::fprintf(stderr, "kvtrim run: %s\n", engine.error().message.c_str());
+      return 1;
+    }
+    const io::Tokenizer& tok = engine.value()->tokenizer();
+    SessionOptions so;
+    so.ctx = o->ctx;
+    so.kv_type = o->kv_type;
+    auto session = Session::Create(*engine.value(), so);
+    if (!session.ok()) {
+      std::fprintf(stderr, "kvtrim run: %s\n", session.error().message.c_str());
+      return 1;
+    }
+    std::vector<int> prompt = tok.Encode(o->prompt, true);
+    if (prompt.size() + static_cast<size_t>(o->n) > static_cast<size_t>(session.value()->ctx())) {
+      std::fprintf(stderr, "kvtrim run: prompt (%zu tokens) + %d decode steps exceeds the context length %d\n",
+                   prompt.size(), o->n, session.value()->ctx());
+      return 1;
+    }
+    int prev = -1;
+    for (int id : prompt) {
+      std::fputs(tok.Piece(prev, id).c_str(), stdout);
+      prev = id;
+    }
+    std::fflush(stdout);
+    SamplingOptions sp{o->temp, o->top_p, o->seed};
+    auto st = Generate(*session.value(), prompt, o->n, sp, [&](int id) {
+      std::fputs(tok.Piece(prev, id).c_str(), stdout);
+      std::fflush(stdout);
+      prev = id;
+    });
+    std::fputs("\n", stdout);
+    std::fflush(stdout);
+    if (!st.ok()) {
+      std::fprintf(stderr, "kvtrim run: %s\n", st.error().message.c_str());
+      return 1;
+    }
+    const kv::KvCache& cache = session.value()->cache();
+    std::fprintf(stderr, "prefill: %d tokens in %.3f s (%.1f tok/s)\n", st->prompt_tokens, st->prefill_s,
+                 st->prompt_tokens / std::max(1e-9, st->prefill_s));
+    int steps = st->decode_steps;
+    std::fprintf(stderr, "decode: %d tokens in %.3f s (%.1f tok/s)\n", steps, st->decode_s,
+                 steps / std::max(1e-9, st->decode_s));
+    std::fprintf(stderr, "kv: %zu bytes held (%zu entries), full cache %zu bytes, %lld tokens\n", cache.BytesHeld(),
+                 cache.EntriesHeld(), cache.BytesFull(), static_cast<long long>(cache.logical_length()));
+    return 0;
+  };
+  return {sub, action};
+}
+
+}  // namespace kvtrim::cli

@@ -1,0 +1,23 @@
+// Subcommands of the kvtrim CLI: each declares its flags once (CLI11 builds
+// the help text from them) and returns the action to run when chosen.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace kvtrim::cli {
+
+struct Command {
+  CLI::App* sub;
+  std::function<int()> action;  // returns the process exit code
+};
+
+// Model path used when -m is not given.
+std::string DefaultModelPath();
+
+Command AddRun(CLI::App& app);
+Command AddInspect(CLI::App& app);
+Command AddBench(CLI::App& app);
+
+}  // namespace kvtrim::cli

@@ -1,0 +1,40 @@
+// kvtrim: run Llama-family models on the CPU with a compressed KV cache.
+#include <cstdio>
+#include <filesystem>
+#include <vector>
+
+#include "commands.h"
+
+#ifndef KVTRIM_SOURCE_DIR
+#define KVTRIM_SOURCE_DIR "."
+#endif
+
+namespace kvtrim::cli {
+
+std::string DefaultModelPath() {
+  const char* rel = "models/needle-3.7M-f32.gguf";
+  if (std::filesystem::exists(rel)) return rel;
+  return std::string(KVTRIM_SOURCE_DIR) + "/" + rel;
+}
+
+}  // namespace kvtrim::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"kvtrim: Llama-family inference on the CPU with a compressed KV cache"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "kvtrim 0.1.0");
+  std::vector<kvtrim::cli::Command> cmds = {
+      kvtrim::cli::AddRun(app),
+      kvtrim::cli::AddInspect(app),
+      kvtrim::cli::AddBench(app),
+  };
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  for (auto& c : cmds)
+    if (c.sub->parsed()) return c.action();
+  std::fprintf(stderr, "kvtrim: no subcommand given (see --help)\n");
+  return 2;
+}
