@@ -25,7 +25,7 @@ void CheckLogits(const std::string& model, double tol, const std::string& kv_typ
   auto e = test::LoadEngine(model);
   ASSERT_TRUE(e);
   SessionOptions so;
-  so.kv_type = kv_type;
+  so.kv.quant = kv_type;
   auto s = Session::Create(*e, so);
   ASSERT_TRUE(s.ok());
   std::vector<int> ids = (*g)["ids"].get<std::vector<int>>();

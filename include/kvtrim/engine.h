@@ -13,7 +13,7 @@ namespace kvtrim {
 namespace io { class GgufFile; class Tokenizer; }
 namespace model { struct ModelConfig; struct Weights; class Transformer; }
 namespace kernels { class ThreadPool; }
-namespace kv { class KvCache; }
+namespace kv { class KvCache; class Compressor; }
 
 class Engine {
  public:
@@ -46,7 +46,10 @@ class Session {
 
   // Append tokens (prefill in ubatches); logits() then holds the last position's.
   Status Prefill(const std::vector<int>& tokens);
-  // Append one token and compute its logits.
+  // Prefill-time compression of what is in the cache (then quantization of
+  // the kept entries); a no-op for `full` with f32 storage.
+  Status Compress();
+  // Append one token and compute its logits; decode-time eviction follows.
   Status Decode(int token);
   // Append tokens and return the logits of every one of them: [n, vocab].
   Expected<std::vector<float>> ForwardAll(const std::vector<int>& tokens);
@@ -58,6 +61,8 @@ class Session {
   int eos() const;
   kv::KvCache& cache() { return *cache_; }
   const kv::KvCache& cache() const { return *cache_; }
+  kv::Compressor& compressor() { return *compressor_; }
+  const kv::Compressor& compressor() const { return *compressor_; }
   void Reset();
 
  private:
@@ -67,6 +72,8 @@ class Session {
   int ctx_ = 0;
   int ubatch_ = 512;
   std::unique_ptr<kv::KvCache> cache_;
+  std::unique_ptr<kv::Compressor> compressor_;
+  SessionOptions opts_;
   std::vector<float> logits_;
 };
 

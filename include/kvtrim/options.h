@@ -1,6 +1,7 @@
 // Options structs of the public API.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 
 namespace kvtrim {
@@ -10,10 +11,20 @@ struct EngineOptions {
   int threads = 0;  // 0: all cores
 };
 
+// KV-cache compression: a policy from the registry (`kvtrim policies`), its
+// budget, and the storage of what is kept.
+struct KvOptions {
+  std::string policy = "full";
+  std::map<std::string, double> params;  // the policy's own flags
+  double ratio = 1.0;        // retention ratio in (0, 1] ...
+  int budget_tokens = 0;     // ... or a per-head token budget (> 0 wins)
+  std::string quant = "f32";  // kept entries stored as f32, f16, q8_0 or q4_0 (after eviction)
+};
+
 struct SessionOptions {
   int ctx = 0;             // 0: the model's trained context length
   int ubatch = 512;        // prefill tokens per forward call
-  std::string kv_type = "f32";  // storage of kept entries: f32, f16, q8_0, q4_0
+  KvOptions kv;
 };
 
 struct SamplingOptions {

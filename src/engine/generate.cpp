@@ -14,6 +14,7 @@ Expected<GenerateStats> Generate(Session& s, const std::vector<int>& prompt, int
   st.prompt_tokens = static_cast<int>(prompt.size());
   auto t0 = Clock::now();
   KVTRIM_RETURN_IF_ERROR(s.Prefill(prompt));
+  KVTRIM_RETURN_IF_ERROR(s.Compress());
   auto t1 = Clock::now();
   st.prefill_s = std::chrono::duration<double>(t1 - t0).count();
   Sampler sampler(so);

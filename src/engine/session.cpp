@@ -3,22 +3,11 @@
 #include "kvtrim/engine.h"
 #include "io/tokenizer.h"
 #include "kv/cache.h"
+#include "kv/compressor.h"
 #include "model/config.h"
 #include "model/transformer.h"
 
 namespace kvtrim {
-namespace {
-
-Expected<GgmlType> ParseKvType(const std::string& s) {
-  if (s == "f32") return GgmlType::F32;
-  if (s == "f16") return GgmlType::F16;
-  if (s == "q8_0") return GgmlType::Q8_0;
-  if (s == "q4_0") return GgmlType::Q4_0;
-  return MakeError("unknown KV storage type '" + s + "' (f32, f16, q8_0, q4_0)");
-}
-
-}  // namespace
-
 Expected<std::unique_ptr<Session>> Session::Create(const Engine& engine, const SessionOptions& opts) {
   const auto& c = engine.config();
   if (opts.ctx < 0) return MakeError("context length must be >= 0");
@@ -27,13 +16,16 @@ Expected<std::unique_ptr<Session>> Session::Create(const Engine& engine, const S
                      std::to_string(c.ctx) + " tokens");
   }
   if (opts.ubatch <= 0) return MakeError("ubatch must be positive");
-  auto type = ParseKvType(opts.kv_type);
-  if (!type.ok()) return type.error();
+  auto comp = kv::Compressor::Create(opts.kv, c.n_layer, c.n_head_kv, c.group(), c.head_dim);
+  if (!comp.ok()) return comp.error();
   std::unique_ptr<Session> s(new Session());
   s->engine_ = &engine;
+  s->opts_ = opts;
   s->ctx_ = opts.ctx > 0 ? opts.ctx : c.ctx;
   s->ubatch_ = opts.ubatch;
-  s->cache_ = std::make_unique<kv::KvCache>(c.n_layer, c.n_head_kv, c.head_dim, type.value());
+  // Entries are computed in f32; quantized storage starts after compression.
+  s->cache_ = std::make_unique<kv::KvCache>(c.n_layer, c.n_head_kv, c.head_dim, GgmlType::F32);
+  s->compressor_ = std::move(comp.value());
   return s;
 }
 
@@ -45,9 +37,13 @@ int Session::eos() const { return engine_->tokenizer().eos(); }
 int64_t Session::position() const { return cache_->logical_length(); }
 
 void Session::Reset() {
-  cache_->Clear();
+  const auto& c = engine_->config();
+  cache_ = std::make_unique<kv::KvCache>(c.n_layer, c.n_head_kv, c.head_dim, GgmlType::F32);
+  compressor_ = std::move(kv::Compressor::Create(opts_.kv, c.n_layer, c.n_head_kv, c.group(), c.head_dim).value());
   logits_.clear();
 }
+
+Status Session::Compress() { return compressor_->CompressPrefill(*cache_); }
 
 Status Session::CheckRoom(size_t n) const {
   if (position() + static_cast<int64_t>(n) > ctx_) {
@@ -59,16 +55,20 @@ Status Session::CheckRoom(size_t n) const {
 
 Status Session::Prefill(const std::vector<int>& tokens) {
   KVTRIM_RETURN_IF_ERROR(CheckRoom(tokens.size()));
+  compressor_->BeginPrompt(position() + static_cast<int64_t>(tokens.size()));
   for (size_t i = 0; i < tokens.size(); i += ubatch_) {
     int n = static_cast<int>(std::min<size_t>(ubatch_, tokens.size() - i));
-    KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(engine_->pool(), *cache_, tokens.data() + i, n, false, &logits_));
+    KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(engine_->pool(), *cache_, tokens.data() + i, n, false, &logits_,
+                                                          compressor_->tap()));
   }
   return {};
 }
 
 Status Session::Decode(int token) {
   KVTRIM_RETURN_IF_ERROR(CheckRoom(1));
-  return engine_->transformer().Forward(engine_->pool(), *cache_, &token, 1, false, &logits_);
+  KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(engine_->pool(), *cache_, &token, 1, false, &logits_,
+                                                        compressor_->tap()));
+  return compressor_->AfterDecodeStep(*cache_);
 }
 
 Expected<std::vector<float>> Session::ForwardAll(const std::vector<int>& tokens) {
@@ -79,7 +79,8 @@ Expected<std::vector<float>> Session::ForwardAll(const std::vector<int>& tokens)
   std::vector<float> part;
   for (size_t i = 0; i < tokens.size(); i += ubatch_) {
     int n = static_cast<int>(std::min<size_t>(ubatch_, tokens.size() - i));
-    KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(engine_->pool(), *cache_, tokens.data() + i, n, true, &part));
+    KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(engine_->pool(), *cache_, tokens.data() + i, n, true, &part,
+                                                          compressor_->tap()));
     all.insert(all.end(), part.begin(), part.end());
   }
   if (!tokens.empty()) logits_.assign(all.end() - V, all.end());

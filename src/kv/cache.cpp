@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/quant.h"
+#include "kv/plan.h"
 
 namespace kvtrim::kv {
 
@@ -16,21 +17,22 @@ int GrowStep(int n) { return std::max(16, n / 16); }
 size_t HeadStore::row_bytes() const { return kernels::RowBytesPadded(type_, d_); }
 
 void HeadStore::Reserve(int n) {
-  if (n <= cap_) return;
-  cap_ = n;
-  k_.resize(row_bytes() * cap_);
-  v_.resize(row_bytes() * cap_);
-  pos_.reserve(cap_);
-  logw_.reserve(cap_);
+  if (n > cap_) Realloc(n);
 }
 
 void HeadStore::Grow(int need) {
   if (need <= cap_) return;
   const int step = GrowStep(n_);
-  int cap = (need + step - 1) / step * step;
-  std::vector<uint8_t> k(row_bytes() * cap), v(row_bytes() * cap);
-  std::copy(k_.begin(), k_.begin() + row_bytes() * n_, k.begin());
-  std::copy(v_.begin(), v_.begin() + row_bytes() * n_, v.begin());
+  Realloc((need + step - 1) / step * step);
+}
+
+// Moves the entries into buffers of exactly `cap` entries, so the bytes
+// reported are the bytes allocated (std::vector growth would over-allocate).
+void HeadStore::Realloc(int cap) {
+  const size_t rb = row_bytes();
+  std::vector<uint8_t> k(rb * cap), v(rb * cap);
+  std::copy(k_.begin(), k_.begin() + rb * n_, k.begin());
+  std::copy(v_.begin(), v_.begin() + rb * n_, v.begin());
   k_.swap(k);
   v_.swap(v);
   std::vector<int32_t> p;
@@ -72,14 +74,7 @@ void HeadStore::Retain(const std::vector<int>& keep) {
 }
 
 void HeadStore::ShrinkToFit() {
-  if (cap_ == n_) return;
-  const size_t rb = row_bytes();
-  std::vector<uint8_t> k(k_.begin(), k_.begin() + rb * n_), v(v_.begin(), v_.begin() + rb * n_);
-  k_.swap(k);
-  v_.swap(v);
-  pos_.shrink_to_fit();
-  logw_.shrink_to_fit();
-  cap_ = n_;
+  if (cap_ != n_) Realloc(n_);
 }
 
 void HeadStore::Clear() {
@@ -88,6 +83,31 @@ void HeadStore::Clear() {
   std::vector<uint8_t>().swap(v_);
   std::vector<int32_t>().swap(pos_);
   std::vector<float>().swap(logw_);
+}
+
+void HeadStore::Apply(const Plan& plan) {
+  if (plan.noop) return;
+  for (const auto& [i, b] : plan.set_logw) logw_[i] = b;
+  for (const auto& [i, v] : plan.set_value) WriteValue(i, v.data());
+  for (const auto& [i, k] : plan.set_key) WriteKey(i, k.data());
+  Retain(plan.keep);
+  if (!plan.add.empty()) {
+    Reserve(n_ + static_cast<int>(plan.add.size()));
+    for (const auto& e : plan.add) Append(e.k.data(), e.v.data(), e.pos, e.logw);
+  }
+}
+
+void HeadStore::Convert(GgmlType type) {
+  if (type == type_) return;
+  HeadStore out(d_, type);
+  out.Reserve(n_);
+  std::vector<float> k(d_), v(d_);
+  for (int i = 0; i < n_; ++i) {
+    ReadKey(i, k.data());
+    ReadValue(i, v.data());
+    out.Append(k.data(), v.data(), pos_[i], logw_[i]);
+  }
+  *this = std::move(out);
 }
 
 void HeadStore::ReadKey(int i, float* out) const { kernels::DequantRow(type_, key_row(i), out, d_); }
@@ -113,6 +133,11 @@ KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, GgmlType type)
 void KvCache::Clear() {
   for (auto& h : heads_) h.Clear();
   n_logical_ = 0;
+}
+
+void KvCache::Convert(GgmlType type) {
+  for (auto& h : heads_) h.Convert(type);
+  type_ = type;
 }
 
 size_t KvCache::BytesHeld() const {

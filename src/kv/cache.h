@@ -13,6 +13,8 @@
 
 namespace kvtrim::kv {
 
+struct Plan;
+
 // One (layer, KV head): its entries, stored contiguously.
 class HeadStore {
  public:
@@ -43,12 +45,18 @@ class HeadStore {
   void set_pos(int i, int32_t p) { pos_[i] = p; }
   const std::vector<int32_t>& positions() const { return pos_; }
 
+  // Apply a policy's plan (kept entries, overrides, synthetic entries).
+  void Apply(const Plan& plan);
+  // Re-store every row in another type (quantize what is kept).
+  void Convert(GgmlType type);
+
   kernels::KvView View() const;
   // Bytes allocated for this head (keys, values, positions, log-weights).
   size_t BytesHeld() const;
 
  private:
   void Grow(int need);
+  void Realloc(int cap);
   int d_ = 0;
   GgmlType type_ = GgmlType::F32;
   int n_ = 0;
@@ -80,6 +88,8 @@ class KvCache {
   size_t BytesHeld() const;
   size_t BytesFull() const;
   size_t EntriesHeld() const;
+  // Store every head's rows in `type` from now on (existing rows converted).
+  void Convert(GgmlType type);
 
  private:
   int n_layer_, n_head_kv_, head_dim_;

@@ -26,6 +26,7 @@ Status Transformer::Forward(kernels::ThreadPool& pool, kv::KvCache& cache, const
   for (int t = 0; t < T; ++t)
     if (tokens[t] < 0 || tokens[t] >= c_.vocab) return MakeError("token id " + std::to_string(tokens[t]) + " out of range");
   const int pos0 = static_cast<int>(cache.logical_length());
+  if (obs) obs->OnBatch(pos0, T);
 
   std::vector<float> x(static_cast<size_t>(T) * D);      // [T, D] residual stream
   std::vector<float> xb(static_cast<size_t>(T) * D);     // [T, D] normed input
@@ -34,6 +35,7 @@ Status Transformer::Forward(kernels::ThreadPool& pool, kv::KvCache& cache, const
   std::vector<float> att(static_cast<size_t>(T) * q_dim);  // [T, H*hd] attention output
   std::vector<float> hg(static_cast<size_t>(T) * F), hu(static_cast<size_t>(T) * F);  // [T, F]
   std::vector<float> scratch;  // decode attention scores [Hkv][G, n]
+  std::vector<float> k_pre;    // [T, Hkv*hd] pre-RoPE keys, only when a tap asks
 
   for (int t = 0; t < T; ++t) kernels::DequantRow(w_.tok_embd.type, w_.tok_embd.row(tokens[t]), &x[t * D], D);
 
@@ -47,18 +49,19 @@ Status Transformer::Forward(kernels::ThreadPool& pool, kv::KvCache& cache, const
     AddBias(q.data(), L.bq, T);
     AddBias(k.data(), L.bk, T);
     AddBias(v.data(), L.bv, T);
-    if (obs) obs->OnQK(l, k.data(), nullptr, T);  // pre-RoPE keys
+    const bool want_qk = obs && obs->WantsQK();
+    if (want_qk) k_pre = k;  // [T, Hkv*hd] before rotation
     for (int t = 0; t < T; ++t) {
       kernels::Rope(&q[t * q_dim], H, hd, c_.rope_dims, pos0 + t, c_.rope_base, c_.rope_mode);
       kernels::Rope(&k[t * kv_dim], Hkv, hd, c_.rope_dims, pos0 + t, c_.rope_base, c_.rope_mode);
     }
-    if (obs) obs->OnQK(l, nullptr, q.data(), T);  // rotated queries
+    if (want_qk) obs->OnQK(l, k_pre.data(), q.data(), T);
 
     std::vector<int> n_before(Hkv);
     for (int h = 0; h < Hkv; ++h) {
       kv::HeadStore& hs = cache.head(l, h);
       n_before[h] = hs.size();
-      hs.Reserve(hs.size() + T);
+      if (T > 1) hs.Reserve(hs.size() + T);  // exact for a batch; decode grows by a quantum
       for (int t = 0; t < T; ++t) hs.Append(&k[t * kv_dim + h * hd], &v[t * kv_dim + h * hd], pos0 + t, 0.f);
     }
     const bool want = obs && obs->WantsProbs(l);

@@ -5,6 +5,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/thread_pool.h"
+#include "kv/attention_tap.h"
 #include "kv/cache.h"
 #include "kvtrim/status.h"
 #include "model/config.h"
@@ -12,18 +13,7 @@
 
 namespace kvtrim::model {
 
-// Optional taps into the forward pass (attention statistics, pre-RoPE keys).
-class ForwardObserver {
- public:
-  virtual ~ForwardObserver() = default;
-  // Whether attention probabilities of this layer should be reported.
-  virtual bool WantsProbs(int /*layer*/) const { return false; }
-  // Probabilities of query position t (0-based in this batch), query head g of
-  // the group of KV head h, over the head's first n entries.
-  virtual void OnProbs(int /*layer*/, int /*kv_head*/, int /*t*/, int /*g*/, const float* /*p*/, int /*n*/) {}
-  // Pre-RoPE keys [T, n_head_kv*hd] and post-RoPE queries [T, n_head*hd] of a batch.
-  virtual void OnQK(int /*layer*/, const float* /*k_pre*/, const float* /*q_rot*/, int /*T*/) {}
-};
+using ForwardObserver = kv::AttentionTap;
 
 class Transformer {
  public:

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "kv_flags.h"
 #include "engine/bench.h"
 #include "model/config.h"
 
@@ -17,7 +18,7 @@ Command AddBench(CLI::App& app) {
     std::vector<int> depths = {0, 256, 1024};
     int gen = 32, reps = 3, threads = 0, prefill = 128;
     double membw_mib = 0;
-    std::string kv_type = "f32";
+    KvFlags kv;
   };
   auto o = std::make_shared<Opts>();
   o->model = DefaultModelPath();
@@ -29,7 +30,7 @@ Command AddBench(CLI::App& app) {
   sub->add_option("--reps", o->reps, "Repetitions (mean and sd)")->capture_default_str()->check(CLI::PositiveNumber);
   sub->add_option("--prefill", o->prefill, "Prompt tokens timed at depth 0")->capture_default_str()->check(CLI::PositiveNumber);
   sub->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
-  sub->add_option("--kv-type", o->kv_type, "KV storage type: f32, f16, q8_0, q4_0")->capture_default_str();
+  AddKvFlags(sub, &o->kv);
   sub->add_option("--membw", o->membw_mib, "Also measure read bandwidth over a buffer of this many MiB (0: off)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   sub->add_option("--json", o->json, "Write the rows as JSON to this file");
@@ -44,7 +45,7 @@ Command AddBench(CLI::App& app) {
     bo.gen = o->gen;
     bo.reps = o->reps;
     bo.prefill_tokens = o->prefill;
-    bo.session.kv_type = o->kv_type;
+    bo.session.kv = ToKvOptions(o->kv, o->kv.policy);
     const int ctx = e.config().ctx;
     bo.depths.clear();
     for (int d : o->depths) {
@@ -62,7 +63,7 @@ Command AddBench(CLI::App& app) {
       std::fprintf(stderr, "kvtrim bench: %s\n", rows.error().message.c_str());
       return 1;
     }
-    std::printf("model %s, %d threads, kv %s, gen %d, reps %d\n", o->model.c_str(), e.threads(), o->kv_type.c_str(),
+    std::printf("model %s, %d threads, kv %s, gen %d, reps %d\n", o->model.c_str(), e.threads(), (o->kv.policy + " ratio " + std::to_string(o->kv.ratio) + " quant " + o->kv.quant).c_str(),
                 o->gen, o->reps);
     if (membw > 0) std::printf("read bandwidth: %.2f GB/s (%.0f MiB buffer)\n", membw, o->membw_mib);
     std::printf("%6s %8s %22s %20s %12s %12s %10s%s\n", "depth", "prefill", "prefill tok/s", "decode tok/s",
@@ -79,7 +80,7 @@ Command AddBench(CLI::App& app) {
                    {"decode_tok_s", r.decode_tok_s.mean}, {"decode_tok_s_sd", r.decode_tok_s.sd},
                    {"kv_bytes", r.kv_bytes}, {"kv_bytes_full", r.kv_bytes_full},
                    {"weight_bytes_per_token", r.weight_bytes_per_tok}, {"kv_bytes_per_token", r.kv_bytes_per_tok},
-                   {"gb_s", r.gb_s}, {"threads", e.threads()}, {"kv_type", o->kv_type}, {"model", o->model},
+                   {"gb_s", r.gb_s}, {"threads", e.threads()}, {"kv_policy", o->kv.policy}, {"kv_ratio", o->kv.ratio}, {"kv_quant", o->kv.quant}, {"model", o->model},
                    {"mem_read_gb_s", membw}});
     }
     if (!o->json.empty()) {

@@ -2,6 +2,8 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "kv/compressor.h"
+#include "kv_flags.h"
 #include "io/tokenizer.h"
 #include "kv/cache.h"
 #include "kvtrim/engine.h"
@@ -15,7 +17,7 @@ Command AddRun(CLI::App& app) {
     int n = 256, threads = 0, ctx = 0;
     float temp = 0.8f, top_p = 0.9f;
     uint64_t seed = 42;
-    std::string kv_type = "f32";
+    KvFlags kv;
   };
   auto o = std::make_shared<Opts>();
   o->model = DefaultModelPath();
@@ -28,7 +30,7 @@ Command AddRun(CLI::App& app) {
   sub->add_option("--seed", o->seed, "Sampling seed")->capture_default_str();
   sub->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
   sub->add_option("-c,--ctx", o->ctx, "Context length (0: the model's)")->capture_default_str()->check(CLI::NonNegativeNumber);
-  sub->add_option("--kv-type", o->kv_type, "KV storage type: f32, f16, q8_0, q4_0")->capture_default_str();
+  AddKvFlags(sub, &o->kv);
   auto action = [o]() -> int {
     auto engine = Engine::Load({o->model, o->threads});
     if (!engine.ok()) {
@@ -38,7 +40,7 @@ Command AddRun(CLI::App& app) {
     const io::Tokenizer& tok = engine.value()->tokenizer();
     SessionOptions so;
     so.ctx = o->ctx;
-    so.kv_type = o->kv_type;
+    so.kv = ToKvOptions(o->kv, o->kv.policy);
     auto session = Session::Create(*engine.value(), so);
     if (!session.ok()) {
       std::fprintf(stderr, "kvtrim run: %s\n", session.error().message.c_str());
@@ -74,8 +76,13 @@ Command AddRun(CLI::App& app) {
     int steps = st->decode_steps;
     std::fprintf(stderr, "decode: %d tokens in %.3f s (%.1f tok/s)\n", steps, st->decode_s,
                  steps / std::max(1e-9, st->decode_s));
-    std::fprintf(stderr, "kv: %zu bytes held (%zu entries), full cache %zu bytes, %lld tokens\n", cache.BytesHeld(),
-                 cache.EntriesHeld(), cache.BytesFull(), static_cast<long long>(cache.logical_length()));
+    std::fprintf(stderr, "kv: %s ratio %g quant %s: %zu bytes held (%zu entries) vs full cache %zu bytes (%.1f%%), "
+                 "%lld tokens, %lld evicted, compression %.3f s\n",
+                 so.kv.policy.c_str(), so.kv.ratio, so.kv.quant.c_str(), cache.BytesHeld(), cache.EntriesHeld(),
+                 cache.BytesFull(), 100.0 * cache.BytesHeld() / std::max<size_t>(1, cache.BytesFull()),
+                 static_cast<long long>(cache.logical_length()),
+                 static_cast<long long>(session.value()->compressor().evictions()),
+                 session.value()->compressor().compress_seconds());
     return 0;
   };
   return {sub, action};

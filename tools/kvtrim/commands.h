@@ -19,5 +19,6 @@ std::string DefaultModelPath();
 Command AddRun(CLI::App& app);
 Command AddInspect(CLI::App& app);
 Command AddBench(CLI::App& app);
+Command AddPolicies(CLI::App& app);
 
 }  // namespace kvtrim::cli

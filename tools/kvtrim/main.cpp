@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
       kvtrim::cli::AddRun(app),
       kvtrim::cli::AddInspect(app),
       kvtrim::cli::AddBench(app),
+      kvtrim::cli::AddPolicies(app),
   };
   try {
     app.parse(argc, argv);

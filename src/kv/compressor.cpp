@@ -1,0 +1,108 @@
+#include "kv/compressor.h"
+
+#include <chrono>
+#include <cmath>
+
+namespace kvtrim::kv {
+
+Expected<GgmlType> ParseKvQuant(const std::string& s) {
+  if (s == "f32" || s == "none") return GgmlType::F32;
+  if (s == "f16") return GgmlType::F16;
+  if (s == "q8_0") return GgmlType::Q8_0;
+  if (s == "q4_0") return GgmlType::Q4_0;
+  return MakeError("unknown KV quantization '" + s + "' (f32, f16, q8_0, q4_0)");
+}
+
+Expected<std::unique_ptr<Compressor>> Compressor::Create(const CompressionOptions& o, int n_layer, int n_head_kv,
+                                                         int group, int head_dim) {
+  if (!(o.ratio > 0.0 && o.ratio <= 1.0)) {
+    return MakeError("retention ratio " + std::to_string(o.ratio) + " is outside (0, 1]");
+  }
+  if (o.budget_tokens < 0) return MakeError("token budget must be positive");
+  auto q = ParseKvQuant(o.quant);
+  if (!q.ok()) return q.error();
+  auto p = MakePolicy(o.policy, o.params);
+  if (!p.ok()) return p.error();
+  std::unique_ptr<Compressor> c(new Compressor());
+  c->o_ = o;
+  c->policy_ = std::move(p.value());
+  c->quant_ = q.value();
+  c->n_layer_ = n_layer;
+  c->n_head_kv_ = n_head_kv;
+  if (o.budget_tokens > 0) {
+    for (int l = 0; l < n_layer; ++l) {
+      int b = c->policy_->LayerBudget(l, n_layer, o.budget_tokens);
+      if (b < c->policy_->protected_entries() || b < 1) {
+        return MakeError("token budget " + std::to_string(o.budget_tokens) + " (layer " + std::to_string(l) + ": " +
+                         std::to_string(b) + ") is smaller than the " + std::to_string(c->policy_->protected_entries()) +
+                         " tokens policy '" + o.policy + "' protects");
+      }
+    }
+  }
+  c->needs_ = c->policy_->needs();
+  c->stats_ = std::make_unique<AttentionStats>(n_layer, n_head_kv, group, head_dim, c->needs_);
+  return c;
+}
+
+int Compressor::Budget(int layer, int64_t n) const {
+  int base = o_.budget_tokens > 0 ? o_.budget_tokens : static_cast<int>(std::ceil(o_.ratio * static_cast<double>(n) - 1e-9));
+  // A budget covering the whole sequence compresses nothing, in every layer
+  // (PyramidKV too: its reference returns the cache untouched then).
+  if (base >= n) return static_cast<int>(std::min<int64_t>(n, INT32_MAX));
+  int b = policy_->LayerBudget(layer, n_layer_, std::max(1, base));
+  return std::max({1, b, policy_->protected_entries()});
+}
+
+Status Compressor::CompressHead(KvCache& cache, int layer, int h, Phase phase, int budget) {
+  HeadStore& hs = cache.head(layer, h);
+  PolicyContext ctx;
+  ctx.phase = phase;
+  ctx.layer = layer;
+  ctx.head = h;
+  ctx.n_layer = n_layer_;
+  ctx.n_head_kv = n_head_kv_;
+  ctx.store = &hs;
+  ctx.stats = &stats_->head(layer, h);
+  ctx.all_stats = stats_.get();
+  ctx.budget = budget;
+  ctx.logical_len = cache.logical_length();
+  Plan plan = policy_->Compress(ctx);
+  if (plan.noop) return {};
+  for (size_t i = 1; i < plan.keep.size(); ++i)
+    if (plan.keep[i] <= plan.keep[i - 1] || plan.keep[i] >= hs.size()) return MakeError("policy returned a bad plan");
+  const int before = hs.size();
+  hs.Apply(plan);
+  stats_->Retain(layer, h, plan.keep, static_cast<int>(plan.add.size()));
+  evicted_ += before - hs.size();
+  return {};
+}
+
+Status Compressor::CompressPrefill(KvCache& cache) {
+  auto t0 = std::chrono::steady_clock::now();
+  if (policy_->prefill_time()) {
+    for (int l = 0; l < n_layer_; ++l) {
+      const int b = Budget(l, cache.logical_length());
+      for (int h = 0; h < n_head_kv_; ++h)
+        if (cache.head(l, h).size() > b) KVTRIM_RETURN_IF_ERROR(CompressHead(cache, l, h, Phase::kPrefill, b));
+    }
+  }
+  stats_->DropPrefillQK();
+  cache.Convert(quant_);  // evict first, then quantize what stays
+  prefill_done_ = true;
+  compress_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return {};
+}
+
+Status Compressor::AfterDecodeStep(KvCache& cache) {
+  if (!policy_->decode_time()) return {};
+  auto t0 = std::chrono::steady_clock::now();
+  for (int l = 0; l < n_layer_; ++l) {
+    const int b = Budget(l, cache.logical_length());
+    for (int h = 0; h < n_head_kv_; ++h)
+      if (cache.head(l, h).size() > b) KVTRIM_RETURN_IF_ERROR(CompressHead(cache, l, h, Phase::kDecode, b));
+  }
+  compress_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return {};
+}
+
+}  // namespace kvtrim::kv

@@ -1,0 +1,57 @@
+// Drives a policy over a cache: collects the statistics it asks for, applies
+// its plans at the two compression points (once after prefill; during decode
+// whenever a head exceeds its budget), then quantizes what is kept.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "kv/cache.h"
+#include "kv/policy.h"
+#include "kv/stats.h"
+#include "kvtrim/options.h"
+#include "kvtrim/status.h"
+
+namespace kvtrim::kv {
+
+using CompressionOptions = KvOptions;  // include/kvtrim/options.h
+
+Expected<GgmlType> ParseKvQuant(const std::string& s);
+
+class Compressor {
+ public:
+  static Expected<std::unique_ptr<Compressor>> Create(const CompressionOptions& o, int n_layer, int n_head_kv,
+                                                      int group, int head_dim);
+
+  const CompressionOptions& options() const { return o_; }
+  Policy& policy() { return *policy_; }
+  // Tap to pass to the forward pass (null when the policy needs no statistics).
+  AttentionTap* tap() { return needs_.any_probs() || needs_.prefill_qk ? stats_.get() : nullptr; }
+  AttentionStats& stats() { return *stats_; }
+  // Per-head budget of `layer` at logical length n.
+  int Budget(int layer, int64_t n) const;
+
+  // The prompt will end at this logical length (SnapKV's observation window).
+  void BeginPrompt(int64_t prompt_end) { stats_->SetPromptEnd(prompt_end); }
+  // Prefill-time compression, then quantization of what is kept.
+  Status CompressPrefill(KvCache& cache);
+  // Decode-time: heads over budget are brought back under it.
+  Status AfterDecodeStep(KvCache& cache);
+
+  double compress_seconds() const { return compress_s_; }  // total time in plans + applying
+  int64_t evictions() const { return evicted_; }
+
+ private:
+  Compressor() = default;
+  Status CompressHead(KvCache& cache, int layer, int h, Phase phase, int budget);
+  CompressionOptions o_;
+  std::unique_ptr<Policy> policy_;
+  std::unique_ptr<AttentionStats> stats_;
+  StatsNeeds needs_;
+  GgmlType quant_ = GgmlType::F32;
+  int n_layer_ = 0, n_head_kv_ = 0;
+  bool prefill_done_ = false;
+  double compress_s_ = 0;
+  int64_t evicted_ = 0;
+};
+
+}  // namespace kvtrim::kv

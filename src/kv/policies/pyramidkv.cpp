@@ -1,0 +1,48 @@
+// `pyramidkv`: SnapKV scores with layer budgets falling linearly with depth:
+// layer 0 gets 2B - B/beta, the last layer B/beta; the total stays L * B.
+#include <cmath>
+
+#include "kv/policies/policies.h"
+
+namespace kvtrim::kv {
+namespace {
+
+class PyramidkvPolicy : public Policy {
+ public:
+  PyramidkvPolicy(int window, int kernel, double beta) : window_(window), kernel_(kernel), beta_(beta) {}
+  StatsNeeds needs() const override {
+    StatsNeeds n;
+    n.obs_window = window_;
+    return n;
+  }
+  bool decode_time() const override { return false; }
+  int protected_entries() const override { return window_; }
+  int LayerBudget(int layer, int n_layer, int base) const override {
+    if (n_layer <= 1) return base;
+    const double top = 2.0 * base - base / beta_, bottom = base / beta_;
+    return static_cast<int>(std::lround(top + (bottom - top) * layer / (n_layer - 1)));
+  }
+  Plan Compress(const PolicyContext& ctx) override {
+    std::vector<bool> prot = ProtectSinksAndRecent(*ctx.store, 0, window_);
+    return Plan::Keep(KeepTop(SnapkvScores(ctx, window_, kernel_), prot, ctx.budget));
+  }
+
+ private:
+  int window_, kernel_;
+  double beta_;
+};
+
+}  // namespace
+
+PolicyInfo PyramidkvPolicyInfo() {
+  return {"pyramidkv", "SnapKV scores with budgets falling linearly over layers (total unchanged).",
+          {{"obs-window", 32, "observation window w (last prompt positions)", 1, 1e6},
+           {"pool-kernel", 5, "average-pooling kernel (odd)", 1, 101},
+           {"pyramid-beta", 20, "last layer gets B/beta, first 2B - B/beta", 1, 1e6}},
+          [](const Params& p) {
+            return std::make_unique<PyramidkvPolicy>(static_cast<int>(p.at("obs-window")),
+                                                     static_cast<int>(p.at("pool-kernel")), p.at("pyramid-beta"));
+          }};
+}
+
+}  // namespace kvtrim::kv

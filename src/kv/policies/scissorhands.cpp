@@ -1,0 +1,50 @@
+// `scissorhands`: importance = number of the last m query steps in which the
+// entry got attention >= 1/n; the recent r and the sinks are protected; when
+// full, a batch of the least important is evicted so bookkeeping amortizes.
+#include <cmath>
+
+#include "kv/policies/policies.h"
+
+namespace kvtrim::kv {
+namespace {
+
+class ScissorhandsPolicy : public Policy {
+ public:
+  ScissorhandsPolicy(int history, int recent, int sinks, double batch)
+      : history_(history), recent_(recent), sinks_(sinks), batch_(batch) {}
+  StatsNeeds needs() const override {
+    StatsNeeds n;
+    n.history = history_;
+    return n;
+  }
+  int protected_entries() const override { return sinks_ + recent_; }
+  Plan Compress(const PolicyContext& ctx) override {
+    const HeadStore& s = *ctx.store;
+    int target = ctx.budget;
+    if (ctx.phase == Phase::kDecode)  // evict a batch: room for the next steps
+      target = std::max(protected_entries(), ctx.budget - static_cast<int>(std::ceil(batch_ * ctx.budget)) + 1);
+    std::vector<double> score(s.size());
+    for (int i = 0; i < s.size(); ++i) score[i] = static_cast<double>(ctx.all_stats->HistoryCount(ctx.layer, ctx.head, i));
+    return Plan::Keep(KeepTop(score, ProtectSinksAndRecent(s, sinks_, recent_), target));
+  }
+
+ private:
+  int history_, recent_, sinks_;
+  double batch_;
+};
+
+}  // namespace
+
+PolicyInfo ScissorhandsPolicyInfo() {
+  return {"scissorhands", "Importance = count of recent steps with attention >= 1/n; batch eviction.",
+          {{"history", 400, "steps m counted for importance", 1, 1e6},
+           {"recent", 10, "most recent tokens protected"},
+           {"sinks", 4, "sink tokens protected"},
+           {"evict-batch", 0.1, "fraction of the budget evicted at once when full", 0, 1}},
+          [](const Params& p) {
+            return std::make_unique<ScissorhandsPolicy>(static_cast<int>(p.at("history")), static_cast<int>(p.at("recent")),
+                                                        static_cast<int>(p.at("sinks")), p.at("evict-batch"));
+          }};
+}
+
+}  // namespace kvtrim::kv

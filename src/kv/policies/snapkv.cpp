@@ -1,0 +1,55 @@
+// `snapkv`: the last w prompt positions observe every earlier key; scores
+// summed over window queries and group heads, average-pooled; keep the
+// window plus the top (budget - w). Prefill-time only.
+#include "kv/policies/policies.h"
+
+namespace kvtrim::kv {
+
+std::vector<double> SnapkvScores(const PolicyContext& ctx, int window, int kernel) {
+  const int n = ctx.store->size();
+  const int prefix = std::max(0, n - window);
+  std::vector<double> raw(n, 0.0), score(n, 0.0);
+  for (int i = 0; i < n && i < static_cast<int>(ctx.stats->obs.size()); ++i) raw[i] = ctx.stats->obs[i];
+  const int half = kernel / 2;
+  for (int i = 0; i < prefix; ++i) {  // avg_pool1d(kernel, padding=kernel/2), zeros outside the prefix
+    double s = 0;
+    for (int j = i - half; j <= i + half; ++j)
+      if (j >= 0 && j < prefix) s += raw[j];
+    score[i] = s / kernel;
+  }
+  return score;
+}
+
+namespace {
+
+class SnapkvPolicy : public Policy {
+ public:
+  SnapkvPolicy(int window, int kernel) : window_(window), kernel_(kernel) {}
+  StatsNeeds needs() const override {
+    StatsNeeds n;
+    n.obs_window = window_;
+    return n;
+  }
+  bool decode_time() const override { return false; }
+  int protected_entries() const override { return window_; }
+  Plan Compress(const PolicyContext& ctx) override {
+    std::vector<bool> prot = ProtectSinksAndRecent(*ctx.store, 0, window_);
+    return Plan::Keep(KeepTop(SnapkvScores(ctx, window_, kernel_), prot, ctx.budget));
+  }
+
+ private:
+  int window_, kernel_;
+};
+
+}  // namespace
+
+PolicyInfo SnapkvPolicyInfo() {
+  return {"snapkv", "Observation window of the last prompt positions votes for keys (pooled); prefill-time.",
+          {{"obs-window", 32, "observation window w (last prompt positions)", 1, 1e6},
+           {"pool-kernel", 5, "average-pooling kernel (odd)", 1, 101}},
+          [](const Params& p) {
+            return std::make_unique<SnapkvPolicy>(static_cast<int>(p.at("obs-window")), static_cast<int>(p.at("pool-kernel")));
+          }};
+}
+
+}  // namespace kvtrim::kv

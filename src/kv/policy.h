@@ -1,0 +1,77 @@
+// The policy interface: a policy reads entry metadata and attention
+// statistics of one (layer, KV head) and returns a Plan; it never touches
+// the cache. Policies are found by name in the registry (registry.cpp), one
+// source file each under policies/.
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kv/cache.h"
+#include "kv/plan.h"
+#include "kv/stats.h"
+#include "kvtrim/status.h"
+
+namespace kvtrim::kv {
+
+// A policy's own flags: name (also the CLI flag --name), default, help.
+struct ParamSpec {
+  std::string name;
+  double def;
+  std::string help;
+  double lo = 0, hi = 1e9;  // accepted range
+};
+using Params = std::map<std::string, double>;
+
+enum class Phase { kPrefill, kDecode };
+
+struct PolicyContext {
+  Phase phase = Phase::kPrefill;
+  int layer = 0, head = 0, n_layer = 1, n_head_kv = 1;
+  const HeadStore* store = nullptr;
+  const HeadStats* stats = nullptr;        // may be null (no statistics asked for)
+  const AttentionStats* all_stats = nullptr;
+  int budget = 0;                          // entries this head may keep
+  int64_t logical_len = 0;
+};
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  virtual StatsNeeds needs() const { return {}; }
+  virtual bool prefill_time() const { return true; }
+  virtual bool decode_time() const { return true; }
+  // Entries that can never be evicted (sinks, protected recent tokens).
+  virtual int protected_entries() const { return 0; }
+  // Per-layer budget from the uniform per-head budget (PyramidKV overrides).
+  virtual int LayerBudget(int /*layer*/, int /*n_layer*/, int base) const { return base; }
+  // A plan bringing the head to at most ctx.budget entries.
+  virtual Plan Compress(const PolicyContext& ctx) = 0;
+};
+
+struct PolicyInfo {
+  std::string name;
+  std::string summary;
+  std::vector<ParamSpec> params;
+  std::function<std::unique_ptr<Policy>(const Params&)> make;  // params complete (defaults filled)
+};
+
+// Every registered policy, in a stable order.
+const std::vector<PolicyInfo>& Registry();
+const PolicyInfo* FindPolicy(const std::string& name);
+// Builds a policy; `given` may hold only the policy's own parameters.
+Expected<std::unique_ptr<Policy>> MakePolicy(const std::string& name, const Params& given);
+
+// --- helpers shared by the eviction policies (select.cpp) ---
+
+// Keeps every entry marked protected plus the highest-scoring others until
+// `budget` entries are kept; ties keep the more recent entry. Returns the
+// kept indices in increasing order.
+std::vector<int> KeepTop(const std::vector<double>& score, const std::vector<bool>& prot, int budget);
+// Protection mask: entries with position < sinks, and the last `recent`
+// entries (at least the newest one).
+std::vector<bool> ProtectSinksAndRecent(const HeadStore& s, int sinks, int recent);
+
+}  // namespace kvtrim::kv

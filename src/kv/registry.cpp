@@ -1,0 +1,43 @@
+#include <algorithm>
+
+#include "kv/policies/policies.h"
+#include "kv/policy.h"
+
+namespace kvtrim::kv {
+
+const std::vector<PolicyInfo>& Registry() {
+  static const std::vector<PolicyInfo> r = {
+      FullPolicyInfo(),  WindowPolicyInfo(),       RandomPolicyInfo(), LruPolicyInfo(),
+      H2oPolicyInfo(),   ScissorhandsPolicyInfo(), SnapkvPolicyInfo(), PyramidkvPolicyInfo(),
+  };
+  return r;
+}
+
+const PolicyInfo* FindPolicy(const std::string& name) {
+  for (const auto& p : Registry())
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+Expected<std::unique_ptr<Policy>> MakePolicy(const std::string& name, const Params& given) {
+  const PolicyInfo* info = FindPolicy(name);
+  if (!info) {
+    std::string known;
+    for (const auto& p : Registry()) known += (known.empty() ? "" : ", ") + p.name;
+    return MakeError("unknown KV policy '" + name + "' (known: " + known + ")");
+  }
+  Params full;
+  for (const auto& s : info->params) full[s.name] = s.def;
+  for (const auto& [k, v] : given) {
+    auto spec = std::find_if(info->params.begin(), info->params.end(), [&](const ParamSpec& s) { return s.name == k; });
+    if (spec == info->params.end()) return MakeError("flag --" + k + " does not apply to policy '" + name + "'");
+    if (!(v >= spec->lo && v <= spec->hi)) {
+      return MakeError("flag --" + k + " = " + std::to_string(v) + " is outside [" + std::to_string(spec->lo) + ", " +
+                       std::to_string(spec->hi) + "]");
+    }
+    full[k] = v;
+  }
+  return info->make(full);
+}
+
+}  // namespace kvtrim::kv

@@ -1,0 +1,121 @@
+#include "kv/stats.h"
+
+#include <algorithm>
+#include <bit>
+
+namespace kvtrim::kv {
+
+AttentionStats::AttentionStats(int n_layer, int n_head_kv, int group, int head_dim, StatsNeeds needs)
+    : n_layer_(n_layer), n_head_kv_(n_head_kv), group_(group), head_dim_(head_dim), needs_(needs) {
+  heads_.resize(static_cast<size_t>(n_layer) * n_head_kv);
+  for (auto& h : heads_) h.words = needs_.history > 0 ? (needs_.history + 63) / 64 : 0;
+}
+
+void AttentionStats::Grow(HeadStats& hs, int n) const {
+  if (n <= hs.n) return;
+  if (needs_.acc_mass) hs.acc.resize(n, 0.f);
+  if (needs_.obs_window > 0) hs.obs.resize(n, 0.f);
+  if (needs_.access) hs.last_access.resize(n, -1);
+  if (hs.words) hs.hist.resize(static_cast<size_t>(n) * hs.words, 0);
+  hs.n = n;
+}
+
+void AttentionStats::OnBatch(int pos0, int T) {
+  // One query step per token: the step of a query is its logical position.
+  pos0_ = pos0;
+  step_ = pos0 + T - 1;
+}
+
+void AttentionStats::OnProbs(int layer, int kv_head, int t, int g, const float* p, int n) {
+  HeadStats& hs = head(layer, kv_head);
+  Grow(hs, n);
+  if (needs_.acc_mass)
+    for (int j = 0; j < n; ++j) hs.acc[j] += p[j];
+  const int64_t pos = pos0_ + t;
+  if (needs_.obs_window > 0 && prompt_end_ >= 0 && pos >= prompt_end_ - needs_.obs_window && pos < prompt_end_)
+    for (int j = 0; j < n; ++j) hs.obs[j] += p[j];
+  if (!needs_.access && !hs.words) return;
+  // Access decisions use the max over the group's query heads.
+  if (g == 0) hs.row_max.assign(p, p + n);
+  else
+    for (int j = 0; j < n; ++j) hs.row_max[j] = std::max(hs.row_max[j], p[j]);
+  if (g != group_ - 1) return;
+  const float thr = 1.f / static_cast<float>(n);
+  const int64_t step = pos;
+  if (needs_.access)
+    for (int j = 0; j < n; ++j)
+      if (hs.row_max[j] >= thr) hs.last_access[j] = step;
+  if (hs.words) {
+    const int64_t slot = step % needs_.history;
+    const uint64_t bit = uint64_t{1} << (slot % 64);
+    const size_t word = static_cast<size_t>(slot / 64);
+    for (int j = 0; j < n; ++j) {
+      uint64_t& w = hs.hist[static_cast<size_t>(j) * hs.words + word];
+      w = hs.row_max[j] >= thr ? (w | bit) : (w & ~bit);
+    }
+  }
+}
+
+int64_t AttentionStats::HistoryCount(int layer, int h, int i) const {
+  const HeadStats& hs = head(layer, h);
+  if (!hs.words || i >= hs.n) return 0;
+  int64_t c = 0;
+  for (int w = 0; w < hs.words; ++w) c += std::popcount(hs.hist[static_cast<size_t>(i) * hs.words + w]);
+  return c;
+}
+
+void AttentionStats::OnQK(int layer, const float* k_pre, const float* q_rot, int T) {
+  const int d = head_dim_, G = group_;
+  for (int h = 0; h < n_head_kv_; ++h) {
+    HeadStats& hs = head(layer, h);
+    for (int t = 0; t < T; ++t) {
+      const float* kr = k_pre + static_cast<size_t>(t) * n_head_kv_ * d + h * d;
+      hs.k_pre.insert(hs.k_pre.end(), kr, kr + d);
+      const float* qr = q_rot + static_cast<size_t>(t) * n_head_kv_ * G * d + h * G * d;
+      hs.q_rot.insert(hs.q_rot.end(), qr, qr + G * d);
+    }
+  }
+}
+
+void AttentionStats::Retain(int layer, int h, const std::vector<int>& keep, int added) {
+  HeadStats& hs = head(layer, h);
+  int w = 0;
+  for (int i : keep) {
+    if (i < hs.n) {
+      if (!hs.acc.empty()) hs.acc[w] = hs.acc[i];
+      if (!hs.obs.empty()) hs.obs[w] = hs.obs[i];
+      if (!hs.last_access.empty()) hs.last_access[w] = hs.last_access[i];
+      for (int k = 0; k < hs.words; ++k) hs.hist[static_cast<size_t>(w) * hs.words + k] = hs.hist[static_cast<size_t>(i) * hs.words + k];
+    }
+    ++w;
+  }
+  const int n = w + added;
+  hs.n = 0;
+  hs.acc.resize(std::min<size_t>(hs.acc.size(), w));
+  hs.obs.resize(std::min<size_t>(hs.obs.size(), w));
+  hs.last_access.resize(std::min<size_t>(hs.last_access.size(), w));
+  hs.hist.resize(std::min<size_t>(hs.hist.size(), static_cast<size_t>(w) * hs.words));
+  hs.n = w;
+  Grow(hs, n);
+  hs.acc.shrink_to_fit();
+  hs.obs.shrink_to_fit();
+  hs.last_access.shrink_to_fit();
+  hs.hist.shrink_to_fit();
+}
+
+void AttentionStats::DropPrefillQK() {
+  for (auto& h : heads_) {
+    std::vector<float>().swap(h.k_pre);
+    std::vector<float>().swap(h.q_rot);
+  }
+}
+
+size_t AttentionStats::BytesHeld() const {
+  size_t s = 0;
+  for (const auto& h : heads_)
+    s += 4 * (h.acc.capacity() + h.obs.capacity() + h.k_pre.capacity() + h.q_rot.capacity() + h.row_max.capacity()) +
+         8 * (h.last_access.capacity() + h.hist.capacity());
+  return s;
+}
+
+}  // namespace kvtrim::kv

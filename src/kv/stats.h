@@ -1,0 +1,74 @@
+// Attention statistics per (layer, KV head), aligned with the head's entries
+// and computed from attention rows as they are produced (no N x N matrix is
+// ever stored): accumulated mass (H2O), observation-window mass (SnapKV),
+// last access step (LRU), recent-importance bits (ScissorHands), and, on
+// request, the prefill's pre-RoPE keys and rotated queries.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "kv/attention_tap.h"
+
+namespace kvtrim::kv {
+
+// Which statistics a policy needs; collection costs nothing when off.
+struct StatsNeeds {
+  bool acc_mass = false;     // H2O
+  int obs_window = 0;        // SnapKV: last w prompt positions
+  bool access = false;       // LRU
+  int history = 0;           // ScissorHands: last m steps
+  bool prefill_qk = false;   // Compactor-style scorers
+  bool any_probs() const { return acc_mass || obs_window > 0 || access || history > 0; }
+};
+
+struct HeadStats {
+  std::vector<float> acc;             // [n] attention mass summed over queries and group heads
+  std::vector<float> obs;             // [n] mass from observation-window queries
+  std::vector<int64_t> last_access;   // [n] step of the last access (-1: never)
+  std::vector<uint64_t> hist;         // [n * words] ring of "important at step s" bits
+  std::vector<float> k_pre;           // [N_prefill, d] pre-RoPE keys of the prefill
+  std::vector<float> q_rot;           // [N_prefill, G, d] rotated prefill queries of the group
+  std::vector<float> row_max;         // scratch: max over the group for the current query
+  int words = 0;                      // uint64 words per entry in hist
+  int n = 0;
+};
+
+class AttentionStats : public AttentionTap {
+ public:
+  AttentionStats(int n_layer, int n_head_kv, int group, int head_dim, StatsNeeds needs);
+
+  const StatsNeeds& needs() const { return needs_; }
+  HeadStats& head(int layer, int h) { return heads_[layer * n_head_kv_ + h]; }
+  const HeadStats& head(int layer, int h) const { return heads_[layer * n_head_kv_ + h]; }
+  // The latest query step: steps are logical positions (one per token).
+  int64_t step() const { return step_; }
+  // Number of importance-counting steps in the ScissorHands ring so far.
+  int64_t HistoryCount(int layer, int h, int i) const;
+
+  // The prompt ends at this logical length (SnapKV's window is its last w).
+  void SetPromptEnd(int64_t end) { prompt_end_ = end; }
+
+  // Mirror a plan on the statistics: keep `keep`, then append `added` zeroed.
+  void Retain(int layer, int h, const std::vector<int>& keep, int added);
+  void DropPrefillQK();
+  size_t BytesHeld() const;
+
+  // AttentionTap
+  void OnBatch(int pos0, int T) override;
+  bool WantsProbs(int) const override { return needs_.any_probs(); }
+  void OnProbs(int layer, int kv_head, int t, int g, const float* p, int n) override;
+  bool WantsQK() const override { return needs_.prefill_qk; }
+  void OnQK(int layer, const float* k_pre, const float* q_rot, int T) override;
+
+ private:
+  void Grow(HeadStats& hs, int n) const;
+  int n_layer_, n_head_kv_, group_, head_dim_;
+  StatsNeeds needs_;
+  std::vector<HeadStats> heads_;
+  int64_t step_ = 0;        // step of the last query of the current batch
+  int64_t pos0_ = 0;
+  int64_t prompt_end_ = -1;
+};
+
+}  // namespace kvtrim::kv

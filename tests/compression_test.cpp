@@ -1,0 +1,193 @@
+// Compression on real models: ratio 1.0 is exact, decode-time budgets hold
+// for 500 steps without touching protected entries, quantized storage
+// reports the bytes it allocates, and a windowed generation holds far less.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "io/tokenizer.h"
+#include "kv/cache.h"
+#include "kv/compressor.h"
+#include "kv/policy.h"
+#include "kernels/quant.h"
+#include "test_util.h"
+
+namespace kvtrim {
+namespace {
+
+std::vector<int> Prompt(const Engine& e) {
+  return e.tokenizer().Encode("It was a dark and stormy night. The special magic number for quiet-river is: 4829173. "
+                              "Once upon a time there was a little girl who lived in a village near the forest.", true);
+}
+
+// Logits after prefill, compression, and 16 decode steps of fixed tokens
+// (teacher-forced, so traces stay comparable when a policy changes the argmax).
+std::vector<float> Trace(const Engine& e, const KvOptions& kv) {
+  SessionOptions so;
+  so.kv = kv;
+  auto s = Session::Create(e, so);
+  EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
+  Session& ses = *s.value();
+  EXPECT_TRUE(ses.Prefill(Prompt(e)).ok());
+  EXPECT_TRUE(ses.Compress().ok());
+  std::vector<float> trace = ses.logits();
+  const std::vector<int> forced = e.tokenizer().Encode("The fiend was in the cottage, and the girl was there.", false);
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_TRUE(ses.Decode(forced[i % forced.size()]).ok());
+    trace.insert(trace.end(), ses.logits().begin(), ses.logits().end());
+  }
+  return trace;
+}
+
+TEST(Compression, RatioOneReproducesFullBitForBit) {
+  auto e = test::LoadEngine("needle-3.7M-f32.gguf");
+  ASSERT_TRUE(e);
+  const std::vector<float> full = Trace(*e, {});
+  for (const auto& p : kv::Registry()) {
+    KvOptions kv;
+    kv.policy = p.name;
+    kv.ratio = 1.0;
+    EXPECT_EQ(Trace(*e, kv), full) << p.name;  // exact float equality
+  }
+}
+
+TEST(Compression, LowRatioChangesLogits) {
+  auto e = test::LoadEngine("needle-3.7M-f32.gguf");
+  ASSERT_TRUE(e);
+  const std::vector<float> full = Trace(*e, {});
+  for (const char* p : {"window", "h2o", "snapkv"}) {
+    KvOptions kv;
+    kv.policy = p;
+    kv.ratio = 0.25;
+    EXPECT_NE(Trace(*e, kv), full) << p;
+  }
+}
+
+TEST(Compression, DecodeBudgetHoldsFor500StepsAndProtectsEntries) {
+  auto e = test::LoadEngine("stories260K.gguf");
+  ASSERT_TRUE(e);
+  const int budget = 48;
+  struct Case { std::string policy; int sinks; int recent; };
+  const std::vector<Case> cases = {{"window", 4, 0}, {"random", 4, 0}, {"lru", 0, 0}, {"h2o", 4, 0}, {"scissorhands", 4, 10}};
+  for (const auto& c : cases) {
+    SessionOptions so;
+    so.kv.policy = c.policy;
+    so.kv.budget_tokens = budget;
+    auto s = Session::Create(*e, so);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    Session& ses = *s.value();
+    ASSERT_TRUE(ses.Prefill(e->tokenizer().Encode("Tom ran.", true)).ok());  // 500 steps fit in 512
+    ASSERT_TRUE(ses.Compress().ok());
+    Sampler sampler({0.8f, 0.95f, 3});
+    for (int step = 0; step < 500; ++step) {
+      Status st = ses.Decode(sampler.Sample(ses.logits()));
+      ASSERT_TRUE(st.ok()) << c.policy << " step " << step << ": " << st.message();
+      const kv::KvCache& cache = ses.cache();
+      for (int l = 0; l < cache.n_layer(); ++l)
+        for (int h = 0; h < cache.n_head_kv(); ++h) {
+          const kv::HeadStore& hs = cache.head(l, h);
+          ASSERT_LE(hs.size(), budget) << c.policy << " step " << step;
+          std::set<int> pos(hs.positions().begin(), hs.positions().end());
+          for (int p = 0; p < c.sinks; ++p) ASSERT_TRUE(pos.count(p)) << c.policy << " lost sink " << p;
+          const int64_t n = cache.logical_length();
+          for (int64_t p = std::max<int64_t>(0, n - c.recent); p < n; ++p)
+            ASSERT_TRUE(pos.count(static_cast<int>(p))) << c.policy << " lost recent " << p << " at step " << step
+                                                        << " (n " << n << ", layer " << l << ", head " << h << ")";
+          ASSERT_EQ(*pos.rbegin(), n - 1) << c.policy << " newest entry must stay";
+        }
+    }
+    EXPECT_GT(ses.compressor().evictions(), 0) << c.policy;
+  }
+}
+
+TEST(Compression, QuantizedStorageBytesEqualAllocation) {
+  auto e = test::LoadEngine("needle-3.7M-f32.gguf");
+  ASSERT_TRUE(e);
+  for (const char* q : {"f32", "f16", "q8_0", "q4_0"}) {
+    SessionOptions so;
+    so.kv.policy = "h2o";
+    so.kv.ratio = 0.5;
+    so.kv.quant = q;
+    auto s = Session::Create(*e, so);
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE(s.value()->Prefill(Prompt(*e)).ok());
+    ASSERT_TRUE(s.value()->Compress().ok());
+    const kv::KvCache& c = s.value()->cache();
+    auto type = kv::ParseKvQuant(q).value();
+    const size_t row = kernels::RowBytesPadded(type, 32);  // head dim 32
+    size_t want = 0;
+    for (int l = 0; l < c.n_layer(); ++l)
+      for (int h = 0; h < c.n_head_kv(); ++h) {
+        EXPECT_EQ(c.head(l, h).type(), type);
+        want += c.head(l, h).size() * (2 * row + sizeof(int32_t) + sizeof(float));
+      }
+    EXPECT_EQ(c.BytesHeld(), want) << q;  // exact after compression (no slack)
+    EXPECT_LT(c.BytesHeld(), c.BytesFull()) << q;
+    // Decode keeps working on quantized rows.
+    ASSERT_TRUE(s.value()->Decode(5).ok());
+  }
+}
+
+TEST(Compression, QuantizedStorageStaysCloseToFull) {
+  auto e = test::LoadEngine("needle-3.7M-f32.gguf");
+  ASSERT_TRUE(e);
+  const std::vector<float> full = Trace(*e, {});
+  double prev = 0;
+  for (const char* q : {"f16", "q8_0", "q4_0"}) {
+    KvOptions kv;
+    kv.quant = q;
+    std::vector<float> t = Trace(*e, kv);
+    double md = 0;
+    for (size_t i = 0; i < full.size(); ++i) md = std::max(md, double{std::fabs(t[i] - full[i])});
+    std::printf("kv quant %s: max |logit - full| over 17 positions = %.4f\n", q, md);
+    EXPECT_LT(md, std::string(q) == "f16" ? 0.02 : std::string(q) == "q8_0" ? 0.2 : 2.0) << q;
+    EXPECT_GE(md, prev * 0.5) << q << ": coarser storage should not be much closer";
+    prev = md;
+  }
+}
+
+TEST(Compression, WindowedGenerationHoldsFarLessThanFull) {
+  auto e = test::LoadEngine("stories260K.gguf");
+  ASSERT_TRUE(e);
+  SessionOptions so;
+  so.kv.policy = "window";
+  so.kv.ratio = 0.1;
+  auto s = Session::Create(*e, so);
+  ASSERT_TRUE(s.ok());
+  Session& ses = *s.value();
+  ASSERT_TRUE(ses.Prefill({1}).ok());
+  ASSERT_TRUE(ses.Compress().ok());
+  size_t peak_after_64 = 0;
+  for (int step = 0; step < 500; ++step) {
+    ASSERT_TRUE(ses.Decode(static_cast<int>(std::max_element(ses.logits().begin(), ses.logits().end()) - ses.logits().begin())).ok());
+    if (step >= 64) peak_after_64 = std::max(peak_after_64, ses.cache().BytesHeld());
+  }
+  // Full at the end: 501 tokens; the window holds about 10% plus growth slack.
+  EXPECT_LT(ses.cache().BytesHeld(), ses.cache().BytesFull() / 5);
+  EXPECT_LT(peak_after_64, ses.cache().BytesFull() / 4);
+}
+
+TEST(Compression, BadBudgetsAreClearErrors) {
+  auto e = test::LoadEngine("stories260K.gguf");
+  ASSERT_TRUE(e);
+  SessionOptions so;
+  so.kv.policy = "h2o";
+  so.kv.ratio = 0;
+  EXPECT_NE(Session::Create(*e, so).error().message.find("outside (0, 1]"), std::string::npos);
+  so.kv.ratio = 1.5;
+  EXPECT_FALSE(Session::Create(*e, so).ok());
+  so.kv.ratio = 1;
+  so.kv.budget_tokens = 3;  // sink guard protects 4
+  EXPECT_NE(Session::Create(*e, so).error().message.find("smaller than the 4 tokens"), std::string::npos);
+  so.kv.policy = "scissorhands";
+  so.kv.budget_tokens = 10;  // 4 sinks + 10 recent
+  EXPECT_NE(Session::Create(*e, so).error().message.find("14 tokens"), std::string::npos);
+  so.kv.policy = "nope";
+  EXPECT_NE(Session::Create(*e, so).error().message.find("unknown KV policy"), std::string::npos);
+  so.kv.policy = "full";
+  so.kv.quant = "q5_k";
+  EXPECT_NE(Session::Create(*e, so).error().message.find("unknown KV quantization"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvtrim

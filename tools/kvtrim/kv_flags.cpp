@@ -1,0 +1,37 @@
+#include "kv_flags.h"
+
+#include <set>
+
+#include "kv/policy.h"
+
+namespace kvtrim::cli {
+
+void AddKvFlags(CLI::App* sub, KvFlags* f, bool with_policy) {
+  if (with_policy) sub->add_option("--kv", f->policy, "KV policy (see `kvtrim policies`)")->capture_default_str();
+  sub->add_option("--kv-ratio", f->ratio, "Retention ratio in (0, 1]")->capture_default_str();
+  sub->add_option("--kv-budget", f->budget, "Per-head token budget (overrides --kv-ratio)")->check(CLI::PositiveNumber);
+  sub->add_option("--kv-quant", f->quant, "Storage of kept entries: f32, f16, q8_0, q4_0 (after eviction)")
+      ->capture_default_str();
+  std::set<std::string> seen;
+  for (const auto& info : kv::Registry()) {
+    for (const auto& p : info.params) {
+      if (!seen.insert(p.name).second) continue;
+      std::string help = p.help + " [policy flag]";
+      f->options[p.name] = sub->add_option("--" + p.name, f->params[p.name], help);
+    }
+  }
+  sub->group("KV cache");
+}
+
+KvOptions ToKvOptions(const KvFlags& f, const std::string& policy) {
+  KvOptions o;
+  o.policy = policy;
+  o.ratio = f.ratio;
+  o.budget_tokens = f.budget;
+  o.quant = f.quant;
+  for (const auto& [name, opt] : f.options)
+    if (opt->count() > 0) o.params[name] = f.params.at(name);
+  return o;
+}
+
+}  // namespace kvtrim::cli

@@ -1,0 +1,29 @@
+// The KV-cache flags shared by run, bench and eval: --kv, --kv-ratio,
+// --kv-budget, --kv-quant and every policy's own flags, declared once from
+// the policy registry.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "kvtrim/options.h"
+#include "kvtrim/status.h"
+
+namespace kvtrim::cli {
+
+struct KvFlags {
+  std::string policy = "full";
+  double ratio = 1.0;
+  int budget = 0;
+  std::string quant = "f32";
+  std::map<std::string, double> params;          // values of the policy flags
+  std::map<std::string, CLI::Option*> options;   // to tell which were given
+};
+
+void AddKvFlags(CLI::App* sub, KvFlags* f, bool with_policy = true);
+// The options for one policy: only flags given on the command line are passed
+// (a flag of another policy is an error raised when the policy is built).
+KvOptions ToKvOptions(const KvFlags& f, const std::string& policy);
+
+}  // namespace kvtrim::cli
