@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <sstream>
 #include <cmath>
 #include <random>
 
 #include "io/tokenizer.h"
 #include "kernels/thread_pool.h"
 #include "kv/cache.h"
+#include "kv/compressor.h"
 #include "model/config.h"
 #include "model/weights.h"
 
@@ -40,6 +43,20 @@ double WeightBytesPerToken(const Engine& e) {
 
 }  // namespace
 
+size_t PeakRssBytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      std::istringstream is(line.substr(6));
+      size_t kb = 0;
+      is >> kb;
+      return kb * 1024;
+    }
+  }
+  return 0;
+}
+
 Stat MeanSd(const std::vector<double>& xs) {
   Stat s;
   if (xs.empty()) return s;
@@ -59,12 +76,15 @@ Expected<std::vector<BenchRow>> RunBench(const Engine& e, const BenchOptions& o)
   const int vocab = e.config().vocab;
   std::mt19937_64 rng(o.seed);
   std::vector<BenchRow> rows;
-  {  // Warm-up (page-in of the weights, thread start-up), not timed.
+  // Warm-up, not timed: page-in of the weights, thread start-up, and the
+  // CPU settling at speed (the first runs on a quiet VM were seen 2x slower).
+  for (auto tw = Clock::now(); Since(tw) < o.warmup_s;) {
     auto s = Session::Create(e, o.session);
     if (!s.ok()) return s.error();
     std::vector<int> toks(std::min(64, s.value()->ctx() - 1), e.tokenizer().bos());
     KVTRIM_RETURN_IF_ERROR(s.value()->Prefill(toks));
-    KVTRIM_RETURN_IF_ERROR(s.value()->Decode(e.tokenizer().bos()));
+    for (int i = 0; i < 16 && s.value()->position() < s.value()->ctx(); ++i)
+      KVTRIM_RETURN_IF_ERROR(s.value()->Decode(e.tokenizer().bos()));
   }
   for (int depth : o.depths) {
     if (depth < 0) return MakeError("depth must be >= 0");
@@ -72,7 +92,7 @@ Expected<std::vector<BenchRow>> RunBench(const Engine& e, const BenchOptions& o)
     row.depth = depth;
     row.prefill_len = depth > 0 ? depth : (o.prefill_tokens > 0 ? o.prefill_tokens : 128);
     std::vector<double> pf, dc;
-    std::vector<double> kv_read;
+    std::vector<double> kv_read, comp_ms, evict_us, entries;
     for (int r = 0; r < o.reps; ++r) {
       auto s = Session::Create(e, o.session);
       if (!s.ok()) return s.error();
@@ -87,6 +107,9 @@ Expected<std::vector<BenchRow>> RunBench(const Engine& e, const BenchOptions& o)
       auto t0 = Clock::now();
       KVTRIM_RETURN_IF_ERROR(ses.Prefill(toks));
       pf.push_back(row.prefill_len / Since(t0));
+      KVTRIM_RETURN_IF_ERROR(ses.Compress());
+      comp_ms.push_back(ses.compressor().compress_seconds() * 1e3);
+      const double comp_before = ses.compressor().compress_seconds();
       double kv_sum = 0;
       auto t1 = Clock::now();
       for (int g = 0; g < o.gen; ++g) {
@@ -96,6 +119,8 @@ Expected<std::vector<BenchRow>> RunBench(const Engine& e, const BenchOptions& o)
       }
       dc.push_back(o.gen / Since(t1));
       kv_read.push_back(kv_sum / o.gen);
+      evict_us.push_back((ses.compressor().compress_seconds() - comp_before) * 1e6 / o.gen);
+      entries.push_back(static_cast<double>(ses.cache().EntriesHeld()) / (ses.cache().n_layer() * ses.cache().n_head_kv()));
       row.kv_bytes = ses.cache().BytesHeld();
       row.kv_bytes_full = ses.cache().BytesFull();
       if (o.progress) o.progress("depth " + std::to_string(depth) + " rep " + std::to_string(r + 1));
@@ -104,6 +129,9 @@ Expected<std::vector<BenchRow>> RunBench(const Engine& e, const BenchOptions& o)
     row.decode_tok_s = MeanSd(dc);
     row.weight_bytes_per_tok = WeightBytesPerToken(e);
     row.kv_bytes_per_tok = MeanSd(kv_read).mean;
+    row.compress_ms = MeanSd(comp_ms).mean;
+    row.evict_us_per_tok = MeanSd(evict_us).mean;
+    row.entries_per_head = MeanSd(entries).mean;
     row.gb_s = (row.weight_bytes_per_tok + row.kv_bytes_per_tok) * row.decode_tok_s.mean / 1e9;
     rows.push_back(row);
   }

@@ -16,6 +16,7 @@ struct BenchOptions {
   int reps = 3;
   int prefill_tokens = 0;  // prompt length timed at depth 0 (0: 128)
   uint64_t seed = 1;
+  double warmup_s = 0.5;   // untimed warm-up before the first depth
   SessionOptions session;
   std::function<void(const std::string&)> progress;  // may be empty
 };
@@ -34,7 +35,13 @@ struct BenchRow {
   double weight_bytes_per_tok = 0;
   double kv_bytes_per_tok = 0;  // K and V rows read per decode step (mean)
   double gb_s = 0;              // (weights + KV) bytes per step / step time
+  double compress_ms = 0;       // prefill-time compression (mean)
+  double evict_us_per_tok = 0;  // decode-time plan + apply per step (mean)
+  double entries_per_head = 0;  // mean entries held per head after decoding
 };
+
+// Peak resident set size of this process so far (VmHWM), in bytes; 0 if unknown.
+size_t PeakRssBytes();
 
 Stat MeanSd(const std::vector<double>& xs);
 Expected<std::vector<BenchRow>> RunBench(const Engine& e, const BenchOptions& o);

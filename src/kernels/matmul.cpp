@@ -36,20 +36,23 @@ void MatMul(ThreadPool& pool, const WeightView& w, const float* x, int T, float*
     MatVec(pool, w, x, y);
     return;
   }
-  if (w.type == GgmlType::F32) {
-    GemmABt(T, w.rows, w.cols, x, w.cols, reinterpret_cast<const float*>(w.data), w.cols, y, w.rows);
-    return;
-  }
-  // Dequantize a block of rows at a time so scratch stays bounded for big models.
-  const int block = std::max(1, std::min(w.rows, (1 << 20) / std::max(1, w.cols)));
-  std::vector<float> tmp(static_cast<size_t>(block) * w.cols);
-  for (int r0 = 0; r0 < w.rows; r0 += block) {
-    int nr = std::min(block, w.rows - r0);
-    pool.ParallelFor(nr, [&](int64_t a, int64_t b) {
-      for (int64_t r = a; r < b; ++r) DequantRow(w.type, w.row(r0 + static_cast<int>(r)), &tmp[r * w.cols], w.cols);
-    }, 16);
-    GemmABt(T, nr, w.cols, x, w.cols, tmp.data(), w.cols, y + r0, w.rows);
-  }
+  // BLAS runs single-threaded (SetBlasThreads(1)); the pool splits the
+  // weight rows, so no second set of threads competes for the cores.
+  pool.ParallelFor(w.rows, [&](int64_t r0, int64_t r1) {
+    if (w.type == GgmlType::F32) {
+      GemmABt(T, static_cast<int>(r1 - r0), w.cols, x, w.cols, reinterpret_cast<const float*>(w.row(static_cast<int>(r0))),
+              w.cols, y + r0, w.rows);
+      return;
+    }
+    // Dequantize a block of rows at a time so scratch stays bounded for big models.
+    const int64_t block = std::max<int64_t>(1, std::min<int64_t>(r1 - r0, (1 << 18) / std::max(1, w.cols)));
+    std::vector<float> tmp(static_cast<size_t>(block) * w.cols);
+    for (int64_t b0 = r0; b0 < r1; b0 += block) {
+      const int nr = static_cast<int>(std::min(block, r1 - b0));
+      for (int r = 0; r < nr; ++r) DequantRow(w.type, w.row(static_cast<int>(b0) + r), &tmp[static_cast<size_t>(r) * w.cols], w.cols);
+      GemmABt(T, nr, w.cols, x, w.cols, tmp.data(), w.cols, y + b0, w.rows);
+    }
+  }, 16);
 }
 
 }  // namespace kvtrim::kernels

@@ -70,7 +70,9 @@ void HeadStore::Retain(const std::vector<int>& keep) {
   n_ = w;
   pos_.resize(n_);
   logw_.resize(n_);
-  ShrinkToFit();
+  // Free the memory, unless the slack is within one growth step (decode-time
+  // eviction of a few entries would otherwise reallocate every step).
+  if (cap_ - n_ > GrowStep(n_)) ShrinkToFit();
 }
 
 void HeadStore::ShrinkToFit() {

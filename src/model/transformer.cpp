@@ -79,11 +79,14 @@ Status Transformer::Forward(kernels::ThreadPool& pool, kv::KvCache& cache, const
         }
       });
     } else {
-      for (int h = 0; h < Hkv; ++h) {
-        kernels::ProbObserver po = [&, h](int t, int g, const float* p, int n) { obs->OnProbs(l, h, t, g, p, n); };
-        kernels::AttendCausal(cache.head(l, h).View(), &q[h * G * hd], T, G, q_dim, n_before[h], scale,
-                              &att[h * G * hd], q_dim, want ? &po : nullptr);
-      }
+      pool.ParallelFor(Hkv, [&](int64_t h0, int64_t h1) {  // heads in parallel, BLAS inside single-threaded
+        for (int64_t hh = h0; hh < h1; ++hh) {
+          const int h = static_cast<int>(hh);
+          kernels::ProbObserver po = [&, h](int t, int g, const float* p, int n) { obs->OnProbs(l, h, t, g, p, n); };
+          kernels::AttendCausal(cache.head(l, h).View(), &q[h * G * hd], T, G, q_dim, n_before[h], scale,
+                                &att[h * G * hd], q_dim, want ? &po : nullptr);
+        }
+      });
     }
     kernels::MatMul(pool, L.wo, att.data(), T, xb.data());
     for (size_t i = 0; i < x.size(); ++i) x[i] += xb[i];
