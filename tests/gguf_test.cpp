@@ -171,7 +171,7 @@ TEST(Gguf, RandomByteFlipsNeverCrash) {
     for (int f = 0; f < flips; ++f) s[rng() % header_end] = static_cast<char>(rng());
     Status st = LoadAll(s);
     errors += !st.ok();
-    if (!st.ok()) ASSERT_FALSE(st.message().empty());
+    if (!st.ok()) { ASSERT_FALSE(st.message().empty()); }
   }
   // Flips inside token strings or scores load fine; flips in structure must not.
   EXPECT_GT(errors, iters / 20);

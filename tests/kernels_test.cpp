@@ -59,10 +59,10 @@ TEST_P(QuantKernels, DotDequantAxpyMatchReference) {
       float err = std::fabs(w[i] - deq[i]);
       float d8 = amax / 127, d4 = amax / 8;
       float d8h = std::fabs(d8 - F16ToF32(F32ToF16(d8))), d4h = std::fabs(d4 - F16ToF32(F32ToF16(d4)));
-      if (type == GgmlType::Q8_0) ASSERT_LE(err, d8 * 0.5f + 127 * d8h + 1e-6f);
-      if (type == GgmlType::Q4_0) ASSERT_LE(err, d4 + 8 * d4h + 1e-6f);
-      if (type == GgmlType::F16) ASSERT_LE(err, std::fabs(w[i]) * 0x1p-11f + 1e-7f);
-      if (type == GgmlType::F32) ASSERT_EQ(err, 0.f);
+      if (type == GgmlType::Q8_0) { ASSERT_LE(err, d8 * 0.5f + 127 * d8h + 1e-6f); }
+      if (type == GgmlType::Q4_0) { ASSERT_LE(err, d4 + 8 * d4h + 1e-6f); }
+      if (type == GgmlType::F16) { ASSERT_LE(err, std::fabs(w[i]) * 0x1p-11f + 1e-7f); }
+      if (type == GgmlType::F32) { ASSERT_EQ(err, 0.f); }
     }
   }
 }

@@ -51,6 +51,10 @@ class Session {
   Status Compress();
   // Append one token and compute its logits; decode-time eviction follows.
   Status Decode(int token);
+  // A new session holding a copy of this one's cache, statistics and logits,
+  // compressing with `kv` from now on. The statistics `kv` needs must have
+  // been collected here (SessionOptions::fork_targets).
+  Expected<std::unique_ptr<Session>> Fork(const KvOptions& kv) const;
   // Append tokens and return the logits of every one of them: [n, vocab].
   Expected<std::vector<float>> ForwardAll(const std::vector<int>& tokens);
 

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace kvtrim {
 
@@ -25,6 +26,9 @@ struct SessionOptions {
   int ctx = 0;             // 0: the model's trained context length
   int ubatch = 512;        // prefill tokens per forward call
   KvOptions kv;
+  // Also collect the statistics these policies need, so the session can be
+  // forked into any of them after prefill (Session::Fork).
+  std::vector<KvOptions> fork_targets;
 };
 
 struct SamplingOptions {

@@ -16,7 +16,7 @@ Expected<std::unique_ptr<Session>> Session::Create(const Engine& engine, const S
                      std::to_string(c.ctx) + " tokens");
   }
   if (opts.ubatch <= 0) return MakeError("ubatch must be positive");
-  auto comp = kv::Compressor::Create(opts.kv, c.n_layer, c.n_head_kv, c.group(), c.head_dim);
+  auto comp = kv::Compressor::Create(opts.kv, c.n_layer, c.n_head_kv, c.group(), c.head_dim, opts.fork_targets);
   if (!comp.ok()) return comp.error();
   std::unique_ptr<Session> s(new Session());
   s->engine_ = &engine;
@@ -39,8 +39,25 @@ int64_t Session::position() const { return cache_->logical_length(); }
 void Session::Reset() {
   const auto& c = engine_->config();
   cache_ = std::make_unique<kv::KvCache>(c.n_layer, c.n_head_kv, c.head_dim, GgmlType::F32);
-  compressor_ = std::move(kv::Compressor::Create(opts_.kv, c.n_layer, c.n_head_kv, c.group(), c.head_dim).value());
+  compressor_ = std::move(
+      kv::Compressor::Create(opts_.kv, c.n_layer, c.n_head_kv, c.group(), c.head_dim, opts_.fork_targets).value());
   logits_.clear();
+}
+
+Expected<std::unique_ptr<Session>> Session::Fork(const KvOptions& kv) const {
+  auto comp = compressor_->Fork(kv);
+  if (!comp.ok()) return comp.error();
+  std::unique_ptr<Session> s(new Session());
+  s->engine_ = engine_;
+  s->opts_ = opts_;
+  s->opts_.kv = kv;
+  s->opts_.fork_targets.clear();
+  s->ctx_ = ctx_;
+  s->ubatch_ = ubatch_;
+  s->cache_ = std::make_unique<kv::KvCache>(*cache_);
+  s->compressor_ = std::move(comp.value());
+  s->logits_ = logits_;
+  return s;
 }
 
 Status Session::Compress() { return compressor_->CompressPrefill(*cache_); }

@@ -13,8 +13,33 @@ Expected<GgmlType> ParseKvQuant(const std::string& s) {
   return MakeError("unknown KV quantization '" + s + "' (f32, f16, q8_0, q4_0)");
 }
 
+namespace {
+
+// Whether statistics collected with `have` serve a policy that needs `want`.
+bool Covers(const StatsNeeds& have, const StatsNeeds& want) {
+  return (!want.acc_mass || have.acc_mass) && (!want.access || have.access) &&
+         (want.obs_window == 0 || want.obs_window == have.obs_window) &&
+         (want.history == 0 || want.history == have.history) && (!want.prefill_qk || have.prefill_qk);
+}
+
+Status Merge(StatsNeeds* into, const StatsNeeds& n, const std::string& name) {
+  if (n.obs_window && into->obs_window && n.obs_window != into->obs_window)
+    return MakeError("policy '" + name + "' needs another observation window than the others forked from this session");
+  if (n.history && into->history && n.history != into->history)
+    return MakeError("policy '" + name + "' needs another history length than the others forked from this session");
+  into->acc_mass |= n.acc_mass;
+  into->access |= n.access;
+  into->prefill_qk |= n.prefill_qk;
+  into->obs_window = std::max(into->obs_window, n.obs_window);
+  into->history = std::max(into->history, n.history);
+  return {};
+}
+
+}  // namespace
+
 Expected<std::unique_ptr<Compressor>> Compressor::Create(const CompressionOptions& o, int n_layer, int n_head_kv,
-                                                         int group, int head_dim) {
+                                                         int group, int head_dim,
+                                                         const std::vector<CompressionOptions>& also) {
   if (!(o.ratio > 0.0 && o.ratio <= 1.0)) {
     return MakeError("retention ratio " + std::to_string(o.ratio) + " is outside (0, 1]");
   }
@@ -39,8 +64,26 @@ Expected<std::unique_ptr<Compressor>> Compressor::Create(const CompressionOption
       }
     }
   }
+  c->group_ = group;
+  c->head_dim_ = head_dim;
   c->needs_ = c->policy_->needs();
+  for (const auto& a : also) {
+    auto p2 = MakePolicy(a.policy, a.params);
+    if (!p2.ok()) return p2.error();
+    KVTRIM_RETURN_IF_ERROR(Merge(&c->needs_, p2.value()->needs(), a.policy));
+  }
   c->stats_ = std::make_unique<AttentionStats>(n_layer, n_head_kv, group, head_dim, c->needs_);
+  return c;
+}
+
+Expected<std::unique_ptr<Compressor>> Compressor::Fork(const CompressionOptions& o) const {
+  auto c = Create(o, n_layer_, n_head_kv_, group_, head_dim_);
+  if (!c.ok()) return c.error();
+  if (!Covers(needs_, c.value()->needs_)) {
+    return MakeError("policy '" + o.policy + "' needs statistics this session did not collect (add it to fork_targets)");
+  }
+  c.value()->needs_ = needs_;  // keep collecting what was collected (the copy stays consistent)
+  c.value()->stats_ = std::make_unique<AttentionStats>(*stats_);
   return c;
 }
 

@@ -19,8 +19,12 @@ Expected<GgmlType> ParseKvQuant(const std::string& s);
 
 class Compressor {
  public:
+  // `also` lists policies whose statistics are collected too (for forks).
   static Expected<std::unique_ptr<Compressor>> Create(const CompressionOptions& o, int n_layer, int n_head_kv,
-                                                      int group, int head_dim);
+                                                      int group, int head_dim,
+                                                      const std::vector<CompressionOptions>& also = {});
+  // A compressor for `o` that starts from a copy of this one's statistics.
+  Expected<std::unique_ptr<Compressor>> Fork(const CompressionOptions& o) const;
 
   const CompressionOptions& options() const { return o_; }
   Policy& policy() { return *policy_; }
@@ -48,7 +52,7 @@ class Compressor {
   std::unique_ptr<AttentionStats> stats_;
   StatsNeeds needs_;
   GgmlType quant_ = GgmlType::F32;
-  int n_layer_ = 0, n_head_kv_ = 0;
+  int n_layer_ = 0, n_head_kv_ = 0, group_ = 1, head_dim_ = 0;
   bool prefill_done_ = false;
   double compress_s_ = 0;
   int64_t evicted_ = 0;

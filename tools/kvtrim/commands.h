@@ -20,5 +20,6 @@ Command AddRun(CLI::App& app);
 Command AddInspect(CLI::App& app);
 Command AddBench(CLI::App& app);
 Command AddPolicies(CLI::App& app);
+Command AddEval(CLI::App& app);
 
 }  // namespace kvtrim::cli

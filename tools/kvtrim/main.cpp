@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
       kvtrim::cli::AddInspect(app),
       kvtrim::cli::AddBench(app),
       kvtrim::cli::AddPolicies(app),
+      kvtrim::cli::AddEval(app),
   };
   try {
     app.parse(argc, argv);

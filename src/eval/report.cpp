@@ -1,0 +1,404 @@
+// Renderings of an eval sweep: stdout table, JSON, CSV, gnuplot plots.
+#include "eval/report.h"
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+namespace kvtrim::eval {
+namespace {
+
+namespace fs = std::filesystem;
+using OJson = nlohmann::ordered_json;
+
+bool Bad(double v) { return !std::isfinite(v); }
+
+std::string Printf(const char* fmt, double a) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), fmt, a);
+  return buf;
+}
+
+// "mean ± se" with fmt per number; NaN prints as "-".
+std::string PlusMinus(const char* fmt, double mean, double se, double scale = 1.0) {
+  if (Bad(mean)) return "-";
+  return Printf(fmt, mean * scale) + " \u00b1 " + (Bad(se) ? "-" : Printf(fmt, se * scale));
+}
+
+std::string HumanBytes(double b) {
+  if (Bad(b)) return "-";
+  if (b < 1024.0) return Printf("%.0f B", b);
+  if (b < 1024.0 * 1024.0) return Printf("%.1f KiB", b / 1024.0);
+  return Printf("%.1f MiB", b / (1024.0 * 1024.0));
+}
+
+// Shortest text that parses back to the same double; NaN/inf as empty.
+std::string Exact(double v) {
+  if (Bad(v)) return "";
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, res.ptr);
+}
+
+OJson Num(double v) { return Bad(v) ? OJson(nullptr) : OJson(v); }
+
+// Method order: "full" first, then by name.
+bool MethodLess(const std::string& a, const std::string& b) {
+  if (a == b) return false;
+  if (a == "full") return true;
+  if (b == "full") return false;
+  return a < b;
+}
+
+// Cells grouped by task (first-appearance order), each group sorted by
+// method then ratio descending.
+std::vector<std::vector<const Cell*>> GroupedCells(const Report& r) {
+  std::vector<std::string> tasks;
+  for (const Cell& c : r.cells)
+    if (std::find(tasks.begin(), tasks.end(), c.task) == tasks.end()) tasks.push_back(c.task);
+  std::vector<std::vector<const Cell*>> groups;
+  for (const std::string& t : tasks) {
+    std::vector<const Cell*> g;
+    for (const Cell& c : r.cells)
+      if (c.task == t) g.push_back(&c);
+    std::stable_sort(g.begin(), g.end(), [](const Cell* a, const Cell* b) {
+      if (a->method != b->method) return MethodLess(a->method, b->method);
+      return a->ratio > b->ratio;
+    });
+    groups.push_back(std::move(g));
+  }
+  return groups;
+}
+
+size_t DisplayWidth(const std::string& s) {  // UTF-8 code points
+  size_t n = 0;
+  for (unsigned char ch : s) n += (ch & 0xC0) != 0x80;
+  return n;
+}
+
+std::vector<std::string> TableRow(const Cell& c) {
+  std::string acc = (c.task == "fidelity" && Bad(c.accuracy))
+                        ? ""
+                        : PlusMinus("%.1f", c.accuracy, c.accuracy_se, 100.0);
+  std::string pct = (c.kv_bytes_full > 0 && !Bad(c.kv_bytes))
+                        ? Printf("%.1f%%", 100.0 * c.kv_bytes / c.kv_bytes_full)
+                        : "-";
+  return {c.task, c.method, Bad(c.ratio) ? "-" : Printf("%g", c.ratio), std::to_string(c.n), acc,
+          PlusMinus("%.4f", c.kl, c.kl_se), PlusMinus("%.3f", c.nll_ratio, c.nll_ratio_se),
+          HumanBytes(c.kv_bytes), pct, Bad(c.compress_ms) ? "-" : Printf("%.2f", c.compress_ms)};
+}
+
+std::string JoinRow(const std::vector<std::string>& row, const std::vector<size_t>& w) {
+  std::string line;
+  for (size_t i = 0; i < row.size(); ++i) {
+    std::string pad(w[i] - DisplayWidth(row[i]), ' ');
+    if (i > 0) line += "  ";
+    line += (i < 2) ? row[i] + pad : pad + row[i];  // text left, numbers right
+  }
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  return line + "\n";
+}
+
+std::string MetaBlock(const ReportMeta& m) {
+  std::ostringstream os;
+  os << "model:          " << m.model << "\n"
+     << "haystack:       " << m.haystack << "\n"
+     << "mode:           " << m.mode << "\n"
+     << "context tokens: " << m.context_tokens << "\n"
+     << "samples:        " << m.samples << "\n"
+     << "seed:           " << m.seed << "\n"
+     << "threads:        " << m.threads << "\n"
+     << "elapsed:        " << Printf("%.1f", m.elapsed_s) << " s\n";
+  if (!m.command.empty()) os << "command:        " << m.command << "\n";
+  return os.str();
+}
+
+const std::vector<std::string>& CsvColumns() {
+  static const std::vector<std::string> cols = {
+      "task",      "method",           "ratio",    "n",             "accuracy",
+      "stderr",    "kl",               "kl_stderr", "nll_ratio",    "nll_ratio_stderr",
+      "kv_bytes",  "kv_bytes_full",    "compress_ms"};
+  return cols;
+}
+
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char ch : s) out += (ch == '"') ? std::string("\"\"") : std::string(1, ch);
+  return out + "\"";
+}
+
+Status WriteText(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) return MakeError("cannot open '" + path + "' for writing: " + std::strerror(errno));
+  f << text;
+  f.close();
+  if (!f) return MakeError("failed writing '" + path + "'");
+  return Status::Ok();
+}
+
+// ---- plots ----
+
+struct Point {
+  double x, y, se;
+  int n;
+};
+struct Series {
+  std::string method;
+  std::vector<Point> pts;  // ratio ascending
+};
+struct PlotSpec {
+  std::string name;     // png stem: "accuracy_niah", "kl", "nll_ratio"
+  std::string dat;      // "<metric>_<task>.dat"
+  std::string title, ylabel, yrange;
+  double scale = 1.0;   // y multiplier in the script (accuracy -> percent)
+  std::vector<Series> series;  // "full" (if any) first
+  bool has_ref = false;
+  double ref_y = 0;     // "full" at ratio 1
+};
+
+std::string SafeName(const std::string& s) {
+  std::string out = s;
+  for (char& ch : out)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_') ch = '_';
+  return out;
+}
+
+std::string GpQuote(const std::string& s) {  // gnuplot single-quoted string
+  std::string out = "'";
+  for (char ch : s) out += (ch == '\'') ? std::string("''") : std::string(1, ch);
+  return out + "'";
+}
+
+std::string ShQuote(const std::string& s) {
+  std::string out = "'";
+  for (char ch : s) out += (ch == '\'') ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
+}
+
+// Gathers one metric of one task into per-method series; the reference
+// value is the "full" cell nearest ratio 1.
+void Collect(const Report& r, const std::string& task, double Cell::*mean, double Cell::*se,
+             PlotSpec& spec) {
+  std::map<std::string, Series, bool (*)(const std::string&, const std::string&)> by(MethodLess);
+  double best = INFINITY;
+  for (const Cell& c : r.cells) {
+    if (c.task != task || Bad(c.*mean) || Bad(c.ratio) || c.ratio <= 0) continue;
+    by[c.method].method = c.method;
+    by[c.method].pts.push_back({c.ratio, c.*mean, Bad(c.*se) ? 0.0 : c.*se, c.n});
+    if (c.method == "full" && std::fabs(c.ratio - 1.0) < best) {
+      best = std::fabs(c.ratio - 1.0);
+      spec.has_ref = true;
+      spec.ref_y = c.*mean;
+    }
+  }
+  for (auto& [m, s] : by) {
+    std::sort(s.pts.begin(), s.pts.end(), [](const Point& a, const Point& b) { return a.x < b.x; });
+    spec.series.push_back(std::move(s));
+  }
+}
+
+std::string DatText(const PlotSpec& p) {
+  std::ostringstream os;
+  os << "# " << p.title << "\n# columns: ratio mean stderr n; one block per method"
+     << " (gnuplot index), blocks separated by two blank lines\n";
+  for (size_t i = 0; i < p.series.size(); ++i) {
+    if (i > 0) os << "\n\n";
+    os << "# index " << i << ": method " << p.series[i].method << "\n";
+    for (const Point& pt : p.series[i].pts)
+      os << Exact(pt.x) << " " << Exact(pt.y) << " " << Exact(pt.se) << " " << pt.n << "\n";
+  }
+  return os.str();
+}
+
+std::string GpScript(const PlotSpec& p, const std::string& terminal) {
+  std::set<double> xs;
+  for (const Series& s : p.series)
+    for (const Point& pt : s.pts) xs.insert(pt.x);
+  std::ostringstream os;
+  os << "# Re-render: cd into this directory and run: gnuplot plot_" << p.name << ".gp\n"
+     << "set terminal " << terminal << " size 900,600 noenhanced\n"
+     << "set output " << GpQuote(p.name + ".png") << "\n"
+     << "set title " << GpQuote(p.title) << "\n"
+     << "set xlabel 'retention ratio'\nset ylabel " << GpQuote(p.ylabel) << "\n"
+     << "set logscale x 2\nset grid\nset key outside right top\n"
+     << "set xrange [" << Exact(*xs.begin() / 1.25) << ":" << Exact(*xs.rbegin() * 1.25) << "]\n";
+  if (p.yrange.empty()) os << "set offsets 0, 0, graph 0.05, graph 0.05\n";
+  else os << "set yrange " << p.yrange << "\n";
+  os << "set xtics (";
+  for (auto it = xs.begin(); it != xs.end(); ++it)
+    os << (it == xs.begin() ? "" : ", ") << GpQuote(Printf("%g", *it)) << " " << Exact(*it);
+  os << ")\nS = " << Exact(p.scale) << "\nplot ";
+  std::string sep;
+  for (size_t i = 0; i < p.series.size(); ++i) {
+    if (p.series[i].method == "full") continue;
+    os << sep << GpQuote(p.dat) << " index " << i << " using 1:($2*S):($3*S) with yerrorlines"
+       << " lw 2 pt 7 ps 1.2 title " << GpQuote(p.series[i].method);
+    sep = ", \\\n     ";
+  }
+  if (p.has_ref)
+    os << sep << Exact(p.ref_y) << "*S with lines dt 2 lw 2 lc rgb 'black' title 'full (ratio 1)'";
+  os << "\n";
+  return os.str();
+}
+
+// Runs gnuplot on the script inside dir; returns its output on failure.
+Status RunGnuplot(const std::string& dir, const std::string& script) {
+  std::string cmd = "cd " + ShQuote(dir) + " && gnuplot " + ShQuote(script) + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return MakeError("cannot run gnuplot: " + std::string(std::strerror(errno)));
+  std::string out;
+  char buf[512];
+  while (std::fgets(buf, sizeof(buf), pipe)) out += buf;
+  int st = pclose(pipe);
+  if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    return MakeError("gnuplot failed on " + dir + "/" + script + ": " + out);
+  return Status::Ok();
+}
+
+Expected<std::string> PickTerminal() {
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0)
+    return MakeError("gnuplot is missing from PATH; install it (e.g. `apt-get install gnuplot-nox`)");
+  if (std::system("gnuplot -e 'set terminal pngcairo' >/dev/null 2>&1") == 0)
+    return std::string("pngcairo");
+  return std::string("png");
+}
+
+std::string Subtitle(const ReportMeta& m) {
+  return m.model + ", " + std::to_string(m.context_tokens) + " tokens, " + m.mode;
+}
+
+PlotSpec MakeSpec(std::string name, std::string dat, std::string title, std::string ylabel,
+                  std::string yrange, double scale) {
+  PlotSpec p;
+  p.name = std::move(name);
+  p.dat = std::move(dat);
+  p.title = std::move(title);
+  p.ylabel = std::move(ylabel);
+  p.yrange = std::move(yrange);
+  p.scale = scale;
+  return p;
+}
+
+std::vector<PlotSpec> PlotSpecs(const Report& r) {
+  std::vector<PlotSpec> specs;
+  for (const auto& group : GroupedCells(r)) {
+    const std::string& task = group.front()->task;
+    if (task == "fidelity") continue;
+    PlotSpec p = MakeSpec("accuracy_" + SafeName(task), "accuracy_" + SafeName(task) + ".dat",
+                          "accuracy vs retention ratio: " + task + " (" + Subtitle(r.meta) + ")",
+                          "accuracy (%)", "[-2:102]", 100.0);
+    Collect(r, task, &Cell::accuracy, &Cell::accuracy_se, p);
+    specs.push_back(std::move(p));
+  }
+  PlotSpec kl = MakeSpec("kl", "kl_fidelity.dat", "mean KL(full || compressed) per token (" +
+                         Subtitle(r.meta) + ")", "KL (nats)", "", 1.0);
+  Collect(r, "fidelity", &Cell::kl, &Cell::kl_se, kl);
+  specs.push_back(std::move(kl));
+  PlotSpec nll = MakeSpec("nll_ratio", "nll_ratio_fidelity.dat", "NLL(compressed) / NLL(full) (" +
+                          Subtitle(r.meta) + ")", "NLL ratio", "", 1.0);
+  Collect(r, "fidelity", &Cell::nll_ratio, &Cell::nll_ratio_se, nll);
+  specs.push_back(std::move(nll));
+  std::erase_if(specs, [](const PlotSpec& p) { return p.series.empty(); });
+  return specs;
+}
+
+}  // namespace
+
+std::string FormatTable(const Report& r) {
+  std::vector<std::vector<std::string>> rows = {{"task", "method", "ratio", "n", "accuracy % \u00b1 se",
+                                                 "KL \u00b1 se", "NLL ratio \u00b1 se", "KV held",
+                                                 "% of full", "compress ms"}};
+  std::vector<size_t> group_start;
+  for (const auto& group : GroupedCells(r)) {
+    group_start.push_back(rows.size());
+    for (const Cell* c : group) rows.push_back(TableRow(*c));
+  }
+  std::vector<size_t> w(rows[0].size(), 0);
+  for (const auto& row : rows)
+    for (size_t i = 0; i < row.size(); ++i) w[i] = std::max(w[i], DisplayWidth(row[i]));
+  size_t total = 2 * (w.size() - 1);
+  for (size_t x : w) total += x;
+  std::string out = MetaBlock(r.meta) + "\n" + JoinRow(rows[0], w) + std::string(total, '-') + "\n";
+  for (size_t i = 1; i < rows.size(); ++i) {
+    if (i != 1 && std::find(group_start.begin(), group_start.end(), i) != group_start.end())
+      out += "\n";
+    out += JoinRow(rows[i], w);
+  }
+  return out;
+}
+
+Status WriteJson(const Report& r, const std::string& path) {
+  const ReportMeta& m = r.meta;
+  OJson meta = {{"model", m.model},       {"haystack", m.haystack},
+                {"mode", m.mode},         {"context_tokens", m.context_tokens},
+                {"samples", m.samples},   {"seed", m.seed},
+                {"threads", m.threads},   {"elapsed_s", Num(m.elapsed_s)},
+                {"command", m.command}};
+  OJson rows = OJson::array();
+  for (const auto& group : GroupedCells(r)) {
+    for (const Cell* c : group) {
+      rows.push_back({{"task", c->task}, {"method", c->method}, {"ratio", Num(c->ratio)},
+                      {"n", c->n}, {"accuracy", Num(c->accuracy)}, {"stderr", Num(c->accuracy_se)},
+                      {"kl", Num(c->kl)}, {"kl_stderr", Num(c->kl_se)},
+                      {"nll_ratio", Num(c->nll_ratio)}, {"nll_ratio_stderr", Num(c->nll_ratio_se)},
+                      {"kv_bytes", Num(c->kv_bytes)}, {"kv_bytes_full", Num(c->kv_bytes_full)},
+                      {"compress_ms", Num(c->compress_ms)}});
+    }
+  }
+  OJson doc = {{"meta", meta}, {"rows", rows}};
+  return WriteText(path, doc.dump(2) + "\n");
+}
+
+Status WriteCsv(const Report& r, const std::string& path) {
+  std::string text;
+  for (const std::string& col : CsvColumns()) text += (text.empty() ? "" : ",") + col;
+  text += "\n";
+  for (const auto& group : GroupedCells(r)) {
+    for (const Cell* c : group) {
+      std::vector<std::string> f = {CsvField(c->task), CsvField(c->method), Exact(c->ratio),
+                                    std::to_string(c->n), Exact(c->accuracy), Exact(c->accuracy_se),
+                                    Exact(c->kl), Exact(c->kl_se), Exact(c->nll_ratio),
+                                    Exact(c->nll_ratio_se), Exact(c->kv_bytes),
+                                    Exact(c->kv_bytes_full), Exact(c->compress_ms)};
+      for (size_t i = 0; i < f.size(); ++i) text += (i ? "," : "") + f[i];
+      text += "\n";
+    }
+  }
+  return WriteText(path, text);
+}
+
+Expected<std::vector<std::string>> WritePlots(const Report& r, const std::string& dir) {
+  auto terminal = PickTerminal();
+  if (!terminal) return terminal.error();
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return MakeError("cannot create plot directory '" + dir + "': " + ec.message());
+  std::vector<std::string> written;
+  for (const PlotSpec& p : PlotSpecs(r)) {
+    std::string gp = "plot_" + p.name + ".gp";
+    KVTRIM_RETURN_IF_ERROR(WriteText(dir + "/" + p.dat, DatText(p)));
+    KVTRIM_RETURN_IF_ERROR(WriteText(dir + "/" + gp, GpScript(p, *terminal)));
+    KVTRIM_RETURN_IF_ERROR(RunGnuplot(dir, gp));
+    std::string png = dir + "/" + p.name + ".png";
+    auto size = fs::file_size(png, ec);
+    if (ec || size == 0)
+      return MakeError("gnuplot produced no image at '" + png + "'");
+    for (const std::string& f : {p.dat, gp, p.name + ".png"}) written.push_back(dir + "/" + f);
+  }
+  return written;
+}
+
+}  // namespace kvtrim::eval
