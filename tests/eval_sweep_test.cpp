@@ -97,7 +97,7 @@ TEST(EvalSweep, FullCacheNiahAccuracyMatchesModelsMd) {
   ASSERT_EQ(rep->cells.size(), 1u);
   EXPECT_EQ(rep->cells[0].n, 24);
   EXPECT_LE(rep->cells[0].accuracy, 2.0 / 24);
-  EXPECT_EQ(rep->meta.context_tokens, 1024 - 32);
+  EXPECT_EQ(rep->meta.context_tokens, 1024 - 48);
 
   // Answer format on prompts of the same template at 256 tokens (at 992 the
   // v0 model's format degrades: it was seen answering "20000000000").

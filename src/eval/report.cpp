@@ -182,6 +182,15 @@ std::string GpQuote(const std::string& s) {  // gnuplot single-quoted string
   return out + "'";
 }
 
+// A title whose lines are joined with gnuplot's "\n" (string concatenation).
+std::string GpTitle(const std::string& s) {
+  std::string out;
+  size_t start = 0;
+  for (size_t nl; (nl = s.find('\n', start)) != std::string::npos; start = nl + 1)
+    out += GpQuote(s.substr(start, nl - start)) + ".\"\\n\".";
+  return out + GpQuote(s.substr(start));
+}
+
 std::string ShQuote(const std::string& s) {
   std::string out = "'";
   for (char ch : s) out += (ch == '\'') ? std::string("'\\''") : std::string(1, ch);
@@ -231,7 +240,7 @@ std::string GpScript(const PlotSpec& p, const std::string& terminal) {
   os << "# Re-render: cd into this directory and run: gnuplot plot_" << p.name << ".gp\n"
      << "set terminal " << terminal << " size 900,600 noenhanced\n"
      << "set output " << GpQuote(p.name + ".png") << "\n"
-     << "set title " << GpQuote(p.title) << "\n"
+     << "set title " << GpTitle(p.title) << "\n"
      << "set xlabel 'retention ratio'\nset ylabel " << GpQuote(p.ylabel) << "\n"
      << "set logscale x 2\nset grid\nset key outside right top\n"
      << "set xrange [" << Exact(*xs.begin() / 1.25) << ":" << Exact(*xs.rbegin() * 1.25) << "]\n";
@@ -277,7 +286,8 @@ Expected<std::string> PickTerminal() {
 }
 
 std::string Subtitle(const ReportMeta& m) {
-  return m.model + ", " + std::to_string(m.context_tokens) + " tokens, " + m.mode;
+  const std::string model = m.model.substr(m.model.find_last_of('/') + 1);  // basename (npos + 1 = 0)
+  return model + ", " + std::to_string(m.context_tokens) + " tokens, " + m.mode;
 }
 
 PlotSpec MakeSpec(std::string name, std::string dat, std::string title, std::string ylabel,
@@ -298,17 +308,17 @@ std::vector<PlotSpec> PlotSpecs(const Report& r) {
     const std::string& task = group.front()->task;
     if (task == "fidelity") continue;
     PlotSpec p = MakeSpec("accuracy_" + SafeName(task), "accuracy_" + SafeName(task) + ".dat",
-                          "accuracy vs retention ratio: " + task + " (" + Subtitle(r.meta) + ")",
+                          "accuracy vs retention ratio: " + task + "\n" + Subtitle(r.meta),
                           "accuracy (%)", "[-2:102]", 100.0);
     Collect(r, task, &Cell::accuracy, &Cell::accuracy_se, p);
     specs.push_back(std::move(p));
   }
-  PlotSpec kl = MakeSpec("kl", "kl_fidelity.dat", "mean KL(full || compressed) per token (" +
-                         Subtitle(r.meta) + ")", "KL (nats)", "", 1.0);
+  PlotSpec kl = MakeSpec("kl", "kl_fidelity.dat", "mean KL(full || compressed) per token\n" +
+                         Subtitle(r.meta), "KL (nats)", "", 1.0);
   Collect(r, "fidelity", &Cell::kl, &Cell::kl_se, kl);
   specs.push_back(std::move(kl));
-  PlotSpec nll = MakeSpec("nll_ratio", "nll_ratio_fidelity.dat", "NLL(compressed) / NLL(full) (" +
-                          Subtitle(r.meta) + ")", "NLL ratio", "", 1.0);
+  PlotSpec nll = MakeSpec("nll_ratio", "nll_ratio_fidelity.dat", "NLL(compressed) / NLL(full)\n" +
+                          Subtitle(r.meta), "NLL ratio", "", 1.0);
   Collect(r, "fidelity", &Cell::nll_ratio, &Cell::nll_ratio_se, nll);
   specs.push_back(std::move(nll));
   std::erase_if(specs, [](const PlotSpec& p) { return p.series.empty(); });

@@ -219,10 +219,11 @@ Expected<Report> RunSweep(const Engine& e, const SweepOptions& opts) {
   for (const auto& m : o.methods)
     if (!kv::FindPolicy(m)) return MakeError("unknown KV policy '" + m + "' (see `kvtrim policies`)");
   const int ctx = e.config().ctx;
-  if (o.context_tokens <= 0) o.context_tokens = ctx - 32;
-  if (o.context_tokens + 32 > ctx) {
-    return MakeError("context length " + std::to_string(o.context_tokens) + " + 32 answer tokens exceeds the model's " +
-                     std::to_string(ctx));
+  constexpr int kAnswerRoom = 48;  // four 7-digit values tokenize to ~36 tokens
+  if (o.context_tokens <= 0) o.context_tokens = ctx - kAnswerRoom;
+  if (o.context_tokens + kAnswerRoom > ctx) {
+    return MakeError("context length " + std::to_string(o.context_tokens) + " + " + std::to_string(kAnswerRoom) +
+                     " answer tokens exceeds the model's " + std::to_string(ctx));
   }
   auto hay = Haystack::Load(o.haystack);
   if (!hay.ok()) return hay.error();

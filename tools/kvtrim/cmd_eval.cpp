@@ -73,7 +73,7 @@ Command AddEval(CLI::App& app) {
   sub->add_flag("--no-fidelity", o->no_fidelity, "Skip the KL/NLL fidelity task on plain text");
   sub->add_option("--samples", o->samples, "Samples per task")->capture_default_str()->check(CLI::PositiveNumber);
   sub->add_option("--seed", o->seed, "Seed of the task generators")->capture_default_str();
-  sub->add_option("--context", o->context, "Context length in tokens, question included (0: model context - 32)")
+  sub->add_option("--context", o->context, "Context length in tokens, question included (0: model context - 48)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   sub->add_option("--continuation", o->continuation, "Fidelity: teacher-forced tokens after the compressed part")
       ->capture_default_str()->check(CLI::PositiveNumber);
