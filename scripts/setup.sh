@@ -6,9 +6,8 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 PKGS=(
   g++ cmake make              # C++20 toolchain
-  libopenblas-dev             # BLAS GEMM for batched prefill
   libsleef-dev                # vectorized exp (softmax)
-  libeigen3-dev               # dense linear algebra (eigen/QR/least squares) for the compression methods
+  libeigen3-dev               # GEMM for batched prefill; eigen/QR/least squares for the compression methods
   libcli11-dev                # command-line parsing
   nlohmann-json3-dev          # JSON output and test goldens
   libcpp-httplib-dev          # HTTP server

@@ -34,7 +34,6 @@ Expected<std::unique_ptr<Engine>> Engine::Load(const EngineOptions& opts) {
   e->transformer_ = std::make_unique<model::Transformer>(*e->config_, *e->weights_);
   int threads = opts.threads > 0 ? opts.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   e->pool_ = std::make_unique<kernels::ThreadPool>(threads);
-  kernels::SetBlasThreads(1);  // our pool parallelizes around BLAS calls
   return e;
 }
 

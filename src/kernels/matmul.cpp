@@ -1,17 +1,26 @@
 #include "kernels/matmul.h"
 
-#include <cblas.h>
-
+// GCC 12 reports a false -Wmaybe-uninitialized inside Eigen 3.4's AVX-512
+// GEMM packing (gemm_pack_lhs, in avx512fintrin.h); silenced for this file only.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <Eigen/Core>
 #include <algorithm>
 #include <vector>
 
 #include "kernels/quant.h"
 
-extern "C" void openblas_set_num_threads(int);
-
 namespace kvtrim::kernels {
+namespace {
 
-void SetBlasThreads(int n) { openblas_set_num_threads(std::max(1, n)); }
+// Row-major float matrices with a row stride, viewed by Eigen (no copies).
+// Eigen's GEMM is used rather than BLAS: it is safe to call from every pool
+// thread at once and starts no threads of its own (OpenBLAS's serial build is
+// not reentrant, its pthread build spins idle workers against our pool).
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using CMap = Eigen::Map<const RowMat, 0, Eigen::OuterStride<>>;
+using MMap = Eigen::Map<RowMat, 0, Eigen::OuterStride<>>;
+
+}  // namespace
 
 void MatVec(ThreadPool& pool, const WeightView& w, const float* x, float* y) {
   // Small matrices stay on one thread: the fork/join would cost more than the work.
@@ -24,11 +33,16 @@ void MatVec(ThreadPool& pool, const WeightView& w, const float* x, float* y) {
 
 void GemmABt(int M, int N, int K, const float* a, int lda, const float* b, int ldb, float* c, int ldc,
              float beta) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.f, a, lda, b, ldb, beta, c, ldc);
+  CMap A(a, M, K, Eigen::OuterStride<>(lda)), B(b, N, K, Eigen::OuterStride<>(ldb));
+  MMap C(c, M, N, Eigen::OuterStride<>(ldc));
+  if (beta == 0.f) C.noalias() = A * B.transpose();
+  else C = beta * C + A * B.transpose();
 }
 
 void GemmAB(int M, int N, int K, const float* a, int lda, const float* b, int ldb, float* c, int ldc) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.f, a, lda, b, ldb, 0.f, c, ldc);
+  CMap A(a, M, K, Eigen::OuterStride<>(lda)), B(b, K, N, Eigen::OuterStride<>(ldb));
+  MMap C(c, M, N, Eigen::OuterStride<>(ldc));
+  C.noalias() = A * B;
 }
 
 void MatMul(ThreadPool& pool, const WeightView& w, const float* x, int T, float* y) {
@@ -36,8 +50,7 @@ void MatMul(ThreadPool& pool, const WeightView& w, const float* x, int T, float*
     MatVec(pool, w, x, y);
     return;
   }
-  // BLAS runs single-threaded (SetBlasThreads(1)); the pool splits the
-  // weight rows, so no second set of threads competes for the cores.
+  // The pool splits the weight rows; each slice is one single-threaded GEMM.
   pool.ParallelFor(w.rows, [&](int64_t r0, int64_t r1) {
     if (w.type == GgmlType::F32) {
       GemmABt(T, static_cast<int>(r1 - r0), w.cols, x, w.cols, reinterpret_cast<const float*>(w.row(static_cast<int>(r0))),

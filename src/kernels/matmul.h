@@ -1,5 +1,5 @@
 // Weight-matrix products: matrix-vector on the stored (possibly quantized)
-// rows for decode; matrix-matrix through BLAS for prefill.
+// rows for decode; matrix-matrix through Eigen's GEMM for prefill.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -22,13 +22,12 @@ struct WeightView {
 
 // y[rows] = W x[cols]
 void MatVec(ThreadPool& pool, const WeightView& w, const float* x, float* y);
-// Y[T, rows] = X[T, cols] W^T  (BLAS sgemm; quantized W is dequantized in row blocks)
+// Y[T, rows] = X[T, cols] W^T  (GEMM; quantized W is dequantized in row blocks)
 void MatMul(ThreadPool& pool, const WeightView& w, const float* x, int T, float* y);
-// C[M, N] = A[M, K] B[N, K]^T (+ beta C), plain float GEMM through BLAS.
+// C[M, N] = A[M, K] B[N, K]^T (+ beta C), plain single-threaded float GEMM.
 void GemmABt(int M, int N, int K, const float* a, int lda, const float* b, int ldb, float* c, int ldc,
              float beta = 0.f);
 // C[M, N] = A[M, K] B[K, N]
 void GemmAB(int M, int N, int K, const float* a, int lda, const float* b, int ldb, float* c, int ldc);
-void SetBlasThreads(int n);
 
 }  // namespace kvtrim::kernels
