@@ -35,6 +35,7 @@ struct SamplingOptions {
   float temp = 0.8f;  // 0: greedy
   float top_p = 0.9f;
   uint64_t seed = 42;
+  bool ignore_eos = false;  // keep generating past EOS/BOS (fixed-length runs)
 };
 
 }  // namespace kvtrim

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <immintrin.h>
 #include <sstream>
 #include <cmath>
 #include <random>
@@ -38,6 +39,27 @@ double WeightBytesPerToken(const Engine& e) {
     for (const auto* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) s += static_cast<double>(m->bytes());
     s += (L.attn_norm.size() + L.ffn_norm.size() + L.bq.size() + L.bk.size() + L.bv.size()) * 4.0;
   }
+  return s;
+}
+
+// Sum of n floats with 4 independent vector accumulators, so the loop is
+// bound by memory reads, not by the add latency chain.
+double SumRange(const float* p, int64_t n) {
+  int64_t i = 0;
+  double s = 0;
+#if defined(__AVX2__)
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (; i + 32 <= n; i += 32) {
+    a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
+    a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + 8));
+    a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + i + 16));
+    a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + i + 24));
+  }
+  float lanes[8];
+  _mm256_storeu_ps(lanes, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  for (float l : lanes) s += l;
+#endif
+  for (; i < n; ++i) s += p[i];
   return s;
 }
 
@@ -151,14 +173,7 @@ double MeasureReadBandwidth(const Engine& e, size_t bytes, int reps) {
   for (int r = 0; r < reps; ++r) {
     auto t0 = Clock::now();
     pool.ParallelFor(static_cast<int64_t>(n), [&](int64_t a, int64_t b) {
-      float s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
-      int64_t i = a;
-      for (; i + 8 <= b; i += 8) {
-        s0 += buf[i]; s1 += buf[i + 1]; s2 += buf[i + 2]; s3 += buf[i + 3];
-        s4 += buf[i + 4]; s5 += buf[i + 5]; s6 += buf[i + 6]; s7 += buf[i + 7];
-      }
-      for (; i < b; ++i) s0 += buf[i];
-      sums[a * pool.size() / static_cast<int64_t>(n)] += s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7;
+      sums[a * pool.size() / static_cast<int64_t>(n)] += SumRange(buf.data() + a, b - a);
     });
     best = std::max(best, static_cast<double>(n * sizeof(float)) / Since(t0) / 1e9);
   }

@@ -45,8 +45,10 @@ size_t PeakRssBytes();
 
 Stat MeanSd(const std::vector<double>& xs);
 Expected<std::vector<BenchRow>> RunBench(const Engine& e, const BenchOptions& o);
-// Read bandwidth of this machine in GB/s: a multithreaded sum over a buffer
-// far larger than the caches (bytes), best of reps.
+// Read bandwidth in GB/s: all pool threads sum their share of a float
+// buffer of `bytes` with vector loads; best of reps. A buffer far larger than
+// the caches gives the DRAM bound, one the size of the weights the bound for
+// a working set that stays in cache.
 double MeasureReadBandwidth(const Engine& e, size_t bytes, int reps);
 
 }  // namespace kvtrim

@@ -21,7 +21,7 @@ Expected<GenerateStats> Generate(Session& s, const std::vector<int>& prompt, int
   const int bos = s.bos(), eos = s.eos();
   for (int i = 0; i <= n; ++i) {
     int tok = sampler.Sample(s.logits());
-    if (tok == eos || tok == bos) break;  // end of text (llama2.c stops at BOS)
+    if (!so.ignore_eos && (tok == eos || tok == bos)) break;  // end of text (llama2.c stops at BOS)
     ++st.generated;
     if (on_token) on_token(tok);
     if (i == n) break;

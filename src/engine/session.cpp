@@ -3,6 +3,7 @@
 #include "kvtrim/engine.h"
 #include "io/tokenizer.h"
 #include "kv/cache.h"
+#include "kernels/thread_pool.h"
 #include "kv/compressor.h"
 #include "model/config.h"
 #include "model/transformer.h"
@@ -85,7 +86,7 @@ Status Session::Decode(int token) {
   KVTRIM_RETURN_IF_ERROR(CheckRoom(1));
   KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(engine_->pool(), *cache_, &token, 1, false, &logits_,
                                                         compressor_->tap()));
-  return compressor_->AfterDecodeStep(*cache_);
+  return compressor_->AfterDecodeStep(*cache_, &engine_->pool());
 }
 
 Expected<std::vector<float>> Session::ForwardAll(const std::vector<int>& tokens) {

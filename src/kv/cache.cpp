@@ -58,14 +58,19 @@ void HeadStore::Append(const float* k, const float* v, int32_t pos, float logw) 
 void HeadStore::Retain(const std::vector<int>& keep) {
   const size_t rb = row_bytes();
   int w = 0;
-  for (int i : keep) {
-    if (i != w) {
-      std::memmove(k_.data() + rb * w, k_.data() + rb * i, rb);
-      std::memmove(v_.data() + rb * w, v_.data() + rb * i, rb);
-      pos_[w] = pos_[i];
-      logw_[w] = logw_[i];
+  // Move runs of consecutive kept entries with one memmove each.
+  for (size_t a = 0; a < keep.size();) {
+    size_t b = a + 1;
+    while (b < keep.size() && keep[b] == keep[b - 1] + 1) ++b;
+    const int src = keep[a], len = static_cast<int>(b - a);
+    if (src != w) {
+      std::memmove(k_.data() + rb * w, k_.data() + rb * src, rb * len);
+      std::memmove(v_.data() + rb * w, v_.data() + rb * src, rb * len);
+      std::memmove(pos_.data() + w, pos_.data() + src, sizeof(int32_t) * len);
+      std::memmove(logw_.data() + w, logw_.data() + src, sizeof(float) * len);
     }
-    ++w;
+    w += len;
+    a = b;
   }
   n_ = w;
   pos_.resize(n_);

@@ -136,14 +136,24 @@ Status Compressor::CompressPrefill(KvCache& cache) {
   return {};
 }
 
-Status Compressor::AfterDecodeStep(KvCache& cache) {
+Status Compressor::AfterDecodeStep(KvCache& cache, kernels::ThreadPool* pool) {
   if (!policy_->decode_time()) return {};
   auto t0 = std::chrono::steady_clock::now();
+  struct Job { int layer, head, budget; };
+  std::vector<Job> jobs;
   for (int l = 0; l < n_layer_; ++l) {
     const int b = Budget(l, cache.logical_length());
     for (int h = 0; h < n_head_kv_; ++h)
-      if (cache.head(l, h).size() > b) KVTRIM_RETURN_IF_ERROR(CompressHead(cache, l, h, Phase::kDecode, b));
+      if (cache.head(l, h).size() > b) jobs.push_back({l, h, b});
   }
+  // Heads are independent (plans, rows and statistics are per head).
+  std::vector<Status> st(jobs.size());
+  auto run = [&](int64_t a, int64_t b) {
+    for (int64_t i = a; i < b; ++i) st[i] = CompressHead(cache, jobs[i].layer, jobs[i].head, Phase::kDecode, jobs[i].budget);
+  };
+  if (pool) pool->ParallelFor(static_cast<int64_t>(jobs.size()), run);
+  else run(0, static_cast<int64_t>(jobs.size()));
+  for (const Status& s : st) KVTRIM_RETURN_IF_ERROR(s);
   compress_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return {};
 }

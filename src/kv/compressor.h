@@ -2,9 +2,11 @@
 // its plans at the two compression points (once after prefill; during decode
 // whenever a head exceeds its budget), then quantizes what is kept.
 #pragma once
+#include <atomic>
 #include <memory>
 #include <string>
 
+#include "kernels/thread_pool.h"
 #include "kv/cache.h"
 #include "kv/policy.h"
 #include "kv/stats.h"
@@ -38,11 +40,12 @@ class Compressor {
   void BeginPrompt(int64_t prompt_end) { stats_->SetPromptEnd(prompt_end); }
   // Prefill-time compression, then quantization of what is kept.
   Status CompressPrefill(KvCache& cache);
-  // Decode-time: heads over budget are brought back under it.
-  Status AfterDecodeStep(KvCache& cache);
+  // Decode-time: heads over budget are brought back under it (heads in
+  // parallel on `pool` when given).
+  Status AfterDecodeStep(KvCache& cache, kernels::ThreadPool* pool = nullptr);
 
   double compress_seconds() const { return compress_s_; }  // total time in plans + applying
-  int64_t evictions() const { return evicted_; }
+  int64_t evictions() const { return evicted_.load(); }
 
  private:
   Compressor() = default;
@@ -55,7 +58,7 @@ class Compressor {
   int n_layer_ = 0, n_head_kv_ = 0, group_ = 1, head_dim_ = 0;
   bool prefill_done_ = false;
   double compress_s_ = 0;
-  int64_t evicted_ = 0;
+  std::atomic<int64_t> evicted_{0};
 };
 
 }  // namespace kvtrim::kv

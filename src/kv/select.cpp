@@ -5,15 +5,44 @@
 
 namespace kvtrim::kv {
 
+namespace {
+
+// True when entry a should be kept over entry b (higher score, then newer).
+inline bool Better(const std::vector<double>& score, int a, int b) {
+  return score[a] > score[b] || (score[a] == score[b] && a > b);
+}
+
+}  // namespace
+
 std::vector<int> KeepTop(const std::vector<double>& score, const std::vector<bool>& prot, int budget) {
   const int n = static_cast<int>(score.size());
+  int n_prot = 0;
+  for (int i = 0; i < n; ++i) n_prot += prot[i];
+  const int drop = n - std::max(budget, n_prot);
+  if (drop <= 0) {
+    std::vector<int> all(n);
+    std::iota(all.begin(), all.end(), 0);
+    return all;
+  }
+  if (drop <= 4) {  // decode-time: a few evictions, found by linear scans (no sort)
+    std::vector<char> gone(n, 0);
+    for (int d = 0; d < drop; ++d) {
+      int worst = -1;
+      for (int i = 0; i < n; ++i)
+        if (!prot[i] && !gone[i] && (worst < 0 || Better(score, worst, i))) worst = i;
+      gone[worst] = 1;
+    }
+    std::vector<int> keep;
+    keep.reserve(n - drop);
+    for (int i = 0; i < n; ++i)
+      if (!gone[i]) keep.push_back(i);
+    return keep;
+  }
   std::vector<int> keep, rest;
   for (int i = 0; i < n; ++i) (prot[i] ? keep : rest).push_back(i);
   int room = std::max(0, budget - static_cast<int>(keep.size()));
   if (room < static_cast<int>(rest.size())) {
-    std::nth_element(rest.begin(), rest.begin() + room, rest.end(), [&](int a, int b) {
-      return score[a] > score[b] || (score[a] == score[b] && a > b);
-    });
+    std::nth_element(rest.begin(), rest.begin() + room, rest.end(), [&](int a, int b) { return Better(score, a, b); });
     rest.resize(room);
   }
   keep.insert(keep.end(), rest.begin(), rest.end());

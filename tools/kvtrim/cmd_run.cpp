@@ -4,6 +4,7 @@
 #include "commands.h"
 #include "kv/compressor.h"
 #include "kv_flags.h"
+#include "engine/bench.h"
 #include "io/tokenizer.h"
 #include "kv/cache.h"
 #include "kvtrim/engine.h"
@@ -17,6 +18,7 @@ Command AddRun(CLI::App& app) {
     int n = 256, threads = 0, ctx = 0;
     float temp = 0.8f, top_p = 0.9f;
     uint64_t seed = 42;
+    bool ignore_eos = false;
     KvFlags kv;
   };
   auto o = std::make_shared<Opts>();
@@ -28,6 +30,7 @@ Command AddRun(CLI::App& app) {
   sub->add_option("--temp", o->temp, "Sampling temperature (0: greedy)")->capture_default_str()->check(CLI::NonNegativeNumber);
   sub->add_option("--top-p", o->top_p, "Nucleus sampling mass")->capture_default_str()->check(CLI::Range(0.0, 1.0));
   sub->add_option("--seed", o->seed, "Sampling seed")->capture_default_str();
+  sub->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past EOS (fixed-length runs)");
   sub->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
   sub->add_option("-c,--ctx", o->ctx, "Context length (0: the model's)")->capture_default_str()->check(CLI::NonNegativeNumber);
   AddKvFlags(sub, &o->kv);
@@ -58,7 +61,7 @@ Command AddRun(CLI::App& app) {
       prev = id;
     }
     std::fflush(stdout);
-    SamplingOptions sp{o->temp, o->top_p, o->seed};
+    SamplingOptions sp{o->temp, o->top_p, o->seed, o->ignore_eos};
     auto st = Generate(*session.value(), prompt, o->n, sp, [&](int id) {
       std::fputs(tok.Piece(prev, id).c_str(), stdout);
       std::fflush(stdout);
@@ -83,6 +86,7 @@ Command AddRun(CLI::App& app) {
                  static_cast<long long>(cache.logical_length()),
                  static_cast<long long>(session.value()->compressor().evictions()),
                  session.value()->compressor().compress_seconds());
+    std::fprintf(stderr, "peak RSS: %.1f MiB\n", PeakRssBytes() / 1048576.0);
     return 0;
   };
   return {sub, action};
