@@ -9,7 +9,10 @@
 #include "kv/cache.h"
 #include "kv/compressor.h"
 #include "kv/policy.h"
+#include "kernels/ops.h"
 #include "kernels/quant.h"
+#include "model/config.h"
+#include "model/transformer.h"
 #include "test_util.h"
 
 namespace kvtrim {
@@ -165,6 +168,34 @@ TEST(Compression, WindowedGenerationHoldsFarLessThanFull) {
   // Full at the end: 501 tokens; the window holds about 10% plus growth slack.
   EXPECT_LT(ses.cache().BytesHeld(), ses.cache().BytesFull() / 5);
   EXPECT_LT(peak_after_64, ses.cache().BytesFull() / 4);
+}
+
+TEST(Compression, PrefillKeysBeforeRopeRotateIntoTheCache) {
+  // Statistics can hold the prefill's pre-RoPE keys and rotated queries for
+  // scorers that need them; rotating key i at position i gives the cached key.
+  auto e = test::LoadEngine("needle-3.7M-f32.gguf");
+  ASSERT_TRUE(e);
+  const auto& c = e->config();
+  kv::StatsNeeds needs;
+  needs.prefill_qk = true;
+  kv::AttentionStats stats(c.n_layer, c.n_head_kv, c.group(), c.head_dim, needs);
+  kv::KvCache cache(c.n_layer, c.n_head_kv, c.head_dim);
+  std::vector<int> ids = Prompt(*e);
+  std::vector<float> logits;
+  ASSERT_TRUE(e->transformer().Forward(e->pool(), cache, ids.data(), static_cast<int>(ids.size()), false, &logits, &stats).ok());
+  const int d = c.head_dim;
+  for (int l : {0, c.n_layer - 1})
+    for (int h = 0; h < c.n_head_kv; ++h) {
+      const kv::HeadStats& hs = stats.head(l, h);
+      ASSERT_EQ(hs.k_pre.size(), ids.size() * d);
+      ASSERT_EQ(hs.q_rot.size(), ids.size() * c.group() * d);
+      for (size_t i = 0; i < ids.size(); i += 7) {
+        std::vector<float> k(hs.k_pre.begin() + i * d, hs.k_pre.begin() + (i + 1) * d), cached(d);
+        kernels::Rope(k.data(), 1, d, c.rope_dims, static_cast<int>(i), c.rope_base, c.rope_mode);
+        cache.head(l, h).ReadKey(static_cast<int>(i), cached.data());
+        for (int j = 0; j < d; ++j) ASSERT_NEAR(k[j], cached[j], 1e-5) << l << " " << h << " " << i;
+      }
+    }
 }
 
 TEST(Compression, BadBudgetsAreClearErrors) {

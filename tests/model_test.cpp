@@ -127,12 +127,36 @@ TEST(CliErrors, ClearMessagesAndNonZeroExit) {
       {"run -m " + test::ModelPath("stories260K.gguf") + " --temp -1", "temp"},
       {"inspect " + test::ModelPath("MODELS.md"), "not a GGUF file"},
       {"bench -m " + test::ModelPath("stories260K.gguf") + " --reps 0", "reps"},
+      {"run -m " + test::ModelPath("stories260K.gguf") + " --kv nope", "unknown KV policy 'nope'"},
+      {"run -m " + test::ModelPath("stories260K.gguf") + " --kv h2o --kv-ratio 1.5", "outside (0, 1]"},
+      {"run -m " + test::ModelPath("stories260K.gguf") + " --kv h2o --kv-ratio 0", "outside (0, 1]"},
+      {"run -m " + test::ModelPath("stories260K.gguf") + " --kv h2o --kv-budget 2", "smaller than the 4 tokens"},
+      {"run -m " + test::ModelPath("stories260K.gguf") + " --kv window --obs-window 8", "does not apply to policy 'window'"},
+      {"run -m " + test::ModelPath("stories260K.gguf") + " --kv-quant q5_k", "unknown KV quantization"},
+      {"eval -m " + test::ModelPath("stories260K.gguf") + " --tasks nope", "unknown task"},
+      {"eval -m " + test::ModelPath("stories260K.gguf") + " --methods h2o,nope --samples 1", "unknown KV policy 'nope'"},
   };
   for (const auto& c : cases) {
     auto r = test::RunCommand(Cli() + " " + c.args + " 2>&1");
     EXPECT_NE(r.code, 0) << c.args;
     EXPECT_NE(r.out.find(c.needle), std::string::npos) << c.args << "\n" << r.out;
   }
+}
+
+TEST(CliRun, PoliciesListsEveryPolicyWithFlags) {
+  auto r = test::RunCommand(Cli() + " policies");
+  EXPECT_EQ(r.code, 0);
+  for (const char* s : {"full", "window", "random", "lru", "h2o", "scissorhands", "snapkv", "pyramidkv", "--sink-guard",
+                        "--obs-window", "--pyramid-beta", "--history"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s;
+}
+
+TEST(CliRun, ReportsCompressedBytes) {
+  auto r = test::RunCommand(Cli() + " run -m " + test::ModelPath("stories260K.gguf") +
+                            " -n 100 --temp 0 --kv window --kv-ratio 0.1 2>&1 >/dev/null");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("kv: window ratio 0.1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("evicted"), std::string::npos);
 }
 
 TEST(CliRun, SamplingIsSeededAndDeterministic) {
