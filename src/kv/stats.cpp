@@ -97,10 +97,15 @@ void AttentionStats::Retain(int layer, int h, const std::vector<int>& keep, int 
   hs.hist.resize(std::min<size_t>(hs.hist.size(), static_cast<size_t>(w) * hs.words));
   hs.n = w;
   Grow(hs, n);
-  hs.acc.shrink_to_fit();
-  hs.obs.shrink_to_fit();
-  hs.last_access.shrink_to_fit();
-  hs.hist.shrink_to_fit();
+  // Free memory after a large eviction; a few entries per decode step would
+  // otherwise reallocate every step.
+  auto fit = [](auto& v) {
+    if (v.capacity() > v.size() + v.size() / 8 + 64) v.shrink_to_fit();
+  };
+  fit(hs.acc);
+  fit(hs.obs);
+  fit(hs.last_access);
+  fit(hs.hist);
 }
 
 void AttentionStats::DropPrefillQK() {
