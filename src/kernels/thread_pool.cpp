@@ -11,11 +11,24 @@
 
 namespace kvtrim::kernels {
 namespace {
-constexpr int kSpinIters = 20000;
+
+constexpr int kSpinIters = 2000;     // pause loops before yielding (~0.1-0.3 ms)
+constexpr int kYieldIters = 200;     // sched_yield rounds before a worker sleeps
+constexpr int kChunksPerThread = 2;  // claimable pieces per thread
+
+// Waits until done() holds: spin, then yield the CPU to whoever is runnable.
+template <typename Pred>
+void SpinThenYield(Pred done) {
+  for (int i = 0; !done(); ++i) {
+    if (i < kSpinIters) KVTRIM_PAUSE();
+    else std::this_thread::yield();
+  }
 }
 
+}  // namespace
+
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
-  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
+  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -28,53 +41,55 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
+void ThreadPool::RunChunks(const Job& job) {
+  for (int c; (c = next_chunk_.fetch_add(1, std::memory_order_acq_rel)) < job.chunks;) {
+    (*job.fn)(job.n * c / job.chunks, job.n * (c + 1) / job.chunks);
+    done_chunks_.fetch_add(1, std::memory_order_acq_rel);
+  }
+}
+
 void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain) {
   if (n <= 0) return;
-  int chunks = static_cast<int>(std::min<int64_t>(n_threads_, (n + grain - 1) / std::max<int64_t>(1, grain)));
-  if (chunks <= 1) {
+  const int64_t max_chunks = (n + std::max<int64_t>(1, grain) - 1) / std::max<int64_t>(1, grain);
+  const int chunks = static_cast<int>(std::min<int64_t>(max_chunks, int64_t{n_threads_} * kChunksPerThread));
+  if (chunks <= 1 || n_threads_ == 1) {
     fn(0, n);
     return;
   }
+  // Workers of the previous job may still be leaving it: the counters are
+  // reset only once none is inside.
+  SpinThenYield([&] { return active_.load(std::memory_order_acquire) == 0; });
+  Job job{&fn, n, chunks};
   {
     std::lock_guard<std::mutex> lk(mu_);
-    job_ = &fn;
-    job_n_ = n;
-    job_chunks_ = chunks;
-    pending_.store(chunks - 1);
+    job_ = job;
+    next_chunk_.store(0, std::memory_order_relaxed);
+    done_chunks_.store(0, std::memory_order_relaxed);
     generation_.fetch_add(1, std::memory_order_release);
   }
   cv_.notify_all();
-  fn(0, n / chunks);  // chunk 0 on the calling thread
-  while (pending_.load(std::memory_order_acquire) > 0) KVTRIM_PAUSE();
+  RunChunks(job);
+  SpinThenYield([&] { return done_chunks_.load(std::memory_order_acquire) == chunks; });
 }
 
-void ThreadPool::WorkerLoop(int id) {
+void ThreadPool::WorkerLoop() {
   uint64_t seen = 0;
   for (;;) {
-    int spins = 0;
-    while (generation_.load(std::memory_order_acquire) == seen && spins < kSpinIters) {
-      KVTRIM_PAUSE();
-      ++spins;
+    for (int i = 0; generation_.load(std::memory_order_acquire) == seen && i < kSpinIters + kYieldIters; ++i) {
+      if (i < kSpinIters) KVTRIM_PAUSE();
+      else std::this_thread::yield();
     }
-    if (generation_.load(std::memory_order_acquire) == seen) {
+    Job job;
+    {
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait(lk, [&] { return generation_.load() != seen; });
-    }
-    if (stop_) return;
-    const std::function<void(int64_t, int64_t)>* job;
-    int64_t n;
-    int chunks;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
+      if (stop_) return;
       seen = generation_.load();
       job = job_;
-      n = job_n_;
-      chunks = job_chunks_;
+      active_.fetch_add(1, std::memory_order_acq_rel);  // under the lock: the caller sees us before resetting
     }
-    if (id < chunks) {
-      (*job)(n * id / chunks, n * (id + 1) / chunks);
-      pending_.fetch_sub(1, std::memory_order_acq_rel);
-    }
+    RunChunks(job);
+    active_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 
