@@ -127,6 +127,24 @@ TEST(EvalSweep, FullCacheNiahAccuracyMatchesModelsMd) {
   EXPECT_GE(formatted, 6) << "the model should answer with a 7-digit number and a full stop";
 }
 
+TEST(EvalSweep, SameSweepTwiceGivesIdenticalNumbers) {
+  auto e = test::LoadEngine("needle-3.7M-f32.gguf");
+  ASSERT_TRUE(e);
+  SweepOptions o = Small();
+  o.methods = {"random", "h2o", "snapkv"};
+  o.ratios = {0.5, 0.2};
+  auto a = RunSweep(*e, o), b = RunSweep(*e, o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->cells.size(), b->cells.size());
+  for (size_t i = 0; i < a->cells.size(); ++i) {
+    const Cell &x = a->cells[i], &y = b->cells[i];
+    EXPECT_EQ(x.kl, y.kl);
+    EXPECT_EQ(x.nll_ratio, y.nll_ratio);
+    EXPECT_EQ(x.kv_bytes, y.kv_bytes);
+    if (!std::isnan(x.accuracy)) EXPECT_EQ(x.accuracy, y.accuracy);
+  }
+}
+
 TEST(EvalSweep, ClearErrors) {
   auto e = test::LoadEngine("needle-3.7M-f32.gguf");
   ASSERT_TRUE(e);
