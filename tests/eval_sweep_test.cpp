@@ -141,7 +141,9 @@ TEST(EvalSweep, SameSweepTwiceGivesIdenticalNumbers) {
     EXPECT_EQ(x.kl, y.kl);
     EXPECT_EQ(x.nll_ratio, y.nll_ratio);
     EXPECT_EQ(x.kv_bytes, y.kv_bytes);
-    if (!std::isnan(x.accuracy)) EXPECT_EQ(x.accuracy, y.accuracy);
+    if (!std::isnan(x.accuracy)) {
+      EXPECT_EQ(x.accuracy, y.accuracy);
+    }
   }
 }
 
