@@ -91,6 +91,42 @@ class Sweep {
     return kv;
   }
 
+  std::vector<double> RatiosOf(const std::string& method) const {
+    return method == "full" ? std::vector<double>{1.0} : o_.ratios;
+  }
+
+  struct Measured {
+    double accuracy;  // NaN when the task has none
+    Fidelity fidelity;
+  };
+
+  // Forks the prefilled `base` into every (method, ratio), "full" first and at
+  // ratio 1 only, compresses it, and records what `measure` finds under `task`.
+  template <typename Measure>
+  Status ForEachVariant(const Session& base, const std::string& task, Measure measure) {
+    const double full_bytes = static_cast<double>(base.cache().BytesHeld());
+    for (const auto& method : o_.methods)
+      for (double r : RatiosOf(method)) {
+        const KvOptions kv = Options(method, r);
+        auto s = base.Fork(kv);
+        if (!s.ok()) return s.error();
+        auto t0 = Clock::now();
+        KVTRIM_RETURN_IF_ERROR(s.value()->Compress());
+        const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        const double bytes = static_cast<double>(s.value()->cache().BytesHeld());
+        Expected<Measured> m = measure(kv, *s.value());
+        if (!m.ok()) return m.error();
+        Samples& c = cells_[{task, method, r}];
+        c.acc.push_back(m->accuracy);
+        c.kl.push_back(m->fidelity.kl);
+        c.nll_ratio.push_back(m->fidelity.nll_ratio);
+        c.bytes.push_back(bytes);
+        c.bytes_full.push_back(full_bytes);
+        c.comp_ms.push_back(ms);
+      }
+    return {};
+  }
+
   Expected<std::unique_ptr<Session>> Base() const {
     SessionOptions so;
     so.fork_targets = targets_;
@@ -104,37 +140,19 @@ class Sweep {
     std::vector<int> prompt = ts.context;
     if (o_.query_aware) prompt.insert(prompt.end(), ts.question.begin(), ts.question.end());
     KVTRIM_RETURN_IF_ERROR(base.value()->Prefill(prompt));
-    const size_t full_bytes = base.value()->cache().BytesHeld();
     std::vector<float> ref_rows;
-    for (const auto& method : o_.methods) {
-      const std::vector<double> ratios = method == "full" ? std::vector<double>{1.0} : o_.ratios;
-      for (double r : ratios) {
-        auto s = base.value()->Fork(Options(method, r));
-        if (!s.ok()) return s.error();
-        Session& ses = *s.value();
-        auto t0 = Clock::now();
-        KVTRIM_RETURN_IF_ERROR(ses.Compress());
-        const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-        const size_t bytes = ses.cache().BytesHeld();
-        if (!o_.query_aware) KVTRIM_RETURN_IF_ERROR(ses.Prefill(ts.question));
-        auto forced = ses.Fork(Options(method, r));
-        if (!forced.ok()) return forced.error();
-        auto rows = ForcedLogits(*forced.value(), ts.answer);
-        if (!rows.ok()) return rows.error();
-        if (ref_rows.empty()) ref_rows = rows.value();  // "full" comes first
-        auto text = GreedyAnswer(ses, tok_, ts.question.back(), ts.max_answer_tokens);
-        if (!text.ok()) return text.error();
-        Fidelity f = Compare(ref_rows, rows.value(), ts.answer, V_, 0);
-        Samples& c = cells_[{TaskName(ts.kind), method, method == "full" ? 1.0 : r}];
-        c.acc.push_back(ScoreAnswer(ts.kind, text.value(), ts.expected) ? 1.0 : 0.0);
-        c.kl.push_back(f.kl);
-        c.nll_ratio.push_back(f.nll_ratio);
-        c.bytes.push_back(static_cast<double>(bytes));
-        c.bytes_full.push_back(static_cast<double>(full_bytes));
-        c.comp_ms.push_back(ms);
-      }
-    }
-    return {};
+    return ForEachVariant(*base.value(), TaskName(ts.kind), [&](const KvOptions& kv, Session& ses) -> Expected<Measured> {
+      if (!o_.query_aware) KVTRIM_RETURN_IF_ERROR(ses.Prefill(ts.question));
+      auto forced = ses.Fork(kv);
+      if (!forced.ok()) return forced.error();
+      auto rows = ForcedLogits(*forced.value(), ts.answer);
+      if (!rows.ok()) return rows.error();
+      if (ref_rows.empty()) ref_rows = rows.value();  // "full" comes first
+      auto text = GreedyAnswer(ses, tok_, ts.question.back(), ts.max_answer_tokens);
+      if (!text.ok()) return text.error();
+      return Measured{ScoreAnswer(ts.kind, text.value(), ts.expected) ? 1.0 : 0.0,
+                      Compare(ref_rows, rows.value(), ts.answer, V_, 0)};
+    });
   }
 
   // One fidelity sample: compress the first part of a text, teacher-force the rest.
@@ -147,39 +165,21 @@ class Sweep {
     auto base = Base();
     if (!base.ok()) return base.error();
     KVTRIM_RETURN_IF_ERROR(base.value()->Prefill(part1));
-    const size_t full_bytes = base.value()->cache().BytesHeld();
     std::vector<float> ref_rows;
-    for (const auto& method : o_.methods) {
-      const std::vector<double> ratios = method == "full" ? std::vector<double>{1.0} : o_.ratios;
-      for (double r : ratios) {
-        auto s = base.value()->Fork(Options(method, r));
-        if (!s.ok()) return s.error();
-        auto t0 = Clock::now();
-        KVTRIM_RETURN_IF_ERROR(s.value()->Compress());
-        const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-        const size_t bytes = s.value()->cache().BytesHeld();
-        auto rows = ForcedLogits(*s.value(), part2);
-        if (!rows.ok()) return rows.error();
-        if (ref_rows.empty()) ref_rows = rows.value();
-        // Row 0 comes from the uncompressed prefill: score rows 1.. only.
-        Fidelity f = Compare(ref_rows, rows.value(), part2, V_, 1);
-        Samples& c = cells_[{"fidelity", method, method == "full" ? 1.0 : r}];
-        c.acc.push_back(NAN);
-        c.kl.push_back(f.kl);
-        c.nll_ratio.push_back(f.nll_ratio);
-        c.bytes.push_back(static_cast<double>(bytes));
-        c.bytes_full.push_back(static_cast<double>(full_bytes));
-        c.comp_ms.push_back(ms);
-      }
-    }
-    return {};
+    return ForEachVariant(*base.value(), "fidelity", [&](const KvOptions&, Session& ses) -> Expected<Measured> {
+      auto rows = ForcedLogits(ses, part2);
+      if (!rows.ok()) return rows.error();
+      if (ref_rows.empty()) ref_rows = rows.value();
+      // Row 0 comes from the uncompressed prefill: score rows 1.. only.
+      return Measured{NAN, Compare(ref_rows, rows.value(), part2, V_, 1)};
+    });
   }
 
   std::vector<Cell> Cells(const std::vector<std::string>& task_order) const {
     std::vector<Cell> out;
     for (const auto& task : task_order)
       for (const auto& method : o_.methods)
-        for (double r : method == "full" ? std::vector<double>{1.0} : o_.ratios) {
+        for (double r : RatiosOf(method)) {
           auto it = cells_.find({task, method, r});
           if (it == cells_.end()) continue;
           const Samples& s = it->second;

@@ -13,8 +13,17 @@ PolicyInfo ScissorhandsPolicyInfo();
 PolicyInfo SnapkvPolicyInfo();
 PolicyInfo PyramidkvPolicyInfo();
 
-// SnapKV's score, shared with PyramidKV: observation-window mass on every
-// entry before the window, average-pooled (kernel k, zero padding).
-std::vector<double> SnapkvScores(const PolicyContext& ctx, int window, int kernel);
+// SnapKV (snapkv.cpp); PyramidKV is SnapKV with layer budgets.
+class SnapkvPolicy : public Policy {
+ public:
+  SnapkvPolicy(int window, int kernel) : window_(window), kernel_(kernel) {}
+  StatsNeeds needs() const override;
+  bool decode_time() const override { return false; }
+  int protected_entries() const override { return window_; }
+  Plan Compress(const PolicyContext& ctx) override;
+
+ private:
+  int window_, kernel_;
+};
 
 }  // namespace kvtrim::kv

@@ -7,28 +7,16 @@
 namespace kvtrim::kv {
 namespace {
 
-class PyramidkvPolicy : public Policy {
+class PyramidkvPolicy : public SnapkvPolicy {
  public:
-  PyramidkvPolicy(int window, int kernel, double beta) : window_(window), kernel_(kernel), beta_(beta) {}
-  StatsNeeds needs() const override {
-    StatsNeeds n;
-    n.obs_window = window_;
-    return n;
-  }
-  bool decode_time() const override { return false; }
-  int protected_entries() const override { return window_; }
+  PyramidkvPolicy(int window, int kernel, double beta) : SnapkvPolicy(window, kernel), beta_(beta) {}
   int LayerBudget(int layer, int n_layer, int base) const override {
     if (n_layer <= 1) return base;
     const double top = 2.0 * base - base / beta_, bottom = base / beta_;
     return static_cast<int>(std::lround(top + (bottom - top) * layer / (n_layer - 1)));
   }
-  Plan Compress(const PolicyContext& ctx) override {
-    std::vector<bool> prot = ProtectSinksAndRecent(*ctx.store, 0, window_);
-    return Plan::Keep(KeepTop(SnapkvScores(ctx, window_, kernel_), prot, ctx.budget));
-  }
 
  private:
-  int window_, kernel_;
   double beta_;
 };
 

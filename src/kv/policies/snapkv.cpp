@@ -5,13 +5,17 @@
 
 namespace kvtrim::kv {
 
-std::vector<double> SnapkvScores(const PolicyContext& ctx, int window, int kernel) {
+namespace {
+
+// Observation-window mass on every entry before the window, average-pooled
+// (kernel k, zero padding as avg_pool1d with count_include_pad).
+std::vector<double> Scores(const PolicyContext& ctx, int window, int kernel) {
   const int n = ctx.store->size();
   const int prefix = std::max(0, n - window);
   std::vector<double> raw(n, 0.0), score(n, 0.0);
   for (int i = 0; i < n && i < static_cast<int>(ctx.stats->obs.size()); ++i) raw[i] = ctx.stats->obs[i];
   const int half = kernel / 2;
-  for (int i = 0; i < prefix; ++i) {  // avg_pool1d(kernel, padding=kernel/2), zeros outside the prefix
+  for (int i = 0; i < prefix; ++i) {
     double s = 0;
     for (int j = i - half; j <= i + half; ++j)
       if (j >= 0 && j < prefix) s += raw[j];
@@ -20,28 +24,18 @@ std::vector<double> SnapkvScores(const PolicyContext& ctx, int window, int kerne
   return score;
 }
 
-namespace {
-
-class SnapkvPolicy : public Policy {
- public:
-  SnapkvPolicy(int window, int kernel) : window_(window), kernel_(kernel) {}
-  StatsNeeds needs() const override {
-    StatsNeeds n;
-    n.obs_window = window_;
-    return n;
-  }
-  bool decode_time() const override { return false; }
-  int protected_entries() const override { return window_; }
-  Plan Compress(const PolicyContext& ctx) override {
-    std::vector<bool> prot = ProtectSinksAndRecent(*ctx.store, 0, window_);
-    return Plan::Keep(KeepTop(SnapkvScores(ctx, window_, kernel_), prot, ctx.budget));
-  }
-
- private:
-  int window_, kernel_;
-};
-
 }  // namespace
+
+StatsNeeds SnapkvPolicy::needs() const {
+  StatsNeeds n;
+  n.obs_window = window_;
+  return n;
+}
+
+Plan SnapkvPolicy::Compress(const PolicyContext& ctx) {
+  std::vector<bool> prot = ProtectSinksAndRecent(*ctx.store, 0, window_);
+  return Plan::Keep(KeepTop(Scores(ctx, window_, kernel_), prot, ctx.budget));
+}
 
 PolicyInfo SnapkvPolicyInfo() {
   return {"snapkv", "Observation window of the last prompt positions votes for keys (pooled); prefill-time.",
