@@ -56,12 +56,13 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
     fn(0, n);
     return;
   }
-  // Workers of the previous job may still be leaving it: the counters are
-  // reset only once none is inside.
-  SpinThenYield([&] { return active_.load(std::memory_order_acquire) == 0; });
   Job job{&fn, n, chunks};
   {
+    // Workers join a job only under this lock, so once none is inside the
+    // previous one (they leave it without the lock) no late joiner can mix
+    // the old job with the reset counters.
     std::lock_guard<std::mutex> lk(mu_);
+    SpinThenYield([&] { return active_.load(std::memory_order_acquire) == 0; });
     job_ = job;
     next_chunk_.store(0, std::memory_order_relaxed);
     done_chunks_.store(0, std::memory_order_relaxed);
