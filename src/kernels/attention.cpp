@@ -85,7 +85,7 @@ void AttendCausal(const KvView& kv, const float* q, int T, int G, int q_stride, 
                   float scale, float* out, int out_stride, const ProbObserver* obs) {
   const int d = kv.d;
   const int n_total = std::min(kv.n, n_visible0 + T);
-  // Float copies of the rows: BLAS wants floats (free for an F32 cache).
+  // Float copies of the rows: the GEMM wants floats (free for an F32 cache).
   std::vector<float> kbuf, vbuf;
   const float* K = reinterpret_cast<const float*>(kv.k);
   const float* V = reinterpret_cast<const float*>(kv.v);

@@ -79,7 +79,7 @@ Status Transformer::Forward(kernels::ThreadPool& pool, kv::KvCache& cache, const
         }
       });
     } else {
-      pool.ParallelFor(Hkv, [&](int64_t h0, int64_t h1) {  // heads in parallel, BLAS inside single-threaded
+      pool.ParallelFor(Hkv, [&](int64_t h0, int64_t h1) {  // heads in parallel, each GEMM single-threaded
         for (int64_t hh = h0; hh < h1; ++hh) {
           const int h = static_cast<int>(hh);
           kernels::ProbObserver po = [&, h](int t, int g, const float* p, int n) { obs->OnProbs(l, h, t, g, p, n); };
