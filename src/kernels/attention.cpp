@@ -25,35 +25,48 @@ inline float Hsum8(__m256 v) {
 }
 #endif
 
-// F32 rows with d a multiple of 8: the whole step inlined (no per-row calls).
-void AttendOneF32(const KvView& kv, const float* q, int G, float scale, float* out, float* scratch,
-                  const ProbObserver* obs) {
-  const int n = kv.n, d = kv.d;
-  const float* K = reinterpret_cast<const float*>(kv.k);
-  const float* V = reinterpret_cast<const float*>(kv.v);
-  const size_t stride = kv.row_bytes / sizeof(float);
-  for (int g = 0; g < G; ++g) {
-    const float* qg = q + g * d;
-    float* s = scratch + static_cast<size_t>(g) * n;
-    for (int j = 0; j < n; ++j) {
-      const float* k = K + stride * j;
+inline float DotF32(const float* a, const float* b, int d) {
 #ifdef KVTRIM_ATT_AVX2
-      __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(k), _mm256_loadu_ps(qg));
-      for (int i = 8; i < d; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(k + i), _mm256_loadu_ps(qg + i), acc);
-      s[j] = Hsum8(acc) * scale + kv.logw[j];
+  __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(a), _mm256_loadu_ps(b));
+  for (int i = 8; i < d; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+  return Hsum8(acc);
 #else
-      float acc = 0.f;
-      for (int i = 0; i < d; ++i) acc += k[i] * qg[i];
-      s[j] = acc * scale + kv.logw[j];
+  float acc = 0.f;
+  for (int i = 0; i < d; ++i) acc += a[i] * b[i];
+  return acc;
 #endif
-    }
-    Softmax(s, n);
-    if (obs) (*obs)(0, g, s, n);
-    float* o = out + g * d;
-    std::fill(o, o + d, 0.f);
-    for (int j = 0; j < n; ++j) {
-      const float* v = V + stride * j;
-      const float a = s[j];
+}
+
+// d a multiple of 8 (and at most kMaxRow for block types): the whole step
+// inlined. F32 rows are read in place; other rows are dequantized once per
+// entry into a small buffer and shared by the group's query heads.
+constexpr int kMaxRow = 512;
+
+void AttendOneFast(const KvView& kv, const float* q, int G, float scale, float* out, float* scratch,
+                   const ProbObserver* obs) {
+  const int n = kv.n, d = kv.d;
+  const bool f32 = kv.type == GgmlType::F32;
+  float buf[kMaxRow];
+  auto row = [&](const uint8_t* base, int j) -> const float* {
+    const uint8_t* r = base + kv.row_bytes * j;
+    if (f32) return reinterpret_cast<const float*>(r);
+    DequantRow(kv.type, r, buf, d);
+    return buf;
+  };
+  for (int j = 0; j < n; ++j) {  // scores: each key row read once for the group
+    const float* k = row(kv.k, j);
+    for (int g = 0; g < G; ++g) scratch[static_cast<size_t>(g) * n + j] = DotF32(k, q + g * d, d) * scale + kv.logw[j];
+  }
+  for (int g = 0; g < G; ++g) {
+    Softmax(scratch + static_cast<size_t>(g) * n, n);
+    if (obs) (*obs)(0, g, scratch + static_cast<size_t>(g) * n, n);
+  }
+  std::fill(out, out + G * d, 0.f);
+  for (int j = 0; j < n; ++j) {  // values: each row read once for the group
+    const float* v = row(kv.v, j);
+    for (int g = 0; g < G; ++g) {
+      const float a = scratch[static_cast<size_t>(g) * n + j];
+      float* o = out + g * d;
       for (int i = 0; i < d; ++i) o[i] += a * v[i];  // vectorized by the compiler
     }
   }
@@ -63,7 +76,9 @@ void AttendOneF32(const KvView& kv, const float* q, int G, float scale, float* o
 
 void AttendOne(const KvView& kv, const float* q, int G, float scale, float* out, float* scratch,
                const ProbObserver* obs) {
-  if (kv.type == GgmlType::F32 && kv.d % 8 == 0) return AttendOneF32(kv, q, G, scale, out, scratch, obs);
+  if (kv.d % 8 == 0 && (kv.type == GgmlType::F32 || kv.d <= kMaxRow)) {
+    return AttendOneFast(kv, q, G, scale, out, scratch, obs);
+  }
   const int n = kv.n, d = kv.d;
   for (int j = 0; j < n; ++j) {  // scores, key rows read once for the group
     const uint8_t* krow = kv.k + kv.row_bytes * j;

@@ -102,12 +102,37 @@ size_t RowBytesPadded(GgmlType t, int n) {
 
 void DequantRow(GgmlType t, const void* row, float* out, int n) {
   const auto* p = static_cast<const uint8_t*>(row);
+  int done = 0;  // elements written by the vector paths
+#ifdef KVTRIM_AVX2
+  switch (t) {
+    case GgmlType::F16:
+      for (; done + 8 <= n; done += 8)
+        _mm256_storeu_ps(out + done, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * done))));
+      break;
+    case GgmlType::Q8_0:
+      for (; done + kQK <= n; done += kQK) {
+        const uint8_t* blk = p + 34 * (done / kQK);
+        const __m256 d = _mm256_set1_ps(F16ToF32(Load16(blk)));
+        for (int k = 0; k < 4; ++k) _mm256_storeu_ps(out + done + 8 * k, _mm256_mul_ps(d, I8x8(blk + 2 + 8 * k)));
+      }
+      break;
+    case GgmlType::Q4_0:
+      for (; done + kQK <= n; done += kQK) {
+        const uint8_t* blk = p + 18 * (done / kQK);
+        const __m256 d = _mm256_set1_ps(F16ToF32(Load16(blk)));
+        const __m256i q = Q4Unpack(blk + 2);
+        for (int k = 0; k < 4; ++k) _mm256_storeu_ps(out + done + 8 * k, _mm256_mul_ps(d, I8Lane(q, k)));
+      }
+      break;
+    default: break;
+  }
+#endif
   switch (t) {
     case GgmlType::F32: std::memcpy(out, p, sizeof(float) * n); return;
-    case GgmlType::F16: for (int i = 0; i < n; ++i) out[i] = F16ToF32(Load16(p + 2 * i)); return;
+    case GgmlType::F16: for (int i = done; i < n; ++i) out[i] = F16ToF32(Load16(p + 2 * i)); return;
     case GgmlType::BF16: for (int i = 0; i < n; ++i) out[i] = Bf16ToF32(Load16(p + 2 * i)); return;
     case GgmlType::Q8_0:
-      for (int b = 0; b * kQK < n; ++b) {
+      for (int b = done / kQK; b * kQK < n; ++b) {
         const uint8_t* blk = p + 34 * b;
         float d = F16ToF32(Load16(blk));
         int m = std::min(kQK, n - b * kQK);
@@ -115,7 +140,7 @@ void DequantRow(GgmlType t, const void* row, float* out, int n) {
       }
       return;
     case GgmlType::Q4_0:
-      for (int b = 0; b * kQK < n; ++b) {
+      for (int b = done / kQK; b * kQK < n; ++b) {
         const uint8_t* blk = p + 18 * b;
         int m = std::min(kQK, n - b * kQK);
         for (int j = 0; j < m; ++j) out[b * kQK + j] = Q40At(blk, j);
