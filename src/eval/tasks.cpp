@@ -187,20 +187,25 @@ std::vector<double> TargetDepths(size_t k, int index, int n_samples, Rng& rng) {
 }
 
 // Back to just after a sentence end within `reach` tokens, else `p` itself.
+// The insertion point nearest to p (within `reach` tokens either way) that
+// follows a sentence end, as RULER puts needles between sentences; p itself
+// when there is none.
 int SnapToSentence(const io::Tokenizer& tok, const std::vector<int>& filler, int p, int reach) {
-  for (int i = p - 1; i >= 0 && i >= p - reach; --i) {
-    if (EndsSentence(tok, filler[i])) return i + 1;
+  const int n = static_cast<int>(filler.size());
+  for (int k = 0; k <= reach; ++k) {
+    if (p - 1 - k >= 0 && EndsSentence(tok, filler[p - 1 - k])) return p - k;
+    if (k > 0 && p - 1 + k < n && EndsSentence(tok, filler[p - 1 + k])) return p + k;
   }
   return p;
 }
 
 // context = BOS + filler with the needles inserted at the given depths. A
-// needle moves back to a sentence start at most 24 tokens and less than half
-// a depth slot (`slots` per context), so depths keep their order.
+// needle moves to the nearest sentence start at most 64 tokens away and less
+// than half a depth slot (`slots` per context), so depths keep their order.
 void Assemble(const io::Tokenizer& tok, const std::vector<int>& filler, const std::vector<std::vector<int>>& needles,
               const std::vector<double>& targets, int slots, TaskSample& s) {
   const int n_fill = static_cast<int>(filler.size());
-  const int reach = std::min(24, (n_fill - 1) / (2 * slots));
+  const int reach = std::min(64, (n_fill - 1) / (2 * slots) - 1);
   s.context = {tok.bos()};
   int prev = 0;
   for (size_t j = 0; j < needles.size(); ++j) {
