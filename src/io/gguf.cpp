@@ -5,10 +5,6 @@
 #include <sstream>
 
 namespace kvtrim::io {
-namespace {
-
-constexpr int kMaxArrayDepth = 8;
-
 // Bounds-checked little-endian cursor over the mapped file.
 class Cursor {
  public:
@@ -45,6 +41,10 @@ class Cursor {
   size_t size_;
   size_t pos_ = 0;
 };
+
+namespace {
+
+constexpr int kMaxArrayDepth = 8;
 
 bool ValidValueType(uint32_t t) { return t <= 12; }
 
@@ -172,6 +172,73 @@ Expected<std::unique_ptr<GgufFile>> GgufFile::FromBytes(std::string bytes) {
   return Parse(MappedFile::FromBuffer(std::move(bytes)));
 }
 
+Status GgufFile::ParseMetadata(Cursor& c, uint64_t n_kv) {
+  for (uint64_t i = 0; i < n_kv; ++i) {
+    std::string key;
+    if (auto st = c.ReadString(&key, "metadata key"); !st.ok()) return st;
+    uint32_t t = 0;
+    if (auto st = c.Read(&t, key.c_str()); !st.ok()) return st;
+    if (!ValidValueType(t)) return MakeError("bad type id " + std::to_string(t) + " for key '" + key + "'");
+    GgufValue val;
+    if (auto st = ReadValue(c, static_cast<GgufValueType>(t), &val, 0, key); !st.ok()) return st;
+    if (kv_index_.count(key)) return MakeError("duplicate metadata key '" + key + "'");
+    kv_index_[key] = kv_.size();
+    kv_.emplace_back(std::move(key), std::move(val));
+  }
+  if (const GgufValue* a = Find("general.alignment")) {
+    if (!a->is_int() || a->as_int() <= 0 || (a->as_int() & (a->as_int() - 1)) != 0) {
+      return MakeError("general.alignment must be a positive power of two");
+    }
+    alignment_ = static_cast<uint64_t>(a->as_int());
+  }
+
+  return {};
+}
+
+Status GgufFile::ParseTensorInfos(Cursor& c, uint64_t n_tensors) {
+  for (uint64_t i = 0; i < n_tensors; ++i) {
+    GgufTensorInfo ti;
+    if (auto st = c.ReadString(&ti.name, "tensor name"); !st.ok()) return st;
+    uint32_t nd = 0;
+    if (auto st = c.Read(&nd, "tensor dims"); !st.ok()) return st;
+    if (nd == 0 || nd > 4) {
+      return MakeError("tensor '" + ti.name + "' has " + std::to_string(nd) + " dimensions (1..4 allowed)");
+    }
+    ti.n_elements = 1;
+    for (uint32_t d = 0; d < nd; ++d) {
+      uint64_t ne = 0;
+      if (auto st = c.Read(&ne, "tensor shape"); !st.ok()) return st;
+      if (ne == 0 || ne > (uint64_t{1} << 40) || ti.n_elements > (uint64_t{1} << 62) / ne) {
+        return MakeError("tensor '" + ti.name + "' has a bad dimension " + std::to_string(ne));
+      }
+      ti.shape.push_back(ne);
+      ti.n_elements *= ne;
+    }
+    uint32_t type = 0;
+    if (auto st = c.Read(&type, "tensor type"); !st.ok()) return st;
+    const TypeTraits* tt = GetTypeTraits(type);
+    if (!tt) {
+      return MakeError("tensor '" + ti.name + "' has unsupported type id " + std::to_string(type) +
+                       " (supported: F32, F16, BF16, Q8_0, Q4_0)");
+    }
+    ti.type = static_cast<GgmlType>(type);
+    if (ti.shape[0] % tt->block_elems != 0) {
+      return MakeError("tensor '" + ti.name + "' row length " + std::to_string(ti.shape[0]) +
+                       " is not a multiple of the " + tt->name + " block size");
+    }
+    ti.n_bytes = ti.n_elements / tt->block_elems * tt->block_bytes;
+    if (auto st = c.Read(&ti.offset, "tensor offset"); !st.ok()) return st;
+    if (ti.offset % alignment_ != 0) {
+      return MakeError("tensor '" + ti.name + "' offset " + std::to_string(ti.offset) + " is not aligned");
+    }
+    if (tensor_index_.count(ti.name)) return MakeError("duplicate tensor '" + ti.name + "'");
+    tensor_index_[ti.name] = tensors_.size();
+    tensors_.push_back(std::move(ti));
+  }
+
+  return {};
+}
+
 Expected<std::unique_ptr<GgufFile>> GgufFile::Parse(std::unique_ptr<MappedFile> f) {
   std::unique_ptr<GgufFile> g(new GgufFile());
   Cursor c(f->data(), f->size());
@@ -190,65 +257,8 @@ Expected<std::unique_ptr<GgufFile>> GgufFile::Parse(std::unique_ptr<MappedFile> 
     return MakeError("tensor count " + std::to_string(n_tensors) + " exceeds file size");
   }
 
-  for (uint64_t i = 0; i < n_kv; ++i) {
-    std::string key;
-    if (auto st = c.ReadString(&key, "metadata key"); !st.ok()) return st.error();
-    uint32_t t = 0;
-    if (auto st = c.Read(&t, key.c_str()); !st.ok()) return st.error();
-    if (!ValidValueType(t)) return MakeError("bad type id " + std::to_string(t) + " for key '" + key + "'");
-    GgufValue val;
-    if (auto st = ReadValue(c, static_cast<GgufValueType>(t), &val, 0, key); !st.ok()) return st.error();
-    if (g->kv_index_.count(key)) return MakeError("duplicate metadata key '" + key + "'");
-    g->kv_index_[key] = g->kv_.size();
-    g->kv_.emplace_back(std::move(key), std::move(val));
-  }
-  if (const GgufValue* a = g->Find("general.alignment")) {
-    if (!a->is_int() || a->as_int() <= 0 || (a->as_int() & (a->as_int() - 1)) != 0) {
-      return MakeError("general.alignment must be a positive power of two");
-    }
-    g->alignment_ = static_cast<uint64_t>(a->as_int());
-  }
-
-  for (uint64_t i = 0; i < n_tensors; ++i) {
-    GgufTensorInfo ti;
-    if (auto st = c.ReadString(&ti.name, "tensor name"); !st.ok()) return st.error();
-    uint32_t nd = 0;
-    if (auto st = c.Read(&nd, "tensor dims"); !st.ok()) return st.error();
-    if (nd == 0 || nd > 4) {
-      return MakeError("tensor '" + ti.name + "' has " + std::to_string(nd) + " dimensions (1..4 allowed)");
-    }
-    ti.n_elements = 1;
-    for (uint32_t d = 0; d < nd; ++d) {
-      uint64_t ne = 0;
-      if (auto st = c.Read(&ne, "tensor shape"); !st.ok()) return st.error();
-      if (ne == 0 || ne > (uint64_t{1} << 40) || ti.n_elements > (uint64_t{1} << 62) / ne) {
-        return MakeError("tensor '" + ti.name + "' has a bad dimension " + std::to_string(ne));
-      }
-      ti.shape.push_back(ne);
-      ti.n_elements *= ne;
-    }
-    uint32_t type = 0;
-    if (auto st = c.Read(&type, "tensor type"); !st.ok()) return st.error();
-    const TypeTraits* tt = GetTypeTraits(type);
-    if (!tt) {
-      return MakeError("tensor '" + ti.name + "' has unsupported type id " + std::to_string(type) +
-                       " (supported: F32, F16, BF16, Q8_0, Q4_0)");
-    }
-    ti.type = static_cast<GgmlType>(type);
-    if (ti.shape[0] % tt->block_elems != 0) {
-      return MakeError("tensor '" + ti.name + "' row length " + std::to_string(ti.shape[0]) +
-                       " is not a multiple of the " + tt->name + " block size");
-    }
-    ti.n_bytes = ti.n_elements / tt->block_elems * tt->block_bytes;
-    if (auto st = c.Read(&ti.offset, "tensor offset"); !st.ok()) return st.error();
-    if (ti.offset % g->alignment_ != 0) {
-      return MakeError("tensor '" + ti.name + "' offset " + std::to_string(ti.offset) + " is not aligned");
-    }
-    if (g->tensor_index_.count(ti.name)) return MakeError("duplicate tensor '" + ti.name + "'");
-    g->tensor_index_[ti.name] = g->tensors_.size();
-    g->tensors_.push_back(std::move(ti));
-  }
-
+  KVTRIM_RETURN_IF_ERROR(g->ParseMetadata(c, n_kv));
+  KVTRIM_RETURN_IF_ERROR(g->ParseTensorInfos(c, n_tensors));
   uint64_t data_start = (c.pos() + g->alignment_ - 1) / g->alignment_ * g->alignment_;
   for (auto& ti : g->tensors_) {
     if (data_start > f->size() || ti.offset > f->size() - data_start ||

@@ -48,6 +48,8 @@ struct GgufTensorInfo {
   const uint8_t* data = nullptr;  // points into the mapping
 };
 
+class Cursor;  // bounds-checked reader (gguf.cpp)
+
 class GgufFile {
  public:
   static Expected<std::unique_ptr<GgufFile>> Open(const std::string& path);
@@ -72,6 +74,8 @@ class GgufFile {
 
  private:
   static Expected<std::unique_ptr<GgufFile>> Parse(std::unique_ptr<MappedFile> f);
+  Status ParseMetadata(Cursor& c, uint64_t n_kv);
+  Status ParseTensorInfos(Cursor& c, uint64_t n_tensors);
   std::unique_ptr<MappedFile> file_;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;

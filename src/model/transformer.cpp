@@ -18,10 +18,51 @@ void AddBias(float* x, const std::vector<float>& b, int T) {
 
 }  // namespace
 
+// Appends the batch's rotated keys and values to every head of layer l, then
+// computes attention for the batch's queries: q [T, H*hd] -> att [T, H*hd].
+void Transformer::AppendAndAttend(kernels::ThreadPool& pool, kv::KvCache& cache, int l, const float* q,
+                                  const float* k, const float* v, int T, int pos0, float* att,
+                                  ForwardObserver* obs) const {
+  const int hd = c_.head_dim, Hkv = c_.n_head_kv, G = c_.group();
+  const int q_dim = c_.n_head * hd, kv_dim = Hkv * hd;
+  const float scale = 1.f / std::sqrt(static_cast<float>(hd));
+  std::vector<int> n_before(Hkv);
+  for (int h = 0; h < Hkv; ++h) {
+    kv::HeadStore& hs = cache.head(l, h);
+    n_before[h] = hs.size();
+    if (T > 1) hs.Reserve(hs.size() + T);  // exact for a batch; decode grows by a quantum
+    for (int t = 0; t < T; ++t) hs.Append(&k[t * kv_dim + h * hd], &v[t * kv_dim + h * hd], pos0 + t, 0.f);
+  }
+  const bool want = obs && obs->WantsProbs(l);
+  if (T == 1) {
+    size_t per_head = 0;
+    for (int h = 0; h < Hkv; ++h) per_head = std::max<size_t>(per_head, static_cast<size_t>(G) * cache.head(l, h).size());
+    std::vector<float> scratch(per_head * Hkv);  // decode attention scores [Hkv][G, n]
+    pool.ParallelFor(Hkv, [&](int64_t h0, int64_t h1) {
+      for (int64_t h = h0; h < h1; ++h) {
+        kernels::ProbObserver po = [&, h](int t, int g, const float* p, int n) {
+          obs->OnProbs(l, static_cast<int>(h), t, g, p, n);
+        };
+        kernels::AttendOne(cache.head(l, h).View(), &q[h * G * hd], G, scale, &att[h * G * hd],
+                           &scratch[per_head * h], want ? &po : nullptr);
+      }
+    });
+    return;
+  }
+  pool.ParallelFor(Hkv, [&](int64_t h0, int64_t h1) {  // heads in parallel, each GEMM single-threaded
+    for (int64_t hh = h0; hh < h1; ++hh) {
+      const int h = static_cast<int>(hh);
+      kernels::ProbObserver po = [&, h](int t, int g, const float* p, int n) { obs->OnProbs(l, h, t, g, p, n); };
+      kernels::AttendCausal(cache.head(l, h).View(), &q[h * G * hd], T, G, q_dim, n_before[h], scale,
+                            &att[h * G * hd], q_dim, want ? &po : nullptr);
+    }
+  });
+}
+
 Status Transformer::Forward(kernels::ThreadPool& pool, kv::KvCache& cache, const int* tokens, int T,
                             bool all_logits, std::vector<float>* logits, ForwardObserver* obs) const {
   if (T <= 0) return MakeError("empty batch");
-  const int D = c_.dim, hd = c_.head_dim, H = c_.n_head, Hkv = c_.n_head_kv, G = c_.group();
+  const int D = c_.dim, hd = c_.head_dim, H = c_.n_head, Hkv = c_.n_head_kv;
   const int q_dim = H * hd, kv_dim = Hkv * hd, F = c_.ffn_dim;
   for (int t = 0; t < T; ++t)
     if (tokens[t] < 0 || tokens[t] >= c_.vocab) return MakeError("token id " + std::to_string(tokens[t]) + " out of range");
@@ -34,12 +75,10 @@ Status Transformer::Forward(kernels::ThreadPool& pool, kv::KvCache& cache, const
   std::vector<float> k(static_cast<size_t>(T) * kv_dim), v(static_cast<size_t>(T) * kv_dim);  // [T, Hkv*hd]
   std::vector<float> att(static_cast<size_t>(T) * q_dim);  // [T, H*hd] attention output
   std::vector<float> hg(static_cast<size_t>(T) * F), hu(static_cast<size_t>(T) * F);  // [T, F]
-  std::vector<float> scratch;  // decode attention scores [Hkv][G, n]
   std::vector<float> k_pre;    // [T, Hkv*hd] pre-RoPE keys, only when a tap asks
 
   for (int t = 0; t < T; ++t) kernels::DequantRow(w_.tok_embd.type, w_.tok_embd.row(tokens[t]), &x[t * D], D);
 
-  const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   for (int l = 0; l < c_.n_layer; ++l) {
     const LayerWeights& L = w_.layers[l];
     for (int t = 0; t < T; ++t) kernels::RmsNorm(&x[t * D], L.attn_norm.data(), D, c_.rms_eps, &xb[t * D]);
@@ -57,37 +96,7 @@ Status Transformer::Forward(kernels::ThreadPool& pool, kv::KvCache& cache, const
     }
     if (want_qk) obs->OnQK(l, k_pre.data(), q.data(), T);
 
-    std::vector<int> n_before(Hkv);
-    for (int h = 0; h < Hkv; ++h) {
-      kv::HeadStore& hs = cache.head(l, h);
-      n_before[h] = hs.size();
-      if (T > 1) hs.Reserve(hs.size() + T);  // exact for a batch; decode grows by a quantum
-      for (int t = 0; t < T; ++t) hs.Append(&k[t * kv_dim + h * hd], &v[t * kv_dim + h * hd], pos0 + t, 0.f);
-    }
-    const bool want = obs && obs->WantsProbs(l);
-    if (T == 1) {
-      size_t per_head = 0;
-      for (int h = 0; h < Hkv; ++h) per_head = std::max<size_t>(per_head, static_cast<size_t>(G) * cache.head(l, h).size());
-      scratch.resize(per_head * Hkv);
-      pool.ParallelFor(Hkv, [&](int64_t h0, int64_t h1) {
-        for (int64_t h = h0; h < h1; ++h) {
-          kernels::ProbObserver po = [&, h](int t, int g, const float* p, int n) {
-            obs->OnProbs(l, static_cast<int>(h), t, g, p, n);
-          };
-          kernels::AttendOne(cache.head(l, h).View(), &q[h * G * hd], G, scale, &att[h * G * hd],
-                             &scratch[per_head * h], want ? &po : nullptr);
-        }
-      });
-    } else {
-      pool.ParallelFor(Hkv, [&](int64_t h0, int64_t h1) {  // heads in parallel, each GEMM single-threaded
-        for (int64_t hh = h0; hh < h1; ++hh) {
-          const int h = static_cast<int>(hh);
-          kernels::ProbObserver po = [&, h](int t, int g, const float* p, int n) { obs->OnProbs(l, h, t, g, p, n); };
-          kernels::AttendCausal(cache.head(l, h).View(), &q[h * G * hd], T, G, q_dim, n_before[h], scale,
-                                &att[h * G * hd], q_dim, want ? &po : nullptr);
-        }
-      });
-    }
+    AppendAndAttend(pool, cache, l, q.data(), k.data(), v.data(), T, pos0, att.data(), obs);
     kernels::MatMul(pool, L.wo, att.data(), T, xb.data());
     for (size_t i = 0; i < x.size(); ++i) x[i] += xb[i];
 

@@ -29,6 +29,8 @@ class Transformer {
   const Weights& weights() const { return w_; }
 
  private:
+  void AppendAndAttend(kernels::ThreadPool& pool, kv::KvCache& cache, int l, const float* q, const float* k,
+                       const float* v, int T, int pos0, float* att, ForwardObserver* obs) const;
   const ModelConfig& c_;
   const Weights& w_;
 };

@@ -12,15 +12,56 @@
 
 namespace kvtrim::cli {
 
+namespace {
+
+struct BenchOpts {
+  std::string model, json;
+  std::vector<int> depths = {0, 256, 1024};
+  int gen = 32, reps = 3, threads = 0, prefill = 128;
+  double membw_mib = 0;
+  KvFlags kv;
+};
+
+// Prints the table (and writes --json); false if the JSON cannot be written.
+bool PrintBench(const Engine& e, const BenchOpts& o, double membw, const std::vector<BenchRow>& rows) {
+  std::printf("model %s, %d threads, kv %s, gen %d, reps %d\n", o.model.c_str(), e.threads(), (o.kv.policy + " ratio " + std::to_string(o.kv.ratio) + " quant " + o.kv.quant).c_str(),
+              o.gen, o.reps);
+  if (membw > 0) std::printf("read bandwidth: %.2f GB/s (%.0f MiB buffer)\n", membw, o.membw_mib);
+  std::printf("%6s %8s %22s %20s %12s %12s %8s %9s %10s%s\n", "depth", "prefill", "prefill tok/s", "decode tok/s",
+              "weights B/t", "kv B/t", "ent/head", "evict us", "GB/s", membw > 0 ? "  % of bw" : "");
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& r : rows) {
+    std::printf("%6d %8d %12.1f ± %7.1f %10.1f ± %7.1f %12.0f %12.0f %8.1f %9.2f %10.2f", r.depth, r.prefill_len,
+                r.prefill_tok_s.mean, r.prefill_tok_s.sd, r.decode_tok_s.mean, r.decode_tok_s.sd,
+                r.weight_bytes_per_tok, r.kv_bytes_per_tok, r.entries_per_head, r.evict_us_per_tok, r.gb_s);
+    if (membw > 0) std::printf("  %7.1f%%", 100.0 * r.gb_s / membw);
+    std::printf("\n");
+    j.push_back({{"depth", r.depth}, {"prefill_len", r.prefill_len},
+                 {"prefill_tok_s", r.prefill_tok_s.mean}, {"prefill_tok_s_sd", r.prefill_tok_s.sd},
+                 {"decode_tok_s", r.decode_tok_s.mean}, {"decode_tok_s_sd", r.decode_tok_s.sd},
+                 {"kv_bytes", r.kv_bytes}, {"kv_bytes_full", r.kv_bytes_full},
+                 {"weight_bytes_per_token", r.weight_bytes_per_tok}, {"kv_bytes_per_token", r.kv_bytes_per_tok},
+                 {"gb_s", r.gb_s}, {"threads", e.threads()}, {"kv_policy", o.kv.policy}, {"kv_ratio", o.kv.ratio}, {"kv_quant", o.kv.quant}, {"model", o.model},
+                 {"mem_read_gb_s", membw}, {"compress_ms", r.compress_ms},
+                 {"evict_us_per_token", r.evict_us_per_tok}, {"entries_per_head", r.entries_per_head},
+                 {"peak_rss_bytes", PeakRssBytes()}});
+  }
+  std::printf("peak RSS: %.1f MiB\n", PeakRssBytes() / 1048576.0);
+  if (!o.json.empty()) {
+    std::ofstream f(o.json);
+    if (!f) {
+      std::fprintf(stderr, "kvtrim bench: cannot write '%s'\n", o.json.c_str());
+      return false;
+    }
+    f << j.dump(2) << "\n";
+  }
+  return true;
+}
+
+}  // namespace
+
 Command AddBench(CLI::App& app) {
-  struct Opts {
-    std::string model, json;
-    std::vector<int> depths = {0, 256, 1024};
-    int gen = 32, reps = 3, threads = 0, prefill = 128;
-    double membw_mib = 0;
-    KvFlags kv;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<BenchOpts>();
   o->model = DefaultModelPath();
   CLI::App* sub = app.add_subcommand("bench", "Prefill and decode tokens/s at context depths, bytes read, GB/s");
   sub->add_option("-m,--model", o->model, "GGUF model file")->capture_default_str();
@@ -63,38 +104,7 @@ Command AddBench(CLI::App& app) {
       std::fprintf(stderr, "kvtrim bench: %s\n", rows.error().message.c_str());
       return 1;
     }
-    std::printf("model %s, %d threads, kv %s, gen %d, reps %d\n", o->model.c_str(), e.threads(), (o->kv.policy + " ratio " + std::to_string(o->kv.ratio) + " quant " + o->kv.quant).c_str(),
-                o->gen, o->reps);
-    if (membw > 0) std::printf("read bandwidth: %.2f GB/s (%.0f MiB buffer)\n", membw, o->membw_mib);
-    std::printf("%6s %8s %22s %20s %12s %12s %8s %9s %10s%s\n", "depth", "prefill", "prefill tok/s", "decode tok/s",
-                "weights B/t", "kv B/t", "ent/head", "evict us", "GB/s", membw > 0 ? "  % of bw" : "");
-    nlohmann::json j = nlohmann::json::array();
-    for (const auto& r : rows.value()) {
-      std::printf("%6d %8d %12.1f ± %7.1f %10.1f ± %7.1f %12.0f %12.0f %8.1f %9.2f %10.2f", r.depth, r.prefill_len,
-                  r.prefill_tok_s.mean, r.prefill_tok_s.sd, r.decode_tok_s.mean, r.decode_tok_s.sd,
-                  r.weight_bytes_per_tok, r.kv_bytes_per_tok, r.entries_per_head, r.evict_us_per_tok, r.gb_s);
-      if (membw > 0) std::printf("  %7.1f%%", 100.0 * r.gb_s / membw);
-      std::printf("\n");
-      j.push_back({{"depth", r.depth}, {"prefill_len", r.prefill_len},
-                   {"prefill_tok_s", r.prefill_tok_s.mean}, {"prefill_tok_s_sd", r.prefill_tok_s.sd},
-                   {"decode_tok_s", r.decode_tok_s.mean}, {"decode_tok_s_sd", r.decode_tok_s.sd},
-                   {"kv_bytes", r.kv_bytes}, {"kv_bytes_full", r.kv_bytes_full},
-                   {"weight_bytes_per_token", r.weight_bytes_per_tok}, {"kv_bytes_per_token", r.kv_bytes_per_tok},
-                   {"gb_s", r.gb_s}, {"threads", e.threads()}, {"kv_policy", o->kv.policy}, {"kv_ratio", o->kv.ratio}, {"kv_quant", o->kv.quant}, {"model", o->model},
-                   {"mem_read_gb_s", membw}, {"compress_ms", r.compress_ms},
-                   {"evict_us_per_token", r.evict_us_per_tok}, {"entries_per_head", r.entries_per_head},
-                   {"peak_rss_bytes", PeakRssBytes()}});
-    }
-    std::printf("peak RSS: %.1f MiB\n", PeakRssBytes() / 1048576.0);
-    if (!o->json.empty()) {
-      std::ofstream f(o->json);
-      if (!f) {
-        std::fprintf(stderr, "kvtrim bench: cannot write '%s'\n", o->json.c_str());
-        return 1;
-      }
-      f << j.dump(2) << "\n";
-    }
-    return 0;
+    return PrintBench(e, *o, membw, rows.value()) ? 0 : 1;
   };
   return {sub, action};
 }

@@ -47,19 +47,67 @@ std::function<void(int, int)> ProgressBar() {
   };
 }
 
+struct EvalOpts {
+  std::string model, haystack, out, json, csv;
+  std::vector<std::string> methods, tasks;
+  std::vector<double> ratios = {1, 0.5, 0.25, 0.1};
+  int samples = 16, threads = 0, context = 0, continuation = 256, needles = 4, queries = 2;
+  uint64_t seed = 1;
+  bool query_aware = false, no_fidelity = false, no_plots = false;
+  KvFlags kv;
+};
+
+// The sweep the flags ask for.
+Expected<eval::SweepOptions> ToSweepOptions(const EvalOpts& o) {
+  eval::SweepOptions so;
+  so.methods = o.methods;
+  so.ratios = o.ratios;
+  for (const auto& t : o.tasks) {
+    auto k = eval::ParseTask(t);
+    if (!k.ok()) return k.error();
+    so.tasks.push_back(k.value());
+  }
+  so.fidelity = !o.no_fidelity;
+  so.samples = o.samples;
+  so.seed = o.seed;
+  so.context_tokens = o.context;
+  so.query_aware = o.query_aware;
+  so.haystack = o.haystack;
+  so.kv = ToKvOptions(o.kv, "full");
+  so.fidelity_continuation = o.continuation;
+  so.task.needles = o.needles;
+  so.task.queries = o.queries;
+  return so;
+}
+
+// Writes table.txt, the JSON and CSV reports and the plots under `out`;
+// returns the files written. Plots are skipped with a warning if gnuplot fails.
+Expected<std::vector<std::string>> WriteReport(const eval::Report& r, const EvalOpts& o, const std::string& out) {
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  if (ec) return MakeError("cannot create '" + out + "': " + ec.message());
+  const std::string table = eval::FormatTable(r);
+  std::fputs(table.c_str(), stdout);
+  std::ofstream(out + "/table.txt") << table;
+  std::vector<std::string> files = {out + "/table.txt"};
+  for (auto [path, writer] : {std::pair{o.json.empty() ? out + "/report.json" : o.json, &eval::WriteJson},
+                              std::pair{o.csv.empty() ? out + "/report.csv" : o.csv, &eval::WriteCsv}}) {
+    Status st = writer(r, path);
+    if (!st.ok()) return st.error();
+    files.push_back(path);
+  }
+  if (!o.no_plots) {
+    auto plots = eval::WritePlots(r, out);
+    if (!plots.ok()) std::fprintf(stderr, "kvtrim eval: plots skipped: %s\n", plots.error().message.c_str());
+    else files.insert(files.end(), plots->begin(), plots->end());
+  }
+  return files;
+}
+
 }  // namespace
 
 Command AddEval(CLI::App& app) {
-  struct Opts {
-    std::string model, haystack, out, json, csv;
-    std::vector<std::string> methods, tasks;
-    std::vector<double> ratios = {1, 0.5, 0.25, 0.1};
-    int samples = 16, threads = 0, context = 0, continuation = 256, needles = 4, queries = 2;
-    uint64_t seed = 1;
-    bool query_aware = false, no_fidelity = false, no_plots = false;
-    KvFlags kv;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<EvalOpts>();
   o->model = DefaultModelPath();
   o->haystack = DefaultHaystack();
   for (const auto& p : kv::Registry()) o->methods.push_back(p.name);
@@ -95,27 +143,12 @@ Command AddEval(CLI::App& app) {
       std::fprintf(stderr, "kvtrim eval: %s\n", engine.error().message.c_str());
       return 1;
     }
-    eval::SweepOptions so;
-    so.methods = o->methods;
-    so.ratios = o->ratios;
-    for (const auto& t : o->tasks) {
-      auto k = eval::ParseTask(t);
-      if (!k.ok()) {
-        std::fprintf(stderr, "kvtrim eval: %s\n", k.error().message.c_str());
-        return 1;
-      }
-      so.tasks.push_back(k.value());
+    auto so_or = ToSweepOptions(*o);
+    if (!so_or.ok()) {
+      std::fprintf(stderr, "kvtrim eval: %s\n", so_or.error().message.c_str());
+      return 1;
     }
-    so.fidelity = !o->no_fidelity;
-    so.samples = o->samples;
-    so.seed = o->seed;
-    so.context_tokens = o->context;
-    so.query_aware = o->query_aware;
-    so.haystack = o->haystack;
-    so.kv = ToKvOptions(o->kv, "full");
-    so.fidelity_continuation = o->continuation;
-    so.task.needles = o->needles;
-    so.task.queries = o->queries;
+    eval::SweepOptions so = std::move(so_or.value());
     so.progress = ProgressBar();
     std::fprintf(stderr, "kvtrim eval: %zu methods x %zu ratios, %zu needle tasks%s, %d samples each, %s\n",
                  so.methods.size(), so.ratios.size(), so.tasks.size(), so.fidelity ? " + fidelity" : "", so.samples,
@@ -131,32 +164,13 @@ Command AddEval(CLI::App& app) {
     for (const auto* opt : sub->get_options())
       if (opt->count() > 0 && !opt->get_name().empty()) r.meta.command += " " + opt->get_name() + " " + opt->as<std::string>();
     const std::string out = o->out.empty() ? "kvtrim-eval-" + Timestamp() : o->out;
-    std::error_code ec;
-    std::filesystem::create_directories(out, ec);
-    if (ec) {
-      std::fprintf(stderr, "kvtrim eval: cannot create '%s': %s\n", out.c_str(), ec.message().c_str());
+    auto files = WriteReport(r, *o, out);
+    if (!files.ok()) {
+      std::fprintf(stderr, "kvtrim eval: %s\n", files.error().message.c_str());
       return 1;
     }
-    const std::string table = eval::FormatTable(r);
-    std::fputs(table.c_str(), stdout);
-    std::ofstream(out + "/table.txt") << table;
-    std::vector<std::string> files = {out + "/table.txt"};
-    for (auto [path, writer] : {std::pair{o->json.empty() ? out + "/report.json" : o->json, &eval::WriteJson},
-                                std::pair{o->csv.empty() ? out + "/report.csv" : o->csv, &eval::WriteCsv}}) {
-      Status st = writer(r, path);
-      if (!st.ok()) {
-        std::fprintf(stderr, "kvtrim eval: %s\n", st.message().c_str());
-        return 1;
-      }
-      files.push_back(path);
-    }
-    if (!o->no_plots) {
-      auto plots = eval::WritePlots(r, out);
-      if (!plots.ok()) std::fprintf(stderr, "kvtrim eval: plots skipped: %s\n", plots.error().message.c_str());
-      else files.insert(files.end(), plots->begin(), plots->end());
-    }
     std::fprintf(stderr, "kvtrim eval: %.1f s; wrote", r.meta.elapsed_s);
-    for (const auto& f : files) std::fprintf(stderr, " %s", f.c_str());
+    for (const auto& f : files.value()) std::fprintf(stderr, " %s", f.c_str());
     std::fprintf(stderr, "\n");
     return 0;
   };
