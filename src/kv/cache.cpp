@@ -1,6 +1,7 @@
 #include "kv/cache.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/quant.h"
@@ -92,16 +93,70 @@ void HeadStore::Clear() {
   std::vector<float>().swap(logw_);
 }
 
-void HeadStore::Apply(const Plan& plan) {
-  if (plan.noop) return;
+std::vector<std::vector<int>> HeadStore::Apply(const Plan& plan) {
+  if (plan.noop) return {};
   for (const auto& [i, b] : plan.set_logw) logw_[i] = b;
   for (const auto& [i, v] : plan.set_value) WriteValue(i, v.data());
   for (const auto& [i, k] : plan.set_key) WriteKey(i, k.data());
-  Retain(plan.keep);
-  if (!plan.add.empty()) {
-    Reserve(n_ + static_cast<int>(plan.add.size()));
-    for (const auto& e : plan.add) Append(e.k.data(), e.v.data(), e.pos, e.logw);
+  if (plan.merge.empty() && plan.add.empty()) {  // eviction only: compact in place
+    Retain(plan.keep);
+    return {};
   }
+  struct Out {
+    double pos;
+    std::vector<int> from;
+    SyntheticEntry made;  // merged or synthetic entries
+  };
+  std::vector<Out> out;
+  out.reserve(plan.keep.size() + plan.merge.size() + plan.add.size());
+  for (int i : plan.keep) out.push_back({static_cast<double>(pos_[i]), {i}, {}});
+  std::vector<float> row(d_);
+  for (const MergeEntry& m : plan.merge) {
+    Out o{0.0, m.sources, {std::vector<float>(d_, 0.f), std::vector<float>(d_, 0.f), 0, 0.f}};
+    double card = 0, pos = 0;
+    for (int i : m.sources) card += std::exp(double{logw_[i]});
+    for (size_t s = 0; s < m.sources.size(); ++s) {
+      const int i = m.sources[s];
+      const double c = std::exp(double{logw_[i]}) / card;
+      const double wk = m.key_weights.empty() ? c : m.key_weights[s];
+      ReadKey(i, row.data());
+      for (int j = 0; j < d_; ++j) o.made.k[j] += static_cast<float>(wk * row[j]);
+      ReadValue(i, row.data());
+      for (int j = 0; j < d_; ++j) o.made.v[j] += static_cast<float>(c * row[j]);
+      pos += c * pos_[i];
+    }
+    o.pos = pos;
+    o.made.pos = static_cast<int32_t>(std::lround(pos));
+    o.made.logw = static_cast<float>(std::log(card));
+    out.push_back(std::move(o));
+  }
+  for (const SyntheticEntry& e : plan.add) out.push_back({static_cast<double>(e.pos), {}, e});
+  // Stable: kept entries are already in order; new ones slot in by position.
+  std::stable_sort(out.begin(), out.end(), [](const Out& a, const Out& b) { return a.pos < b.pos; });
+  HeadStore next(d_, type_);
+  next.Reserve(static_cast<int>(out.size()));
+  std::vector<std::vector<int>> from;
+  from.reserve(out.size());
+  std::vector<float> k(d_), v(d_);
+  for (Out& o : out) {
+    if (o.from.size() == 1 && o.made.k.empty()) {  // a kept entry: copy its stored rows as they are
+      next.AppendStored(key_row(o.from[0]), value_row(o.from[0]), pos_[o.from[0]], logw_[o.from[0]]);
+    } else {
+      next.Append(o.made.k.data(), o.made.v.data(), o.made.pos, o.made.logw);
+    }
+    from.push_back(std::move(o.from));
+  }
+  *this = std::move(next);
+  return from;
+}
+
+void HeadStore::AppendStored(const uint8_t* k, const uint8_t* v, int32_t pos, float logw) {
+  Grow(n_ + 1);
+  std::memcpy(k_.data() + row_bytes() * n_, k, row_bytes());
+  std::memcpy(v_.data() + row_bytes() * n_, v, row_bytes());
+  pos_.push_back(pos);
+  logw_.push_back(logw);
+  ++n_;
 }
 
 void HeadStore::Convert(GgmlType type) {

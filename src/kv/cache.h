@@ -27,6 +27,8 @@ class HeadStore {
   size_t row_bytes() const;
 
   void Append(const float* k, const float* v, int32_t pos, float logw);
+  // Append rows already in this store's type (no re-quantization).
+  void AppendStored(const uint8_t* k, const uint8_t* v, int32_t pos, float logw);
   // Keep entries `keep` (increasing indices), dropping the rest; frees memory.
   void Retain(const std::vector<int>& keep);
   void Reserve(int n);
@@ -45,8 +47,11 @@ class HeadStore {
   void set_pos(int i, int32_t p) { pos_[i] = p; }
   const std::vector<int32_t>& positions() const { return pos_; }
 
-  // Apply a policy's plan (kept entries, overrides, synthetic entries).
-  void Apply(const Plan& plan);
+  // Apply a policy's plan (kept, merged and synthetic entries, overrides).
+  // For plans that merge or add, returns per output entry the original
+  // entries it comes from (empty for a synthetic one), so statistics can
+  // follow; keep-only plans compact in place and return nothing.
+  std::vector<std::vector<int>> Apply(const Plan& plan);
   // Re-store every row in another type (quantize what is kept).
   void Convert(GgmlType type);
 

@@ -37,6 +37,36 @@ Status Merge(StatsNeeds* into, const StatsNeeds& n, const std::string& name) {
 
 }  // namespace
 
+Status ValidatePlan(const Plan& plan, int n, int d) {
+  // keep: strictly increasing and in range, hence each entry at most once.
+  for (size_t k = 1; k < plan.keep.size(); ++k)
+    if (plan.keep[k] <= plan.keep[k - 1]) return MakeError("policy plan keeps entries out of order");
+  auto in_range = [n](int i) { return i >= 0 && i < n; };
+  auto out_of_range = [n](int i) { return MakeError("policy plan names entry " + std::to_string(i) + " of " + std::to_string(n)); };
+  if (!plan.keep.empty() && !in_range(plan.keep.front())) return out_of_range(plan.keep.front());
+  if (!plan.keep.empty() && !in_range(plan.keep.back())) return out_of_range(plan.keep.back());
+  for (const auto& [i, b] : plan.set_logw)
+    if (!in_range(i)) return out_of_range(i);
+  if (plan.merge.empty() && plan.add.empty()) return {};  // eviction only: no allocation on the decode path
+  std::vector<char> used(n, 0);
+  for (int i : plan.keep) used[i] = 1;
+  for (const MergeEntry& m : plan.merge) {
+    if (m.sources.empty()) return MakeError("policy plan merges no entries");
+    if (!m.key_weights.empty() && m.key_weights.size() != m.sources.size())
+      return MakeError("policy plan gives " + std::to_string(m.key_weights.size()) + " key weights for " +
+                       std::to_string(m.sources.size()) + " merged entries");
+    for (int i : m.sources) {
+      if (!in_range(i)) return out_of_range(i);
+      if (used[i]) return MakeError("policy plan uses entry " + std::to_string(i) + " twice");
+      used[i] = 1;
+    }
+  }
+  for (const SyntheticEntry& e : plan.add)
+    if (static_cast<int>(e.k.size()) != d || static_cast<int>(e.v.size()) != d)
+      return MakeError("policy plan adds an entry of the wrong head dimension");
+  return {};
+}
+
 Expected<std::unique_ptr<Compressor>> Compressor::Create(const CompressionOptions& o, int n_layer, int n_head_kv,
                                                          int group, int head_dim,
                                                          const std::vector<CompressionOptions>& also) {
@@ -111,11 +141,11 @@ Status Compressor::CompressHead(KvCache& cache, int layer, int h, Phase phase, i
   ctx.logical_len = cache.logical_length();
   Plan plan = policy_->Compress(ctx);
   if (plan.noop) return {};
-  for (size_t i = 1; i < plan.keep.size(); ++i)
-    if (plan.keep[i] <= plan.keep[i - 1] || plan.keep[i] >= hs.size()) return MakeError("policy returned a bad plan");
+  KVTRIM_RETURN_IF_ERROR(ValidatePlan(plan, hs.size(), hs.head_dim()));
   const int before = hs.size();
-  hs.Apply(plan);
-  stats_->Retain(layer, h, plan.keep, static_cast<int>(plan.add.size()));
+  auto from = hs.Apply(plan);
+  if (plan.merge.empty() && plan.add.empty()) stats_->Retain(layer, h, plan.keep, 0);
+  else stats_->Rebuild(layer, h, from);
   evicted_ += before - hs.size();
   return {};
 }

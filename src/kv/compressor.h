@@ -18,6 +18,9 @@ namespace kvtrim::kv {
 using CompressionOptions = KvOptions;  // include/kvtrim/options.h
 
 Expected<GgmlType> ParseKvQuant(const std::string& s);
+// Checks a policy's plan for a head of n entries of dimension d before the
+// cache applies it (indices in range, each entry used once, keep in order).
+Status ValidatePlan(const Plan& plan, int n, int d);
 
 class Compressor {
  public:

@@ -108,6 +108,24 @@ void AttentionStats::Retain(int layer, int h, const std::vector<int>& keep, int 
   fit(hs.hist);
 }
 
+void AttentionStats::Rebuild(int layer, int h, const std::vector<std::vector<int>>& from) {
+  HeadStats& hs = head(layer, h);
+  HeadStats out;
+  out.words = hs.words;
+  Grow(out, static_cast<int>(from.size()));
+  for (size_t j = 0; j < from.size(); ++j)
+    for (int i : from[j]) {
+      if (i >= hs.n) continue;
+      if (!out.acc.empty()) out.acc[j] += hs.acc[i];
+      if (!out.obs.empty()) out.obs[j] += hs.obs[i];
+      if (!out.last_access.empty()) out.last_access[j] = std::max(out.last_access[j], hs.last_access[i]);
+      for (int w = 0; w < hs.words; ++w) out.hist[j * hs.words + w] |= hs.hist[static_cast<size_t>(i) * hs.words + w];
+    }
+  out.k_pre = std::move(hs.k_pre);
+  out.q_rot = std::move(hs.q_rot);
+  hs = std::move(out);
+}
+
 void AttentionStats::DropPrefillQK() {
   for (auto& h : heads_) {
     std::vector<float>().swap(h.k_pre);

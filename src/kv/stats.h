@@ -51,6 +51,9 @@ class AttentionStats : public AttentionTap {
 
   // Mirror a plan on the statistics: keep `keep`, then append `added` zeroed.
   void Retain(int layer, int h, const std::vector<int>& keep, int added);
+  // Mirror a plan that merges or adds: output entry j combines the original
+  // entries from[j] (mass and votes summed, latest access, history OR-ed).
+  void Rebuild(int layer, int h, const std::vector<std::vector<int>>& from);
   void DropPrefillQK();
   size_t BytesHeld() const;
 
