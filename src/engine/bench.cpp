@@ -1,9 +1,12 @@
 #include "engine/bench.h"
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <chrono>
 #include <fstream>
-#include <immintrin.h>
 #include <sstream>
 #include <cmath>
 #include <random>
