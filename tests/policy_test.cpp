@@ -136,8 +136,13 @@ TEST(Stats, CollectsMassAccessAndHistory) {
   EXPECT_EQ(stats.HistoryCount(0, 0, 1), 2);
   EXPECT_EQ(stats.HistoryCount(0, 0, 2), 2);
   EXPECT_EQ(stats.HistoryCount(0, 0, 3), 1);
-  // Retain mirrors the plan.
-  stats.Retain(0, 0, {1, 3}, 1);
+  // The statistics mirror the plan: keep entries 1 and 3, then one new entry.
+  AttentionStats copy = stats;
+  copy.Retain(0, 0, {1, 3});
+  EXPECT_EQ(copy.head(0, 0).n, 2);
+  EXPECT_EQ(copy.head(0, 0).last_access, (std::vector<int64_t>{6, 7}));
+  EXPECT_EQ(copy.HistoryCount(0, 0, 1), 1);
+  stats.Rebuild(0, 0, {{1}, {3}, {}});
   EXPECT_EQ(h.n, 3);
   EXPECT_EQ(h.last_access, (std::vector<int64_t>{6, 7, -1}));
   EXPECT_EQ(stats.HistoryCount(0, 0, 1), 1);

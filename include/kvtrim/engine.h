@@ -67,7 +67,6 @@ class Session {
   const kv::KvCache& cache() const { return *cache_; }
   kv::Compressor& compressor() { return *compressor_; }
   const kv::Compressor& compressor() const { return *compressor_; }
-  void Reset();
 
  private:
   Session() = default;

@@ -37,14 +37,6 @@ int Session::eos() const { return engine_->tokenizer().eos(); }
 
 int64_t Session::position() const { return cache_->logical_length(); }
 
-void Session::Reset() {
-  const auto& c = engine_->config();
-  cache_ = std::make_unique<kv::KvCache>(c.n_layer, c.n_head_kv, c.head_dim, GgmlType::F32);
-  compressor_ = std::move(
-      kv::Compressor::Create(opts_.kv, c.n_layer, c.n_head_kv, c.group(), c.head_dim, opts_.fork_targets).value());
-  logits_.clear();
-}
-
 Expected<std::unique_ptr<Session>> Session::Fork(const KvOptions& kv) const {
   auto comp = compressor_->Fork(kv);
   if (!comp.ok()) return comp.error();

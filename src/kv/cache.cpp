@@ -85,14 +85,6 @@ void HeadStore::ShrinkToFit() {
   if (cap_ != n_) Realloc(n_);
 }
 
-void HeadStore::Clear() {
-  n_ = cap_ = 0;
-  std::vector<uint8_t>().swap(k_);
-  std::vector<uint8_t>().swap(v_);
-  std::vector<int32_t>().swap(pos_);
-  std::vector<float>().swap(logw_);
-}
-
 std::vector<std::vector<int>> HeadStore::Apply(const Plan& plan) {
   if (plan.noop) return {};
   for (const auto& [i, b] : plan.set_logw) logw_[i] = b;
@@ -137,7 +129,6 @@ std::vector<std::vector<int>> HeadStore::Apply(const Plan& plan) {
   next.Reserve(static_cast<int>(out.size()));
   std::vector<std::vector<int>> from;
   from.reserve(out.size());
-  std::vector<float> k(d_), v(d_);
   for (Out& o : out) {
     if (o.from.size() == 1 && o.made.k.empty()) {  // a kept entry: copy its stored rows as they are
       next.AppendStored(key_row(o.from[0]), value_row(o.from[0]), pos_[o.from[0]], logw_[o.from[0]]);
@@ -190,11 +181,6 @@ size_t HeadStore::BytesHeld() const {
 KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, GgmlType type)
     : n_layer_(n_layer), n_head_kv_(n_head_kv), head_dim_(head_dim), type_(type) {
   heads_.assign(static_cast<size_t>(n_layer) * n_head_kv, HeadStore(head_dim, type));
-}
-
-void KvCache::Clear() {
-  for (auto& h : heads_) h.Clear();
-  n_logical_ = 0;
 }
 
 void KvCache::Convert(GgmlType type) {

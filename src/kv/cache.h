@@ -33,7 +33,6 @@ class HeadStore {
   void Retain(const std::vector<int>& keep);
   void Reserve(int n);
   void ShrinkToFit();
-  void Clear();
 
   const uint8_t* key_row(int i) const { return k_.data() + row_bytes() * i; }
   const uint8_t* value_row(int i) const { return v_.data() + row_bytes() * i; }
@@ -86,7 +85,6 @@ class KvCache {
   // Tokens ever appended (positions of new tokens start here).
   int64_t logical_length() const { return n_logical_; }
   void AdvanceLogical(int n) { n_logical_ += n; }
-  void Clear();
 
   // Bytes the cache holds now, and what a full F32 cache of the logical
   // length would hold (keys + values + positions + log-weights).

@@ -144,7 +144,7 @@ Status Compressor::CompressHead(KvCache& cache, int layer, int h, Phase phase, i
   KVTRIM_RETURN_IF_ERROR(ValidatePlan(plan, hs.size(), hs.head_dim()));
   const int before = hs.size();
   auto from = hs.Apply(plan);
-  if (plan.merge.empty() && plan.add.empty()) stats_->Retain(layer, h, plan.keep, 0);
+  if (plan.merge.empty() && plan.add.empty()) stats_->Retain(layer, h, plan.keep);
   else stats_->Rebuild(layer, h, from);
   evicted_ += before - hs.size();
   return {};
@@ -161,7 +161,6 @@ Status Compressor::CompressPrefill(KvCache& cache) {
   }
   stats_->DropPrefillQK();
   cache.Convert(quant_);  // evict first, then quantize what stays
-  prefill_done_ = true;
   compress_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return {};
 }

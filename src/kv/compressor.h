@@ -59,7 +59,6 @@ class Compressor {
   StatsNeeds needs_;
   GgmlType quant_ = GgmlType::F32;
   int n_layer_ = 0, n_head_kv_ = 0, group_ = 1, head_dim_ = 0;
-  bool prefill_done_ = false;
   double compress_s_ = 0;
   std::atomic<int64_t> evicted_{0};
 };

@@ -77,7 +77,7 @@ void AttentionStats::OnQK(int layer, const float* k_pre, const float* q_rot, int
   }
 }
 
-void AttentionStats::Retain(int layer, int h, const std::vector<int>& keep, int added) {
+void AttentionStats::Retain(int layer, int h, const std::vector<int>& keep) {
   HeadStats& hs = head(layer, h);
   int w = 0;
   for (int i : keep) {
@@ -89,14 +89,13 @@ void AttentionStats::Retain(int layer, int h, const std::vector<int>& keep, int 
     }
     ++w;
   }
-  const int n = w + added;
-  hs.n = 0;
+  // Entries without statistics yet (kept beyond hs.n) get zeroed ones.
   hs.acc.resize(std::min<size_t>(hs.acc.size(), w));
   hs.obs.resize(std::min<size_t>(hs.obs.size(), w));
   hs.last_access.resize(std::min<size_t>(hs.last_access.size(), w));
   hs.hist.resize(std::min<size_t>(hs.hist.size(), static_cast<size_t>(w) * hs.words));
-  hs.n = w;
-  Grow(hs, n);
+  hs.n = std::min(hs.n, w);
+  Grow(hs, w);
   // Free memory after a large eviction; a few entries per decode step would
   // otherwise reallocate every step.
   auto fit = [](auto& v) {

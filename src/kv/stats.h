@@ -49,8 +49,8 @@ class AttentionStats : public AttentionTap {
   // The prompt ends at this logical length (SnapKV's window is its last w).
   void SetPromptEnd(int64_t end) { prompt_end_ = end; }
 
-  // Mirror a plan on the statistics: keep `keep`, then append `added` zeroed.
-  void Retain(int layer, int h, const std::vector<int>& keep, int added);
+  // Mirror an eviction-only plan on the statistics: keep `keep`.
+  void Retain(int layer, int h, const std::vector<int>& keep);
   // Mirror a plan that merges or adds: output entry j combines the original
   // entries from[j] (mass and votes summed, latest access, history OR-ed).
   void Rebuild(int layer, int h, const std::vector<std::vector<int>>& from);
