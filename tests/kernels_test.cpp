@@ -157,7 +157,7 @@ TEST_P(AttentionShapes, OneAndCausalMatchReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Awkward, AttentionShapes,
-                         ::testing::Combine(::testing::Values(8, 32), ::testing::Values(1, 2, 4),
+                         ::testing::Combine(::testing::Values(8, 12, 32), ::testing::Values(1, 2, 4),
                                             ::testing::Values(1, 13, 301), ::testing::Values(GgmlType::F32, GgmlType::Q8_0)));
 
 TEST(Attention, LogWeightLogNEqualsNIdenticalEntries) {
