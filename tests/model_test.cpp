@@ -13,8 +13,15 @@
 namespace kvtrim {
 namespace {
 
+const nlohmann::json& GoldensV1() {
+  static const nlohmann::json j = nlohmann::json::parse(test::ReadFile(test::ModelPath("goldens-v1.json")));
+  return j;
+}
+
+// The entry for `model` in goldens.json, or in goldens-v1.json for needle v1.
 const nlohmann::json* FindEntry(const char* section, const std::string& model) {
-  for (const auto& e : test::Goldens()[section])
+  const nlohmann::json& g = model.rfind("needle-v1-", 0) == 0 ? GoldensV1() : test::Goldens();
+  for (const auto& e : g[section])
     if (e["model"] == model) return &e;
   return nullptr;
 }
@@ -36,15 +43,31 @@ void CheckLogits(const std::string& model, double tol, const std::string& kv_typ
   double max_diff = 0;
   for (size_t i = 0; i < top.size(); ++i) max_diff = std::max(max_diff, std::fabs(lg[top[i]] - want[i]));
   EXPECT_LE(max_diff, tol) << model;
-  double l2 = 0;
-  for (float v : lg) l2 += double{v} * v;
-  EXPECT_NEAR(std::sqrt(l2), (*g)["logits_l2"].get<double>(), 50 * tol) << model;
+  if (g->contains("logits_l2")) {
+    double l2 = 0;
+    for (float v : lg) l2 += double{v} * v;
+    EXPECT_NEAR(std::sqrt(l2), (*g)["logits_l2"].get<double>(), 50 * tol) << model;
+  }
   EXPECT_EQ(std::max_element(lg.begin(), lg.end()) - lg.begin(), top[0]);
 }
 
 TEST(ModelGolden, NeedleF32Logits) { CheckLogits("needle-3.7M-f32.gguf", 2e-3); }
 TEST(ModelGolden, NeedleQ8Logits) { CheckLogits("needle-3.7M-q8_0.gguf", 5e-2); }
 TEST(ModelGolden, NeedleQ4Logits) { CheckLogits("needle-3.7M-q4_0.gguf", 5e-2); }
+TEST(ModelGolden, NeedleV1F32Logits) { CheckLogits("needle-v1-3.7M-f32.gguf", 2e-3); }
+TEST(ModelGolden, NeedleV1Q8Logits) { CheckLogits("needle-v1-3.7M-q8_0.gguf", 5e-2); }
+TEST(ModelGolden, NeedleV1Q4Logits) { CheckLogits("needle-v1-3.7M-q4_0.gguf", 5e-2); }
+TEST(ModelGolden, NeedleV1PromptTokenizesToGoldenIds) {
+  auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->tokenizer().Encode(GoldensV1()["prompt"].get<std::string>(), true),
+            FindEntry("logits", "needle-v1-3.7M-f32.gguf")->at("ids").get<std::vector<int>>());
+}
+TEST(ModelGolden, ShippedDefaultModelIsNeedleV1) {
+  // models/ holds the retrieving v1 model, byte for byte the shared one.
+  EXPECT_EQ(test::ReadFile(std::string(KVTRIM_SOURCE_DIR) + "/models/needle-v1-3.7M-f32.gguf"),
+            test::ReadFile(test::ModelPath("needle-v1-3.7M-f32.gguf")));
+}
 TEST(ModelGolden, Qwen2Logits) { CheckLogits("qwen2-tiny-random.gguf", 2e-3); }
 
 TEST(ModelGolden, NeedlePromptTokenizesToGoldenIds) {
@@ -64,13 +87,14 @@ void CheckGreedy(const std::string& model) {
   std::vector<int> prompt = (*g)["prompt_ids"].get<std::vector<int>>();
   std::vector<int> want = (*g)["generated_ids"].get<std::vector<int>>();
   std::vector<int> got;
-  auto st = Generate(*s.value(), prompt, static_cast<int>(want.size()) - 1, {0.f, 1.f, 0},
+  auto st = Generate(*s.value(), prompt, static_cast<int>(want.size()), {0.f, 1.f, 0},
                      [&](int id) { got.push_back(id); });
   ASSERT_TRUE(st.ok()) << st.error().message;
   EXPECT_EQ(got, want) << model;
 }
 
 TEST(ModelGolden, NeedleGreedy) { CheckGreedy("needle-3.7M-f32.gguf"); }
+TEST(ModelGolden, NeedleV1Greedy) { CheckGreedy("needle-v1-3.7M-f32.gguf"); }
 TEST(ModelGolden, Qwen2Greedy) { CheckGreedy("qwen2-tiny-random.gguf"); }
 
 TEST(ModelGolden, DecodeMatchesPrefillLogits) {
@@ -94,25 +118,35 @@ TEST(ModelGolden, DecodeMatchesPrefillLogits) {
 std::string Cli() { return KVTRIM_CLI; }
 
 TEST(CliGolden, Stories260KEmptyPrompt) {
-  auto r = test::RunCommand(Cli() + " run -m " + test::ModelPath("stories260K.gguf") + " -n 255 --temp 0 2>/dev/null");
+  auto r = test::RunCommand(Cli() + " run -m " + test::ModelPath("stories260K.gguf") + " -n 256 --temp 0 2>/dev/null");
   EXPECT_EQ(r.code, 0);
   EXPECT_EQ(r.out, test::ReadFile(test::ModelPath("stories260K.golden.txt")));
 }
 
 TEST(CliGolden, Stories260KWithPrompt) {
-  // 200 positions in all: 11 prompt tokens (BOS included) + 189 decode steps.
+  // 200 positions in all: 11 prompt tokens (BOS included) + 190 generated tokens
+  // (llama2.c's -n 200 counts positions; -n here counts generated tokens).
   auto r = test::RunCommand(Cli() + " run -m " + test::ModelPath("stories260K.gguf") +
-                            " -p 'Tom and Sue went to the' -n 189 --temp 0 -t 1 2>/dev/null");
+                            " -p 'Tom and Sue went to the' -n 190 --temp 0 -t 1 2>/dev/null");
   EXPECT_EQ(r.code, 0);
   EXPECT_EQ(r.out, test::ReadFile(test::ModelPath("stories260K.golden-prompt.txt")));
 }
 
 TEST(CliGolden, NeedleFullText) {
   const nlohmann::json* g = FindEntry("greedy", "needle-3.7M-f32.gguf");
-  int steps = static_cast<int>((*g)["generated_ids"].size()) - 1;
+  int steps = static_cast<int>((*g)["generated_ids"].size());
   auto r = test::RunCommand(Cli() + " run -m " + test::ModelPath("needle-3.7M-f32.gguf") + " -p '" +
                             test::Goldens()["needle_prompt"].get<std::string>() + "' -n " + std::to_string(steps) +
                             " --temp 0 2>/dev/null");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out, (*g)["full_text"].get<std::string>() + "\n");
+}
+
+TEST(CliGolden, NeedleV1FullTextWithDefaultModel) {
+  // No -m: the default model is needle v1; -n 16 prints its 16 golden tokens.
+  const nlohmann::json* g = FindEntry("greedy", "needle-v1-3.7M-f32.gguf");
+  auto r = test::RunCommand("cd " + std::string(KVTRIM_SOURCE_DIR) + " && " + Cli() + " run -p '" +
+                            GoldensV1()["prompt"].get<std::string>() + "' -n 16 --temp 0 2>/dev/null");
   EXPECT_EQ(r.code, 0);
   EXPECT_EQ(r.out, (*g)["full_text"].get<std::string>() + "\n");
 }
@@ -157,6 +191,41 @@ TEST(CliRun, ReportsCompressedBytes) {
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("kv: window ratio 0.1"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("evicted"), std::string::npos);
+}
+
+TEST(CliRun, FullCacheReportsExactlyFull) {
+  // Like with like: --kv full uses exactly the full cache's bytes, whatever the allocation slack.
+  for (const char* p : {"Hi", "It was a dark and stormy night."}) {
+    auto r = test::RunCommand(Cli() + " run -m " + test::ModelPath("stories260K.gguf") + " -p '" + p +
+                              "' -n 7 --temp 0 --kv full 2>&1 >/dev/null");
+    EXPECT_EQ(r.code, 0);
+    EXPECT_NE(r.out.find("(100.0%)"), std::string::npos) << r.out;
+  }
+}
+
+TEST(CliRun, GeneratesExactlyNTokens) {
+  // -n counts generated tokens (llama.cpp): 7 tokens after the prompt, with EOS ignored.
+  auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
+  ASSERT_TRUE(e);
+  for (const char* model : {"stories260K.gguf", "needle-v1-3.7M-f32.gguf"})
+    for (int n : {1, 7, 32}) {
+      auto r = test::RunCommand(Cli() + " run -m " + test::ModelPath(model) + " -p 'Once upon a time' -n " +
+                                std::to_string(n) + " --temp 0 --ignore-eos 2>&1 >/dev/null");
+      EXPECT_EQ(r.code, 0);
+      // decode steps = n - 1: the last token is printed, never fed back.
+      EXPECT_NE(r.out.find("decode: " + std::to_string(n - 1) + " tokens"), std::string::npos) << model << r.out;
+    }
+  for (int n : {1, 7, 32}) {
+    auto s = Session::Create(*e, {});
+    ASSERT_TRUE(s.ok());
+    int count = 0;
+    auto st = Generate(*s.value(), e->tokenizer().Encode("Once upon a time", true), n, {0.f, 1.f, 0, true},
+                       [&](int) { ++count; });
+    ASSERT_TRUE(st.ok());
+    EXPECT_EQ(count, n);
+    EXPECT_EQ(st->generated, n);
+    EXPECT_EQ(s.value()->position(), static_cast<int64_t>(e->tokenizer().Encode("Once upon a time", true).size()) + n - 1);
+  }
 }
 
 TEST(CliRun, SamplingIsSeededAndDeterministic) {

@@ -95,16 +95,16 @@ class Sampler {
 
 struct GenerateStats {
   int prompt_tokens = 0;
-  int generated = 0;     // tokens sampled (n + 1 unless EOS came first)
+  int generated = 0;     // tokens sampled (n unless EOS came first)
   int decode_steps = 0;  // single-token forward passes
   double prefill_s = 0;
   double decode_s = 0;
 };
 
-// Prefill `prompt`, then run n decode steps (llama2.c's convention: the prompt
-// and n more tokens fill prompt+n positions, and the token predicted at the
-// last position is sampled too, so n + 1 tokens are produced). Stops early at
-// EOS or BOS. on_token gets each new id as it is produced.
+// Prefill `prompt`, then generate n tokens (llama.cpp's `-n, --n-predict`):
+// n tokens are sampled and n - 1 of them fed back as decode steps, so the
+// sequence fills prompt + n - 1 positions. Stops early at EOS or BOS.
+// on_token gets each new id as it is produced.
 Expected<GenerateStats> Generate(Session& s, const std::vector<int>& prompt, int n, const SamplingOptions& so,
                                  const std::function<void(int)>& on_token);
 

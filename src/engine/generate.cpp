@@ -19,12 +19,12 @@ Expected<GenerateStats> Generate(Session& s, const std::vector<int>& prompt, int
   st.prefill_s = std::chrono::duration<double>(t1 - t0).count();
   Sampler sampler(so);
   const int bos = s.bos(), eos = s.eos();
-  for (int i = 0; i <= n; ++i) {
+  for (int i = 0; i < n; ++i) {
     int tok = sampler.Sample(s.logits());
     if (!so.ignore_eos && (tok == eos || tok == bos)) break;  // end of text (llama2.c stops at BOS)
     ++st.generated;
     if (on_token) on_token(tok);
-    if (i == n) break;
+    if (i + 1 == n) break;  // the last token is printed, never fed back
     KVTRIM_RETURN_IF_ERROR(s.Decode(tok));
     ++st.decode_steps;
   }

@@ -178,6 +178,10 @@ size_t HeadStore::BytesHeld() const {
   return k_.capacity() + v_.capacity() + pos_.capacity() * sizeof(int32_t) + logw_.capacity() * sizeof(float);
 }
 
+size_t HeadStore::BytesUsed() const {
+  return static_cast<size_t>(n_) * (2 * row_bytes() + sizeof(int32_t) + sizeof(float));
+}
+
 KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, GgmlType type)
     : n_layer_(n_layer), n_head_kv_(n_head_kv), head_dim_(head_dim), type_(type) {
   heads_.assign(static_cast<size_t>(n_layer) * n_head_kv, HeadStore(head_dim, type));
@@ -191,6 +195,12 @@ void KvCache::Convert(GgmlType type) {
 size_t KvCache::BytesHeld() const {
   size_t s = 0;
   for (const auto& h : heads_) s += h.BytesHeld();
+  return s;
+}
+
+size_t KvCache::BytesUsed() const {
+  size_t s = 0;
+  for (const auto& h : heads_) s += h.BytesUsed();
   return s;
 }
 

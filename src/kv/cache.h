@@ -57,6 +57,8 @@ class HeadStore {
   kernels::KvView View() const;
   // Bytes allocated for this head (keys, values, positions, log-weights).
   size_t BytesHeld() const;
+  // Bytes its entries occupy (allocation slack excluded).
+  size_t BytesUsed() const;
 
  private:
   void Grow(int need);
@@ -90,6 +92,9 @@ class KvCache {
   // length would hold (keys + values + positions + log-weights).
   size_t BytesHeld() const;
   size_t BytesFull() const;
+  // Bytes the entries themselves occupy: BytesHeld without the allocation
+  // slack, so a full f32 cache uses exactly BytesFull.
+  size_t BytesUsed() const;
   size_t EntriesHeld() const;
   // Store every head's rows in `type` from now on (existing rows converted).
   void Convert(GgmlType type);

@@ -26,7 +26,7 @@ Command AddRun(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("run", "Generate text from a prompt; timing and KV bytes go to stderr");
   sub->add_option("-m,--model", o->model, "GGUF model file")->capture_default_str();
   sub->add_option("-p,--prompt", o->prompt, "Prompt text (empty: generation starts from BOS alone)");
-  sub->add_option("-n,--n-predict", o->n, "Decode steps after the prompt (llama2.c convention: prompt + N positions; N+1 tokens are printed)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("-n,--n-predict", o->n, "Tokens to generate after the prompt (as llama.cpp's -n; the prompt and N - 1 fed-back tokens must fit the context)")->capture_default_str()->check(CLI::NonNegativeNumber);
   sub->add_option("--temp", o->temp, "Sampling temperature (0: greedy)")->capture_default_str()->check(CLI::NonNegativeNumber);
   sub->add_option("--top-p", o->top_p, "Nucleus sampling mass")->capture_default_str()->check(CLI::Range(0.0, 1.0));
   sub->add_option("--seed", o->seed, "Sampling seed")->capture_default_str();
@@ -50,8 +50,9 @@ Command AddRun(CLI::App& app) {
       return 1;
     }
     std::vector<int> prompt = tok.Encode(o->prompt, true);
-    if (prompt.size() + static_cast<size_t>(o->n) > static_cast<size_t>(session.value()->ctx())) {
-      std::fprintf(stderr, "kvtrim run: prompt (%zu tokens) + %d decode steps exceeds the context length %d\n",
+    // The last generated token is printed, never fed back: P + N - 1 positions.
+    if (prompt.size() + static_cast<size_t>(std::max(0, o->n - 1)) > static_cast<size_t>(session.value()->ctx())) {
+      std::fprintf(stderr, "kvtrim run: prompt (%zu tokens) + %d generated tokens exceeds the context length %d\n",
                    prompt.size(), o->n, session.value()->ctx());
       return 1;
     }
@@ -79,11 +80,13 @@ Command AddRun(CLI::App& app) {
     int steps = st->decode_steps;
     std::fprintf(stderr, "decode: %d tokens in %.3f s (%.1f tok/s)\n", steps, st->decode_s,
                  steps / std::max(1e-9, st->decode_s));
-    std::fprintf(stderr, "kv: %s ratio %g quant %s: %zu bytes held (%zu entries) vs full cache %zu bytes (%.1f%%), "
-                 "%lld tokens, %lld evicted, compression %.3f s\n",
-                 so.kv.policy.c_str(), so.kv.ratio, so.kv.quant.c_str(), cache.BytesHeld(), cache.EntriesHeld(),
-                 cache.BytesFull(), 100.0 * cache.BytesHeld() / std::max<size_t>(1, cache.BytesFull()),
-                 static_cast<long long>(cache.logical_length()),
+    // Like with like: the bytes the entries occupy against an exact full f32
+    // cache (so --kv full reads 100%); the allocation, slack included, after.
+    std::fprintf(stderr, "kv: %s ratio %g quant %s: %zu bytes in %zu entries vs full cache %zu bytes (%.1f%%), "
+                 "%zu bytes allocated, %lld tokens, %lld evicted, compression %.3f s\n",
+                 so.kv.policy.c_str(), so.kv.ratio, so.kv.quant.c_str(), cache.BytesUsed(), cache.EntriesHeld(),
+                 cache.BytesFull(), 100.0 * cache.BytesUsed() / std::max<size_t>(1, cache.BytesFull()),
+                 cache.BytesHeld(), static_cast<long long>(cache.logical_length()),
                  static_cast<long long>(session.value()->compressor().evictions()),
                  session.value()->compressor().compress_seconds());
     std::fprintf(stderr, "peak RSS: %.1f MiB\n", PeakRssBytes() / 1048576.0);

@@ -12,7 +12,7 @@
 namespace kvtrim::cli {
 
 std::string DefaultModelPath() {
-  const char* rel = "models/needle-3.7M-f32.gguf";
+  const char* rel = "models/needle-v1-3.7M-f32.gguf";
   if (std::filesystem::exists(rel)) return rel;
   return std::string(KVTRIM_SOURCE_DIR) + "/" + rel;
 }
