@@ -6,9 +6,15 @@
 
 namespace kvtrim {
 
+// What kind of failure: most are plain errors; `kUnreachable` marks a
+// request that is valid but cannot be met for this input (a retention ratio
+// below what a method can reach), which an eval reports as a cell, not a crash.
+enum class ErrorCode { kError, kUnreachable };
+
 // A failed operation: a human-readable message naming the problem.
 struct Error {
   std::string message;
+  ErrorCode code = ErrorCode::kError;
 };
 
 // Expected<T>: either a value or an Error. The library never exits.
@@ -35,19 +41,22 @@ class Expected {
 class Status {
  public:
   Status() = default;
-  Status(Error err) : err_(std::move(err.message)), failed_(true) {}  // NOLINT
+  Status(Error err) : err_(std::move(err.message)), code_(err.code), failed_(true) {}  // NOLINT
   static Status Ok() { return {}; }
   bool ok() const { return !failed_; }
   explicit operator bool() const { return ok(); }
   const std::string& message() const { return err_; }
-  Error error() const { return Error{err_}; }
+  ErrorCode code() const { return code_; }
+  Error error() const { return Error{err_, code_}; }
 
  private:
   std::string err_;
+  ErrorCode code_ = ErrorCode::kError;
   bool failed_ = false;
 };
 
 inline Error MakeError(std::string msg) { return Error{std::move(msg)}; }
+inline Error MakeUnreachable(std::string msg) { return Error{std::move(msg), ErrorCode::kUnreachable}; }
 
 }  // namespace kvtrim
 
