@@ -45,7 +45,9 @@ Cell MakeCell(const std::string& task, const std::string& method, double ratio, 
 // Cells deliberately out of order: the renderings sort them.
 Report MakeReport() {
   Report r;
-  r.meta = {"stories260K.gguf", "essays", "query-agnostic", 2048, 20, 2, 1234, 12.5, "kvtrim eval --x"};
+  r.meta.model = "stories260K.gguf", r.meta.haystack = "essays", r.meta.mode = "query-agnostic";
+  r.meta.context_tokens = 2048, r.meta.samples = 20, r.meta.threads = 2, r.meta.seed = 1234;
+  r.meta.elapsed_s = 12.5, r.meta.command = "kvtrim eval --x";
   r.cells = {MakeCell("niah", "window", 0.25, 0.25, 0.9, 1.8), MakeCell("niah", "h2o", 0.5, 0.75, 0.2, 1.1),
              MakeCell("niah", "full", 1.0, 0.95, 0.0, 1.0),    MakeCell("niah", "window", 0.5, 0.5, 0.4, 1.3),
              MakeCell("niah", "h2o", 0.25, 0.6, 0.5, 1.4),     MakeCell("fidelity", "full", 1.0, kNaN, 0.0, 1.0),
@@ -123,9 +125,9 @@ TEST(EvalReport, CsvHasHeaderAndOneLinePerCellRoundTrip) {
   ASSERT_EQ(lines.size(), 11u);
   EXPECT_EQ(lines[0],
             "task,method,ratio,n,accuracy,stderr,kl,kl_stderr,nll_ratio,nll_ratio_stderr,kv_bytes,kv_bytes_full,"
-            "compress_ms");
+            "compress_ms,note");
   auto w = Split(lines[4], ',');  // niah window 0.5
-  ASSERT_EQ(w.size(), 13u);
+  ASSERT_EQ(w.size(), 14u);
   EXPECT_EQ(w[0], "niah");
   EXPECT_EQ(w[1], "window");
   EXPECT_DOUBLE_EQ(std::stod(w[2]), 0.5);

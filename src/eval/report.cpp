@@ -89,7 +89,7 @@ size_t DisplayWidth(const std::string& s) {  // UTF-8 code points
 }
 
 std::vector<std::string> TableRow(const Cell& c) {
-  std::string acc = (c.task == "fidelity" && Bad(c.accuracy))
+  std::string acc = (c.task.rfind("fidelity", 0) == 0 && Bad(c.accuracy))
                         ? ""
                         : PlusMinus("%.1f", c.accuracy, c.accuracy_se, 100.0);
   std::string pct = (c.kv_bytes_full > 0 && !Bad(c.kv_bytes))
@@ -97,7 +97,7 @@ std::vector<std::string> TableRow(const Cell& c) {
                         : "-";
   return {c.task, c.method, Bad(c.ratio) ? "-" : Printf("%g", c.ratio), std::to_string(c.n), acc,
           PlusMinus("%.4f", c.kl, c.kl_se), PlusMinus("%.3f", c.nll_ratio, c.nll_ratio_se),
-          HumanBytes(c.kv_bytes), pct, Bad(c.compress_ms) ? "-" : Printf("%.2f", c.compress_ms)};
+          HumanBytes(c.kv_bytes), pct, Bad(c.compress_ms) ? "-" : Printf("%.2f", c.compress_ms), c.note};
 }
 
 std::string JoinRow(const std::vector<std::string>& row, const std::vector<size_t>& w) {
@@ -105,7 +105,7 @@ std::string JoinRow(const std::vector<std::string>& row, const std::vector<size_
   for (size_t i = 0; i < row.size(); ++i) {
     std::string pad(w[i] - DisplayWidth(row[i]), ' ');
     if (i > 0) line += "  ";
-    line += (i < 2) ? row[i] + pad : pad + row[i];  // text left, numbers right
+    line += (i < 2 || i + 1 == row.size()) ? row[i] + pad : pad + row[i];  // text left, numbers right
   }
   while (!line.empty() && line.back() == ' ') line.pop_back();
   return line + "\n";
@@ -121,6 +121,8 @@ std::string MetaBlock(const ReportMeta& m) {
      << "seed:           " << m.seed << "\n"
      << "threads:        " << m.threads << "\n"
      << "elapsed:        " << Printf("%.1f", m.elapsed_s) << " s\n";
+  if (!m.shard.empty()) os << "shard:          " << m.shard << " (" << m.units.size() << " of " << m.units_total << " units)\n";
+  for (const auto& n : m.task_file_notes) os << "task file:      " << n << "\n";
   if (!m.command.empty()) os << "command:        " << m.command << "\n";
   return os.str();
 }
@@ -129,7 +131,7 @@ const std::vector<std::string>& CsvColumns() {
   static const std::vector<std::string> cols = {
       "task",      "method",           "ratio",    "n",             "accuracy",
       "stderr",    "kl",               "kl_stderr", "nll_ratio",    "nll_ratio_stderr",
-      "kv_bytes",  "kv_bytes_full",    "compress_ms"};
+      "kv_bytes",  "kv_bytes_full",    "compress_ms", "note"};
   return cols;
 }
 
@@ -306,21 +308,25 @@ std::vector<PlotSpec> PlotSpecs(const Report& r) {
   std::vector<PlotSpec> specs;
   for (const auto& group : GroupedCells(r)) {
     const std::string& task = group.front()->task;
-    if (task == "fidelity") continue;
+    if (task.rfind("fidelity", 0) == 0) continue;
     PlotSpec p = MakeSpec("accuracy_" + SafeName(task), "accuracy_" + SafeName(task) + ".dat",
                           "accuracy vs retention ratio: " + task + "\n" + Subtitle(r.meta),
                           "accuracy (%)", "[-2:102]", 100.0);
     Collect(r, task, &Cell::accuracy, &Cell::accuracy_se, p);
     specs.push_back(std::move(p));
   }
-  PlotSpec kl = MakeSpec("kl", "kl_fidelity.dat", "mean KL(full || compressed) per token\n" +
-                         Subtitle(r.meta), "KL (nats)", "", 1.0);
-  Collect(r, "fidelity", &Cell::kl, &Cell::kl_se, kl);
-  specs.push_back(std::move(kl));
-  PlotSpec nll = MakeSpec("nll_ratio", "nll_ratio_fidelity.dat", "NLL(compressed) / NLL(full)\n" +
-                          Subtitle(r.meta), "NLL ratio", "", 1.0);
-  Collect(r, "fidelity", &Cell::nll_ratio, &Cell::nll_ratio_se, nll);
-  specs.push_back(std::move(nll));
+  for (const std::string task : {"fidelity", "fidelity-decode"}) {
+    const bool dec = task == "fidelity-decode";
+    const std::string suffix = dec ? "_decode" : "", what = dec ? " (continuation decoded under the budget)" : "";
+    PlotSpec kl = MakeSpec("kl" + suffix, "kl_" + task + ".dat",
+                           "mean KL(full || compressed) per token" + what + "\n" + Subtitle(r.meta), "KL (nats)", "", 1.0);
+    Collect(r, task, &Cell::kl, &Cell::kl_se, kl);
+    specs.push_back(std::move(kl));
+    PlotSpec nll = MakeSpec("nll_ratio" + suffix, "nll_ratio_" + task + ".dat",
+                            "NLL(compressed) / NLL(full)" + what + "\n" + Subtitle(r.meta), "NLL ratio", "", 1.0);
+    Collect(r, task, &Cell::nll_ratio, &Cell::nll_ratio_se, nll);
+    specs.push_back(std::move(nll));
+  }
   std::erase_if(specs, [](const PlotSpec& p) { return p.series.empty(); });
   return specs;
 }
@@ -330,7 +336,7 @@ std::vector<PlotSpec> PlotSpecs(const Report& r) {
 std::string FormatTable(const Report& r) {
   std::vector<std::vector<std::string>> rows = {{"task", "method", "ratio", "n", "accuracy % \u00b1 se",
                                                  "KL \u00b1 se", "NLL ratio \u00b1 se", "KV held",
-                                                 "% of full", "compress ms"}};
+                                                 "% of full", "compress ms", "note"}};
   std::vector<size_t> group_start;
   for (const auto& group : GroupedCells(r)) {
     group_start.push_back(rows.size());
@@ -356,7 +362,11 @@ Status WriteJson(const Report& r, const std::string& path) {
                 {"mode", m.mode},         {"context_tokens", m.context_tokens},
                 {"samples", m.samples},   {"seed", m.seed},
                 {"threads", m.threads},   {"elapsed_s", Num(m.elapsed_s)},
-                {"command", m.command}};
+                {"command", m.command},   {"tasks", m.tasks},
+                {"methods", m.methods},   {"ratios", m.ratios},
+                {"shard", m.shard},       {"units_total", m.units_total},
+                {"units", m.units},       {"fingerprint", m.fingerprint},
+                {"max_context", m.max_context}, {"task_file_notes", m.task_file_notes}};
   OJson rows = OJson::array();
   for (const auto& group : GroupedCells(r)) {
     for (const Cell* c : group) {
@@ -365,7 +375,7 @@ Status WriteJson(const Report& r, const std::string& path) {
                       {"kl", Num(c->kl)}, {"kl_stderr", Num(c->kl_se)},
                       {"nll_ratio", Num(c->nll_ratio)}, {"nll_ratio_stderr", Num(c->nll_ratio_se)},
                       {"kv_bytes", Num(c->kv_bytes)}, {"kv_bytes_full", Num(c->kv_bytes_full)},
-                      {"compress_ms", Num(c->compress_ms)}});
+                      {"compress_ms", Num(c->compress_ms)}, {"note", c->note}});
     }
   }
   OJson doc = {{"meta", meta}, {"rows", rows}};
@@ -382,7 +392,7 @@ Status WriteCsv(const Report& r, const std::string& path) {
                                     std::to_string(c->n), Exact(c->accuracy), Exact(c->accuracy_se),
                                     Exact(c->kl), Exact(c->kl_se), Exact(c->nll_ratio),
                                     Exact(c->nll_ratio_se), Exact(c->kv_bytes),
-                                    Exact(c->kv_bytes_full), Exact(c->compress_ms)};
+                                    Exact(c->kv_bytes_full), Exact(c->compress_ms), CsvField(c->note)};
       for (size_t i = 0; i < f.size(); ++i) text += (i ? "," : "") + f[i];
       text += "\n";
     }

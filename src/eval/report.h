@@ -19,6 +19,25 @@ struct Cell {
   double nll_ratio = 1, nll_ratio_se = 0;  // NLL(compressed) / NLL(full)
   double kv_bytes = 0, kv_bytes_full = 0;  // mean bytes held after compression vs a full cache
   double compress_ms = 0;                  // mean prefill-time compression time
+  // Why some or all samples have no numbers: "n/a: ..." (the protocol does
+  // not apply to this method) or "unreachable: ..." (the method cannot meet
+  // this ratio); empty when every sample was measured.
+  std::string note;
+};
+
+// One (unit, method, ratio) measurement; cells are summaries of these. A unit
+// is one (task, sample) pair: the smallest piece of work a shard runs.
+struct SampleRecord {
+  std::string task, method;
+  double ratio = 1.0;
+  int unit = 0;    // global unit index (the order cells are summed in)
+  int sample = 0;  // index within the task
+  double accuracy = 0, kl = 0, nll_ratio = 1;  // accuracy NaN for fidelity tasks
+  double kv_bytes = 0, kv_bytes_full = 0, compress_ms = 0;
+  long long entries_compressed = 0;  // entries held right after compression
+  long long entries_end = 0;         // ... and at the end of the unit's continuation
+  std::string note;                  // non-empty: not measured, and why
+  bool truncated = false;            // task-file sample cut in the middle to fit
 };
 
 struct ReportMeta {
@@ -27,12 +46,29 @@ struct ReportMeta {
   unsigned long long seed = 0;
   double elapsed_s = 0;
   std::string command;  // the command line that produced it
+  // The sweep's shape, so partial reports can be merged into the same cells.
+  std::vector<std::string> tasks, methods;  // cell order; methods start with "full"
+  std::vector<double> ratios;
+  std::string shard;                 // "i/n" for a partial report, empty for a whole run
+  int units_total = 0;               // (task, sample) units of the whole run
+  std::vector<int> units;            // the units this report holds
+  std::string fingerprint;           // the options that must agree for a merge
+  std::string max_context;           // task files: "skip" or "truncate" (middle)
+  std::vector<std::string> task_file_notes;  // per task file: samples read, skipped, truncated
 };
 
 struct Report {
   ReportMeta meta;
   std::vector<Cell> cells;
+  std::vector<SampleRecord> samples;  // every measurement behind the cells
 };
+
+// Cells from sample records, in the order of meta.tasks x meta.methods x
+// ratios ("full" at ratio 1 only); each cell sums its samples in unit order,
+// so any split of the units into shards gives bit-identical cells.
+std::vector<Cell> SummarizeCells(const ReportMeta& meta, std::vector<SampleRecord> samples);
+// Per task-file task: samples run, and how many were truncated or skipped.
+std::vector<std::string> TaskFileNotes(const ReportMeta& meta, const std::vector<SampleRecord>& samples);
 
 std::string FormatTable(const Report& r);
 Status WriteJson(const Report& r, const std::string& path);
@@ -41,5 +77,13 @@ Status WriteCsv(const Report& r, const std::string& path);
 // one plot per metric (accuracy per task, kl, nll_ratio), one line per
 // method, retention ratio on x. Returns the files written.
 Expected<std::vector<std::string>> WritePlots(const Report& r, const std::string& dir);
+
+// Every sample record, one JSON object a line (numbers exact; NaN as null).
+Status WriteSamples(const Report& r, const std::string& path);
+// A report folder written by `kvtrim eval`: report.json's meta and samples.jsonl.
+Expected<Report> ReadReportDir(const std::string& dir);
+// Partial reports of one sharded sweep combined into the whole run's report:
+// same options (fingerprint), disjoint shards covering every unit once.
+Expected<Report> MergeReports(const std::vector<Report>& parts);
 
 }  // namespace kvtrim::eval

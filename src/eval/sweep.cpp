@@ -4,10 +4,11 @@
 #include <chrono>
 #include <cmath>
 #include <map>
-#include <tuple>
+#include <sstream>
 
 #include "eval/metrics.h"
 #include "eval/scoring.h"
+#include "eval/task_file.h"
 #include "kv/cache.h"
 #include "kv/compressor.h"
 #include "model/config.h"
@@ -16,11 +17,9 @@ namespace kvtrim::eval {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-struct Samples {  // per-sample values of one cell
-  std::vector<double> acc, kl, nll_ratio, bytes, bytes_full, comp_ms;
-};
-using CellKey = std::tuple<std::string, std::string, double>;  // task, method, ratio
+constexpr const char* kFidelity = "fidelity";
+constexpr const char* kFidelityDecode = "fidelity-decode";
+constexpr int kAnswerRoom = 48;  // four 7-digit values tokenize to ~36 tokens
 
 int Argmax(const std::vector<float>& v) { return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin()); }
 
@@ -41,13 +40,25 @@ Expected<std::string> GreedyAnswer(Session& s, const io::Tokenizer& tok, int pre
 }
 
 // Logit rows predicting each of `targets`: the session's current logits, then
-// those of teacher-forcing targets[0 .. n-2]. Returns [n, V].
+// those of teacher-forcing targets[0 .. n-2] in one batch (no decode-time
+// compression: the forced tokens are appended as they are). Returns [n, V].
 Expected<std::vector<float>> ForcedLogits(Session& s, const std::vector<int>& targets) {
   std::vector<float> rows = s.logits();
   if (targets.size() > 1) {
     auto rest = s.ForwardAll(std::vector<int>(targets.begin(), targets.end() - 1));
     if (!rest.ok()) return rest.error();
     rows.insert(rows.end(), rest->begin(), rest->end());
+  }
+  return rows;
+}
+
+// The same rows, decoding the forced tokens one at a time, so a decode-time
+// policy keeps the cache within its budget after every token.
+Expected<std::vector<float>> DecodedLogits(Session& s, const std::vector<int>& targets) {
+  std::vector<float> rows = s.logits();
+  for (size_t i = 0; i + 1 < targets.size(); ++i) {
+    KVTRIM_RETURN_IF_ERROR(s.Decode(targets[i]));
+    rows.insert(rows.end(), s.logits().begin(), s.logits().end());
   }
   return rows;
 }
@@ -68,6 +79,20 @@ Fidelity Compare(const std::vector<float>& ref, const std::vector<float>& got, c
   if (rows == 0) return {};
   return {kl / rows, nll_ref > 0 ? nll_got / nll_ref : 1.0};
 }
+
+struct Measured {
+  double accuracy;  // NaN when the task has none
+  Fidelity fidelity;
+  std::string note;  // non-empty: not measured
+};
+
+// One (task, sample) unit of work.
+struct Unit {
+  enum Kind { kNeedle, kExternal, kFidelity, kFidelityDecode } kind;
+  std::string task;
+  int sample;
+  int index;  // position in the task's kind list (needle kind, task file)
+};
 
 class Sweep {
  public:
@@ -95,34 +120,36 @@ class Sweep {
     return method == "full" ? std::vector<double>{1.0} : o_.ratios;
   }
 
-  struct Measured {
-    double accuracy;  // NaN when the task has none
-    Fidelity fidelity;
-  };
-
   // Forks the prefilled `base` into every (method, ratio), "full" first and at
-  // ratio 1 only, compresses it, and records what `measure` finds under `task`.
+  // ratio 1 only, compresses it, and records what `measure` finds.
   template <typename Measure>
-  Status ForEachVariant(const Session& base, const std::string& task, Measure measure) {
+  Status ForEachVariant(const Session& base, const Unit& u, Measure measure) {
     const double full_bytes = static_cast<double>(base.cache().BytesHeld());
     for (const auto& method : o_.methods)
       for (double r : RatiosOf(method)) {
         const KvOptions kv = Options(method, r);
         auto s = base.Fork(kv);
         if (!s.ok()) return s.error();
+        SampleRecord rec;
+        rec.task = u.task, rec.method = method, rec.ratio = r, rec.unit = unit_, rec.sample = u.sample;
+        rec.truncated = truncating_;
         auto t0 = Clock::now();
-        KVTRIM_RETURN_IF_ERROR(s.value()->Compress());
-        const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-        const double bytes = static_cast<double>(s.value()->cache().BytesHeld());
-        Expected<Measured> m = measure(kv, *s.value());
-        if (!m.ok()) return m.error();
-        Samples& c = cells_[{task, method, r}];
-        c.acc.push_back(m->accuracy);
-        c.kl.push_back(m->fidelity.kl);
-        c.nll_ratio.push_back(m->fidelity.nll_ratio);
-        c.bytes.push_back(bytes);
-        c.bytes_full.push_back(full_bytes);
-        c.comp_ms.push_back(ms);
+        Status st = s.value()->Compress();
+        rec.compress_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        if (!st.ok() && st.code() != ErrorCode::kUnreachable) return st.error();
+        if (!st.ok()) {
+          rec.note = "unreachable: " + st.message();
+        } else {
+          rec.kv_bytes = static_cast<double>(s.value()->cache().BytesHeld());
+          rec.kv_bytes_full = full_bytes;
+          rec.entries_compressed = static_cast<long long>(s.value()->cache().EntriesHeld());
+          Expected<Measured> m = measure(kv, *s.value());
+          if (!m.ok()) return m.error();
+          rec.accuracy = m->accuracy, rec.kl = m->fidelity.kl, rec.nll_ratio = m->fidelity.nll_ratio;
+          rec.note = m->note;
+          rec.entries_end = static_cast<long long>(s.value()->cache().EntriesHeld());
+        }
+        records_.push_back(std::move(rec));
       }
     return {};
   }
@@ -133,69 +160,93 @@ class Sweep {
     return Session::Create(e_, so);
   }
 
-  // One needle sample: the reference, then every method at every ratio.
-  Status RunNeedle(const TaskSample& ts) {
+  // A question-answer unit: context (compressed), question, greedy answer
+  // scored by `score`, and the teacher-forced reference answer's fidelity.
+  template <typename Score>
+  Status RunQa(const Unit& u, const std::vector<int>& context, const std::vector<int>& question,
+               const std::vector<int>& answer, int max_answer, Score score) {
     auto base = Base();
     if (!base.ok()) return base.error();
-    std::vector<int> prompt = ts.context;
-    if (o_.query_aware) prompt.insert(prompt.end(), ts.question.begin(), ts.question.end());
+    std::vector<int> prompt = context;
+    if (o_.query_aware) prompt.insert(prompt.end(), question.begin(), question.end());
     KVTRIM_RETURN_IF_ERROR(base.value()->Prefill(prompt));
     std::vector<float> ref_rows;
-    return ForEachVariant(*base.value(), TaskName(ts.kind), [&](const KvOptions& kv, Session& ses) -> Expected<Measured> {
-      if (!o_.query_aware) KVTRIM_RETURN_IF_ERROR(ses.Prefill(ts.question));
+    return ForEachVariant(*base.value(), u, [&](const KvOptions& kv, Session& ses) -> Expected<Measured> {
+      if (!o_.query_aware) KVTRIM_RETURN_IF_ERROR(ses.Prefill(question));
       auto forced = ses.Fork(kv);
       if (!forced.ok()) return forced.error();
-      auto rows = ForcedLogits(*forced.value(), ts.answer);
+      auto rows = ForcedLogits(*forced.value(), answer);
       if (!rows.ok()) return rows.error();
       if (ref_rows.empty()) ref_rows = rows.value();  // "full" comes first
-      auto text = GreedyAnswer(ses, tok_, ts.question.back(), ts.max_answer_tokens);
+      auto text = GreedyAnswer(ses, tok_, question.back(), max_answer);
       if (!text.ok()) return text.error();
-      return Measured{ScoreAnswer(ts.kind, text.value(), ts.expected) ? 1.0 : 0.0,
-                      Compare(ref_rows, rows.value(), ts.answer, V_, 0)};
+      return Measured{score(text.value()), Compare(ref_rows, rows.value(), answer, V_, 0), ""};
     });
   }
 
-  // One fidelity sample: compress the first part of a text, teacher-force the rest.
-  Status RunFidelity(const Haystack& hay, int index, int context_tokens) {
-    const int T = std::min(o_.fidelity_continuation, context_tokens / 2);
+  Status RunNeedle(const Unit& u, const Haystack& hay) {
+    auto ts = MakeSample(tok_, hay, o_.tasks[u.index], o_.task, u.sample, o_.samples);
+    if (!ts.ok()) return ts.error();
+    const TaskSample& t = ts.value();
+    return RunQa(u, t.context, t.question, t.answer, t.max_answer_tokens,
+                 [&](const std::string& out) { return ScoreAnswer(t.kind, out, t.expected) ? 1.0 : 0.0; });
+  }
+
+  Status RunExternal(const Unit& u, const TaskFile& tf) {
+    const ExternalSample& s = tf.samples[u.sample];
+    // The needle tasks' budget: --context tokens of prompt plus the answer room.
+    auto p = BuildExternalPrompt(tok_, s, std::min(o_.context_tokens + kAnswerRoom, e_.config().ctx), o_.truncate_long);
+    if (!p.ok() && p.error().code == ErrorCode::kUnreachable) {  // skipped: too long
+      SampleRecord rec;
+      rec.task = u.task, rec.method = "full", rec.unit = unit_, rec.sample = u.sample;
+      rec.note = "skipped: " + p.error().message;
+      records_.push_back(rec);
+
+      return {};
+    }
+    if (!p.ok()) return p.error();
+    truncating_ = p->truncated;
+    Status st = RunQa(u, p->context, p->question, p->answer, p->max_answer_tokens,
+                 [&](const std::string& out) { return ScoreExternal(s.format, out, s.answers); });
+    truncating_ = false;
+    return st;
+  }
+
+  // Plain text: compress the first part, then teacher-force the rest, either
+  // appended as it is (fidelity) or decoded under the budget (fidelity-decode).
+  Status RunFidelity(const Unit& u, const Haystack& hay) {
+    const bool decode = u.kind == Unit::kFidelityDecode;
+    const int T = std::min(o_.fidelity_continuation, o_.context_tokens / 2);
     std::vector<int> toks = {tok_.bos()};
-    std::vector<int> filler = hay.Filler(tok_, context_tokens - 1, o_.seed * 0x9E3779B97F4A7C15ull + 7919 * index + 1);
+    std::vector<int> filler =
+        hay.Filler(tok_, o_.context_tokens - 1, o_.seed * 0x9E3779B97F4A7C15ull + 7919 * u.sample + 1);
     toks.insert(toks.end(), filler.begin(), filler.end());
     const std::vector<int> part1(toks.begin(), toks.end() - T), part2(toks.end() - T, toks.end());
     auto base = Base();
     if (!base.ok()) return base.error();
     KVTRIM_RETURN_IF_ERROR(base.value()->Prefill(part1));
     std::vector<float> ref_rows;
-    return ForEachVariant(*base.value(), "fidelity", [&](const KvOptions&, Session& ses) -> Expected<Measured> {
-      auto rows = ForcedLogits(ses, part2);
+    return ForEachVariant(*base.value(), u, [&](const KvOptions& kv, Session& ses) -> Expected<Measured> {
+      if (decode && kv.policy != "full" && !ses.compressor().policy().decode_time())
+        return Measured{NAN, {}, "n/a: prefill-time policy (no decode-time compression)"};
+      auto rows = decode ? DecodedLogits(ses, part2) : ForcedLogits(ses, part2);
       if (!rows.ok()) return rows.error();
       if (ref_rows.empty()) ref_rows = rows.value();
       // Row 0 comes from the uncompressed prefill: score rows 1.. only.
-      return Measured{NAN, Compare(ref_rows, rows.value(), part2, V_, 1)};
+      return Measured{NAN, Compare(ref_rows, rows.value(), part2, V_, 1), ""};
     });
   }
 
-  std::vector<Cell> Cells(const std::vector<std::string>& task_order) const {
-    std::vector<Cell> out;
-    for (const auto& task : task_order)
-      for (const auto& method : o_.methods)
-        for (double r : RatiosOf(method)) {
-          auto it = cells_.find({task, method, r});
-          if (it == cells_.end()) continue;
-          const Samples& s = it->second;
-          Cell c;
-          c.task = task, c.method = method, c.ratio = r;
-          MeanSe acc = Summarize(s.acc), kl = Summarize(s.kl), nr = Summarize(s.nll_ratio);
-          c.n = static_cast<int>(s.kl.size());
-          c.accuracy = acc.mean, c.accuracy_se = acc.se;
-          c.kl = kl.mean, c.kl_se = kl.se;
-          c.nll_ratio = nr.mean, c.nll_ratio_se = nr.se;
-          c.kv_bytes = Summarize(s.bytes).mean, c.kv_bytes_full = Summarize(s.bytes_full).mean;
-          c.compress_ms = Summarize(s.comp_ms).mean;
-          out.push_back(c);
-        }
-    return out;
+  Status Run(const Unit& u, int unit, const Haystack& hay, const std::vector<TaskFile>& files) {
+    unit_ = unit;
+    switch (u.kind) {
+      case Unit::kNeedle: return RunNeedle(u, hay);
+      case Unit::kExternal: return RunExternal(u, files[u.index]);
+      default: return RunFidelity(u, hay);
+    }
   }
+
+  std::vector<SampleRecord>& records() { return records_; }
 
  private:
   const Engine& e_;
@@ -203,63 +254,116 @@ class Sweep {
   const io::Tokenizer& tok_;
   size_t V_;
   std::vector<KvOptions> targets_;
-  std::map<CellKey, Samples> cells_;
+  std::vector<SampleRecord> records_;
+  bool truncating_ = false;  // the current unit's sample was truncated
+  int unit_ = 0;
 };
 
-}  // namespace
+// Every unit of the whole sweep, in the order cells are summed.
+std::vector<Unit> AllUnits(const SweepOptions& o, const std::vector<TaskFile>& files) {
+  std::vector<Unit> units;
+  for (size_t k = 0; k < o.tasks.size(); ++k)
+    for (int i = 0; i < o.samples; ++i) units.push_back({Unit::kNeedle, TaskName(o.tasks[k]), i, static_cast<int>(k)});
+  for (size_t f = 0; f < files.size(); ++f)
+    for (int i = 0; i < static_cast<int>(files[f].samples.size()) && i < o.samples; ++i)
+      units.push_back({Unit::kExternal, files[f].name, i, static_cast<int>(f)});
+  if (o.fidelity)
+    for (int i = 0; i < o.samples; ++i) units.push_back({Unit::kFidelity, kFidelity, i, 0});
+  if (o.fidelity_decode)
+    for (int i = 0; i < o.samples; ++i) units.push_back({Unit::kFidelityDecode, kFidelityDecode, i, 0});
+  return units;
+}
 
-Expected<Report> RunSweep(const Engine& e, const SweepOptions& opts) {
-  SweepOptions o = opts;
+std::string Join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
+  return s;
+}
+
+Status Check(SweepOptions& o, const Engine& e) {
   if (o.samples < 1) return MakeError("samples must be >= 1");
   if (o.ratios.empty()) return MakeError("no retention ratios given");
   for (double r : o.ratios)
     if (!(r > 0 && r <= 1)) return MakeError("retention ratio " + std::to_string(r) + " is outside (0, 1]");
+  if (o.shard_count < 1 || o.shard_index < 0 || o.shard_index >= o.shard_count)
+    return MakeError("shard " + std::to_string(o.shard_index) + "/" + std::to_string(o.shard_count) +
+                     " is not of the form i/n with 0 <= i < n");
   o.methods.erase(std::remove(o.methods.begin(), o.methods.end(), "full"), o.methods.end());
   o.methods.insert(o.methods.begin(), "full");  // the reference runs first
   for (const auto& m : o.methods)
     if (!kv::FindPolicy(m)) return MakeError("unknown KV policy '" + m + "' (see `kvtrim policies`)");
   const int ctx = e.config().ctx;
-  constexpr int kAnswerRoom = 48;  // four 7-digit values tokenize to ~36 tokens
   if (o.context_tokens <= 0) o.context_tokens = ctx - kAnswerRoom;
   if (o.context_tokens + kAnswerRoom > ctx) {
     return MakeError("context length " + std::to_string(o.context_tokens) + " + " + std::to_string(kAnswerRoom) +
                      " answer tokens exceeds the model's " + std::to_string(ctx));
   }
+  if (o.tasks.empty() && o.task_files.empty() && !o.fidelity && !o.fidelity_decode)
+    return MakeError("nothing to run: no needle tasks, task files or fidelity tasks");
+  return {};
+}
+
+}  // namespace
+
+std::string Fingerprint(const SweepOptions& o) {
+  std::ostringstream os;
+  std::vector<std::string> tasks;
+  for (TaskKind k : o.tasks) tasks.push_back(TaskName(k));
+  os << "methods=" << Join(o.methods) << ";ratios=";
+  for (double r : o.ratios) os << r << ",";
+  os << ";tasks=" << Join(tasks) << ";files=" << Join(o.task_files) << ";truncate=" << o.truncate_long
+     << ";fidelity=" << o.fidelity << o.fidelity_decode << ";samples=" << o.samples << ";seed=" << o.seed
+     << ";context=" << o.context_tokens << ";aware=" << o.query_aware << ";haystack=" << o.haystack
+     << ";cont=" << o.fidelity_continuation << ";needles=" << o.task.needles << ";queries=" << o.task.queries
+     << ";quant=" << o.kv.quant << ";params=";
+  for (const auto& [k, v] : o.kv.params) os << k << ":" << v << ",";
+  return os.str();
+}
+
+Expected<Report> RunSweep(const Engine& e, const SweepOptions& opts) {
+  SweepOptions o = opts;
+  KVTRIM_RETURN_IF_ERROR(Check(o, e));
   auto hay = Haystack::Load(o.haystack);
   if (!hay.ok()) return hay.error();
   o.task.context_tokens = o.context_tokens;
   o.task.seed = o.seed;
+  std::vector<TaskFile> files;
+  for (const auto& path : o.task_files) {
+    auto tf = ReadTaskFile(path);
+    if (!tf.ok()) return tf.error();
+    files.push_back(std::move(tf.value()));
+  }
 
   auto t0 = Clock::now();
-  Sweep sweep(e, o);
-  const int total = static_cast<int>(o.tasks.size()) * o.samples + (o.fidelity ? o.samples : 0);
-  int done = 0;
-  std::vector<std::string> order;
-  for (TaskKind k : o.tasks) {
-    order.push_back(TaskName(k));
-    for (int i = 0; i < o.samples; ++i) {
-      auto ts = MakeSample(e.tokenizer(), hay.value(), k, o.task, i, o.samples);
-      if (!ts.ok()) return ts.error();
-      KVTRIM_RETURN_IF_ERROR(sweep.RunNeedle(ts.value()));
-      if (o.progress) o.progress(++done, total);
-    }
-  }
-  if (o.fidelity) {
-    order.push_back("fidelity");
-    for (int i = 0; i < o.samples; ++i) {
-      KVTRIM_RETURN_IF_ERROR(sweep.RunFidelity(hay.value(), i, o.context_tokens));
-      if (o.progress) o.progress(++done, total);
-    }
-  }
   Report rep;
-  rep.cells = sweep.Cells(order);
-  rep.meta.haystack = hay->name();
-  rep.meta.mode = o.query_aware ? "query-aware" : "query-agnostic";
-  rep.meta.context_tokens = o.context_tokens;
-  rep.meta.samples = o.samples;
-  rep.meta.threads = e.threads();
-  rep.meta.seed = o.seed;
-  rep.meta.elapsed_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  ReportMeta& m = rep.meta;
+  const std::vector<Unit> units = AllUnits(o, files);
+  for (const Unit& u : units)
+    if (std::find(m.tasks.begin(), m.tasks.end(), u.task) == m.tasks.end()) m.tasks.push_back(u.task);
+  m.methods = o.methods;
+  m.ratios = o.ratios;
+  m.units_total = static_cast<int>(units.size());
+  m.fingerprint = Fingerprint(o);
+  if (o.shard_count > 1) m.shard = std::to_string(o.shard_index) + "/" + std::to_string(o.shard_count);
+  m.max_context = o.truncate_long ? "truncate" : "skip";
+  for (size_t u = o.shard_index; u < units.size(); u += o.shard_count) m.units.push_back(static_cast<int>(u));
+
+  Sweep sweep(e, o);
+  int done = 0;
+  for (int u : m.units) {
+    KVTRIM_RETURN_IF_ERROR(sweep.Run(units[u], u, hay.value(), files));
+    if (o.progress) o.progress(++done, static_cast<int>(m.units.size()));
+  }
+  rep.samples = std::move(sweep.records());
+  m.context_tokens = o.context_tokens;
+  rep.cells = SummarizeCells(m, rep.samples);
+  m.task_file_notes = TaskFileNotes(m, rep.samples);
+  m.haystack = hay->name();
+  m.mode = o.query_aware ? "query-aware" : "query-agnostic";
+  m.samples = o.samples;
+  m.threads = e.threads();
+  m.seed = o.seed;
+  m.elapsed_s = std::chrono::duration<double>(Clock::now() - t0).count();
   return rep;
 }
 

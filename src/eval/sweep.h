@@ -15,7 +15,10 @@ struct SweepOptions {
   std::vector<std::string> methods;          // policies ("full" is always run as the reference)
   std::vector<double> ratios = {1, 0.5, 0.25, 0.1};
   std::vector<TaskKind> tasks;               // needle tasks
-  bool fidelity = true;                      // KL / NLL on plain haystack text
+  std::vector<std::string> task_files;       // RULER / LongBench JSONL files (task_file.h)
+  bool truncate_long = true;                 // task-file samples over the context: truncate (middle) or skip
+  bool fidelity = true;                      // "fidelity": compress the prefix, append the continuation
+  bool fidelity_decode = true;               // "fidelity-decode": the budget holds while it is decoded
   int samples = 16;                          // per task
   uint64_t seed = 1;
   int context_tokens = 0;                    // 0: the model's context minus the answer room
@@ -24,8 +27,12 @@ struct SweepOptions {
   KvOptions kv;                              // policy flags and quantization shared by all methods
   int fidelity_continuation = 256;           // teacher-forced tokens after the compressed part
   TaskOptions task;                          // needles / queries
+  int shard_index = 0, shard_count = 1;      // run units u with u % shard_count == shard_index
   std::function<void(int done, int total)> progress;
 };
+
+// The options that must agree between shards of one sweep (model aside).
+std::string Fingerprint(const SweepOptions& o);
 
 Expected<Report> RunSweep(const Engine& e, const SweepOptions& o);
 

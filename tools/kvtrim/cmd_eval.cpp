@@ -12,6 +12,7 @@
 #include "eval/report.h"
 #include "eval/sweep.h"
 #include "kv/policy.h"
+#include "eval_output.h"
 #include "kv_flags.h"
 
 namespace kvtrim::cli {
@@ -48,8 +49,8 @@ std::function<void(int, int)> ProgressBar() {
 }
 
 struct EvalOpts {
-  std::string model, haystack, out, json, csv;
-  std::vector<std::string> methods, tasks;
+  std::string model, haystack, out, json, csv, shard, max_context = "truncate";
+  std::vector<std::string> methods, tasks, fidelity_tasks = {"fidelity", "fidelity-decode"}, task_files;
   std::vector<double> ratios = {1, 0.5, 0.25, 0.1};
   int samples = 16, threads = 0, context = 0, continuation = 256, needles = 4, queries = 2;
   uint64_t seed = 1;
@@ -57,17 +58,54 @@ struct EvalOpts {
   KvFlags kv;
 };
 
+// "none" or an empty list (`--tasks none`, `--tasks ''`) selects nothing.
+bool NoneSelected(const std::vector<std::string>& v) {
+  for (const auto& x : v)
+    if (!x.empty() && x != "none") return false;
+  return true;
+}
+
+Status ParseShard(const std::string& s, int* index, int* count) {
+  if (s.empty()) return {};
+  const size_t slash = s.find('/');
+  try {
+    size_t a = 0, b = 0;
+    if (slash == std::string::npos) throw std::invalid_argument("no slash");
+    *index = std::stoi(s.substr(0, slash), &a);
+    *count = std::stoi(s.substr(slash + 1), &b);
+    if (a != slash || b != s.size() - slash - 1) throw std::invalid_argument("trailing");
+  } catch (const std::exception&) {
+    return MakeError("--shard '" + s + "' is not of the form i/n (e.g. 0/4)");
+  }
+  if (*count < 1 || *index < 0 || *index >= *count)
+    return MakeError("--shard '" + s + "': need 0 <= i < n");
+  return {};
+}
+
 // The sweep the flags ask for.
 Expected<eval::SweepOptions> ToSweepOptions(const EvalOpts& o) {
   eval::SweepOptions so;
   so.methods = o.methods;
   so.ratios = o.ratios;
-  for (const auto& t : o.tasks) {
-    auto k = eval::ParseTask(t);
-    if (!k.ok()) return k.error();
-    so.tasks.push_back(k.value());
-  }
-  so.fidelity = !o.no_fidelity;
+  if (!NoneSelected(o.tasks))
+    for (const auto& t : o.tasks) {
+      if (t.empty() || t == "none") continue;
+      auto k = eval::ParseTask(t);
+      if (!k.ok()) return k.error();
+      so.tasks.push_back(k.value());
+    }
+  so.fidelity = so.fidelity_decode = false;
+  if (!o.no_fidelity && !NoneSelected(o.fidelity_tasks))
+    for (const auto& t : o.fidelity_tasks) {
+      if (t == "fidelity") so.fidelity = true;
+      else if (t == "fidelity-decode") so.fidelity_decode = true;
+      else if (!t.empty() && t != "none")
+        return MakeError("unknown fidelity task '" + t + "' (fidelity, fidelity-decode, none)");
+    }
+  so.task_files = o.task_files;
+  if (o.max_context != "truncate" && o.max_context != "skip")
+    return MakeError("--max-context must be 'truncate' or 'skip', not '" + o.max_context + "'");
+  so.truncate_long = o.max_context == "truncate";
   so.samples = o.samples;
   so.seed = o.seed;
   so.context_tokens = o.context;
@@ -77,31 +115,8 @@ Expected<eval::SweepOptions> ToSweepOptions(const EvalOpts& o) {
   so.fidelity_continuation = o.continuation;
   so.task.needles = o.needles;
   so.task.queries = o.queries;
+  KVTRIM_RETURN_IF_ERROR(ParseShard(o.shard, &so.shard_index, &so.shard_count));
   return so;
-}
-
-// Writes table.txt, the JSON and CSV reports and the plots under `out`;
-// returns the files written. Plots are skipped with a warning if gnuplot fails.
-Expected<std::vector<std::string>> WriteReport(const eval::Report& r, const EvalOpts& o, const std::string& out) {
-  std::error_code ec;
-  std::filesystem::create_directories(out, ec);
-  if (ec) return MakeError("cannot create '" + out + "': " + ec.message());
-  const std::string table = eval::FormatTable(r);
-  std::fputs(table.c_str(), stdout);
-  std::ofstream(out + "/table.txt") << table;
-  std::vector<std::string> files = {out + "/table.txt"};
-  for (auto [path, writer] : {std::pair{o.json.empty() ? out + "/report.json" : o.json, &eval::WriteJson},
-                              std::pair{o.csv.empty() ? out + "/report.csv" : o.csv, &eval::WriteCsv}}) {
-    Status st = writer(r, path);
-    if (!st.ok()) return st.error();
-    files.push_back(path);
-  }
-  if (!o.no_plots) {
-    auto plots = eval::WritePlots(r, out);
-    if (!plots.ok()) std::fprintf(stderr, "kvtrim eval: plots skipped: %s\n", plots.error().message.c_str());
-    else files.insert(files.end(), plots->begin(), plots->end());
-  }
-  return files;
 }
 
 }  // namespace
@@ -111,14 +126,27 @@ Command AddEval(CLI::App& app) {
   o->model = DefaultModelPath();
   o->haystack = DefaultHaystack();
   for (const auto& p : kv::Registry()) o->methods.push_back(p.name);
-  for (auto k : eval::AllTasks()) o->tasks.push_back(eval::TaskName(k));
+  // niah-multivalue and niah-multiquery ask for several numbers in one answer,
+  // which the default model cannot do (MODELS.md: 0 even with the full
+  // cache): they are left out of the default sweep (name them to run them).
+  o->tasks = {"niah", "niah-multikey", "passkey"};
   CLI::App* sub = app.add_subcommand("eval", "Judge KV policies side by side: needle accuracy, KL, NLL ratio, memory");
   sub->add_option("-m,--model", o->model, "GGUF model file")->capture_default_str();
   sub->add_option("--methods", o->methods, "Policies to compare (full is always the reference)")
       ->delimiter(',')->capture_default_str();
   sub->add_option("--ratios", o->ratios, "Retention ratios")->delimiter(',')->capture_default_str();
-  sub->add_option("--tasks", o->tasks, "Needle tasks (none: only fidelity)")->delimiter(',')->capture_default_str();
-  sub->add_flag("--no-fidelity", o->no_fidelity, "Skip the KL/NLL fidelity task on plain text");
+  sub->add_option("--tasks", o->tasks, "Needle tasks: niah, niah-multikey, niah-multivalue, niah-multiquery, passkey "
+                  "(none or an empty list: only the fidelity tasks)")->delimiter(',')->capture_default_str();
+  sub->add_option("--fidelity-tasks", o->fidelity_tasks, "KL/NLL on plain text: fidelity (compress the prefix, append "
+                  "the continuation), fidelity-decode (the budget holds while it is decoded), or none")
+      ->delimiter(',')->capture_default_str();
+  sub->add_flag("--no-fidelity", o->no_fidelity, "Skip both fidelity tasks (same as --fidelity-tasks none)");
+  sub->add_option("--task-file", o->task_files, "External task file (JSONL): RULER (input, outputs; string match) or "
+                  "LongBench (context, input, answers; token F1); repeatable; first --samples samples of each");
+  sub->add_option("--max-context", o->max_context, "Task-file samples longer than --context: truncate (in the middle) "
+                  "or skip")->capture_default_str();
+  sub->add_option("--shard", o->shard, "Run only shard i of n (i/n, 0 <= i < n): every n-th (task, sample) unit; "
+                  "combine the partial reports with `kvtrim eval-merge`");
   sub->add_option("--samples", o->samples, "Samples per task")->capture_default_str()->check(CLI::PositiveNumber);
   sub->add_option("--seed", o->seed, "Seed of the task generators")->capture_default_str();
   sub->add_option("--context", o->context, "Context length in tokens, question included (0: model context - 48)")
@@ -137,7 +165,7 @@ Command AddEval(CLI::App& app) {
   sub->add_option("--csv", o->csv, "CSV report path (default: <out>/report.csv)");
   sub->add_flag("--no-plots", o->no_plots, "Do not render plots");
   AddKvFlags(sub, &o->kv, /*with_policy=*/false);
-  auto action = [o, sub]() -> int {
+  auto action = [o]() -> int {
     auto engine = Engine::Load({o->model, o->threads});
     if (!engine.ok()) {
       std::fprintf(stderr, "kvtrim eval: %s\n", engine.error().message.c_str());
@@ -150,9 +178,10 @@ Command AddEval(CLI::App& app) {
     }
     eval::SweepOptions so = std::move(so_or.value());
     so.progress = ProgressBar();
-    std::fprintf(stderr, "kvtrim eval: %zu methods x %zu ratios, %zu needle tasks%s, %d samples each, %s\n",
-                 so.methods.size(), so.ratios.size(), so.tasks.size(), so.fidelity ? " + fidelity" : "", so.samples,
-                 so.query_aware ? "query-aware" : "query-agnostic");
+    std::fprintf(stderr, "kvtrim eval: %zu methods x %zu ratios, %zu needle tasks, %zu task files%s%s, %d samples "
+                 "each, %s%s\n", so.methods.size(), so.ratios.size(), so.tasks.size(), so.task_files.size(),
+                 so.fidelity ? " + fidelity" : "", so.fidelity_decode ? " + fidelity-decode" : "", so.samples,
+                 so.query_aware ? "query-aware" : "query-agnostic", o->shard.empty() ? "" : (", shard " + o->shard).c_str());
     auto rep = eval::RunSweep(*engine.value(), so);
     if (!rep.ok()) {
       std::fprintf(stderr, "kvtrim eval: %s\n", rep.error().message.c_str());
@@ -160,11 +189,9 @@ Command AddEval(CLI::App& app) {
     }
     eval::Report& r = rep.value();
     r.meta.model = o->model;
-    r.meta.command = "kvtrim eval";
-    for (const auto* opt : sub->get_options())
-      if (opt->count() > 0 && !opt->get_name().empty()) r.meta.command += " " + opt->get_name() + " " + opt->as<std::string>();
+    r.meta.command = QuotedCommandLine();
     const std::string out = o->out.empty() ? "kvtrim-eval-" + Timestamp() : o->out;
-    auto files = WriteReport(r, *o, out);
+    auto files = WriteReportFolder(r, {out, o->json, o->csv, !o->no_plots});
     if (!files.ok()) {
       std::fprintf(stderr, "kvtrim eval: %s\n", files.error().message.c_str());
       return 1;

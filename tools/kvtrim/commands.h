@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace kvtrim::cli {
 
@@ -15,11 +16,15 @@ struct Command {
 
 // Model path used when -m is not given.
 std::string DefaultModelPath();
+// The process's arguments (set by main), for reports that record their command.
+const std::vector<std::string>& Argv();
+void SetArgv(int argc, char** argv);
 
 Command AddRun(CLI::App& app);
 Command AddInspect(CLI::App& app);
 Command AddBench(CLI::App& app);
 Command AddPolicies(CLI::App& app);
 Command AddEval(CLI::App& app);
+Command AddEvalMerge(CLI::App& app);
 
 }  // namespace kvtrim::cli

@@ -17,9 +17,20 @@ std::string DefaultModelPath() {
   return std::string(KVTRIM_SOURCE_DIR) + "/" + rel;
 }
 
+namespace {
+std::vector<std::string>& ArgvStore() {
+  static std::vector<std::string> a;
+  return a;
+}
+}  // namespace
+
+const std::vector<std::string>& Argv() { return ArgvStore(); }
+void SetArgv(int argc, char** argv) { ArgvStore().assign(argv, argv + argc); }
+
 }  // namespace kvtrim::cli
 
 int main(int argc, char** argv) {
+  kvtrim::cli::SetArgv(argc, argv);
   CLI::App app{"kvtrim: Llama-family inference on the CPU with a compressed KV cache"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "kvtrim 0.1.0");
@@ -29,6 +40,7 @@ int main(int argc, char** argv) {
       kvtrim::cli::AddBench(app),
       kvtrim::cli::AddPolicies(app),
       kvtrim::cli::AddEval(app),
+      kvtrim::cli::AddEvalMerge(app),
   };
   try {
     app.parse(argc, argv);

@@ -1,0 +1,76 @@
+// Sample records -> report cells: mean and standard error per (task, method,
+// ratio), summed in unit order so sharded and whole runs agree bit for bit.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include "eval/metrics.h"
+#include "eval/report.h"
+#include "eval/tasks.h"
+
+namespace kvtrim::eval {
+
+std::vector<Cell> SummarizeCells(const ReportMeta& meta, std::vector<SampleRecord> samples) {
+  std::stable_sort(samples.begin(), samples.end(),
+                   [](const SampleRecord& a, const SampleRecord& b) { return a.unit < b.unit; });
+  using Key = std::tuple<std::string, std::string, double>;
+  std::map<Key, std::vector<const SampleRecord*>> by;
+  for (const SampleRecord& s : samples) by[{s.task, s.method, s.ratio}].push_back(&s);
+  std::vector<Cell> out;
+  for (const std::string& task : meta.tasks)
+    for (const std::string& method : meta.methods) {
+      const std::vector<double> ratios = method == "full" ? std::vector<double>{1.0} : meta.ratios;
+      for (double r : ratios) {
+        auto it = by.find({task, method, r});
+        if (it == by.end()) continue;
+        std::vector<double> acc, kl, nr, bytes, full, ms;
+        std::string note;
+        int noted = 0;
+        for (const SampleRecord* s : it->second) {
+          if (!s->note.empty()) {
+            if (note.empty()) note = s->note;
+            ++noted;
+            continue;
+          }
+          acc.push_back(s->accuracy), kl.push_back(s->kl), nr.push_back(s->nll_ratio);
+          bytes.push_back(s->kv_bytes), full.push_back(s->kv_bytes_full), ms.push_back(s->compress_ms);
+        }
+        Cell c;
+        c.task = task, c.method = method, c.ratio = r;
+        c.n = static_cast<int>(kl.size());
+        const MeanSe a = Summarize(acc), k = Summarize(kl), n = Summarize(nr);
+        c.accuracy = a.n ? a.mean : NAN, c.accuracy_se = a.n ? a.se : NAN;
+        c.kl = k.n ? k.mean : NAN, c.kl_se = k.n ? k.se : NAN;
+        c.nll_ratio = n.n ? n.mean : NAN, c.nll_ratio_se = n.n ? n.se : NAN;
+        c.kv_bytes = c.n ? Summarize(bytes).mean : NAN;
+        c.kv_bytes_full = c.n ? Summarize(full).mean : NAN;
+        c.compress_ms = c.n ? Summarize(ms).mean : NAN;
+        if (noted > 0 && c.n > 0)
+          note += " (" + std::to_string(noted) + " of " + std::to_string(noted + c.n) + " samples)";
+        c.note = note;
+        out.push_back(std::move(c));
+      }
+    }
+  return out;
+}
+
+std::vector<std::string> TaskFileNotes(const ReportMeta& meta, const std::vector<SampleRecord>& samples) {
+  std::vector<std::string> out;
+  for (const std::string& task : meta.tasks) {
+    if (ParseTask(task).ok() || task == "fidelity" || task == "fidelity-decode") continue;
+    int n = 0, truncated = 0, skipped = 0;
+    for (const SampleRecord& s : samples) {
+      if (s.task != task || s.method != "full") continue;
+      ++n;
+      truncated += s.truncated;
+      skipped += s.note.rfind("skipped", 0) == 0;
+    }
+    out.push_back(task + ": " + std::to_string(n) + " samples; longer than " + std::to_string(meta.context_tokens) +
+                  " tokens: " + std::to_string(truncated) + " truncated in the middle, " + std::to_string(skipped) +
+                  " skipped (--max-context " + meta.max_context + ")");
+  }
+  return out;
+}
+
+}  // namespace kvtrim::eval
