@@ -11,56 +11,92 @@ namespace {
 
 using VecF = Eigen::VectorXf;
 using ConstMapF = Eigen::Map<const Eigen::VectorXf>;
+using RowsF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-// An entry of the head as the merge rounds see it: one original entry, or a
-// group of originals merged in an earlier round of this plan. Its key is
-// sum kw[s] k[src[s]]; its value is the cardinality-weighted mean.
+// An entry of the head as the merge rounds see it: one original entry, or
+// originals merged in an earlier round of this plan. Merges are adjacent, so
+// a group is the contiguous range [first, first + count) of original
+// entries; its key is sum kw[i] k_i over the range, its value (the
+// cardinality-weighted mean) lives in row `first` of the working values.
 struct Group {
-  std::vector<int> src;    // original indices, increasing
-  std::vector<double> kw;  // key weight per source
-  double alpha = 0;        // observed attention (renormalised over non-sinks)
-  double card = 1;         // tokens it stands for (exp b)
-  int32_t pos = 0;         // position of its first source (sinks come first)
-  VecF v;                  // [d] value
+  int first = 0, count = 1;
+  double alpha = 0;  // observed attention (renormalised over non-sinks)
+  double card = 1;   // tokens it stands for (exp b)
+  int32_t pos = 0;   // position of its first entry (sinks come first)
+};
+
+// The rounds' working state: groups in order, per-original key weights, values.
+struct Work {
+  std::vector<Group> g;
+  std::vector<double> kw;  // [n] weight of original i in its group's key
+  RowsF v;                 // [n, d] row `first` of a group: its value
+  VecF o;                  // [d] attention output of the observation
 };
 
 double Norm(const VecF& x, bool l1) { return l1 ? x.lpNorm<1>() : x.norm(); }
 
 // Initial groups: the head's entries with their observed attention; o = sum alpha_i v_i.
-std::vector<Group> Observe(const PolicyContext& ctx, int sinks, VecF* o) {
+Work Observe(const PolicyContext& ctx, int sinks) {
   const HeadStore& s = *ctx.store;
   const int n = s.size(), d = s.head_dim();
   std::vector<double> alpha = ctx.all_stats ? ctx.all_stats->RecentMass(ctx.layer, ctx.head, n) : std::vector<double>(n, 0.0);
   double total = 0;
   for (int i = 0; i < n; ++i)
     if (s.pos(i) >= sinks) total += alpha[i];
-  std::vector<Group> g(n);
-  *o = VecF::Zero(d);
+  Work w;
+  w.g.resize(n);
+  w.kw.assign(n, 1.0);
+  w.v.resize(n, d);
+  Eigen::VectorXf a(n);
   for (int i = 0; i < n; ++i) {
-    g[i].src = {i};
-    g[i].kw = {1.0};
-    g[i].alpha = s.pos(i) >= sinks && total > 0 ? alpha[i] / total : 0.0;
-    g[i].card = std::exp(double{s.logw(i)});
-    g[i].pos = s.pos(i);
-    g[i].v.resize(d);
-    s.ReadValue(i, g[i].v.data());
-    if (g[i].alpha > 0) *o += static_cast<float>(g[i].alpha) * g[i].v;
+    a[i] = s.pos(i) >= sinks && total > 0 ? static_cast<float>(alpha[i] / total) : 0.f;
+    w.g[i] = {i, 1, a[i], std::exp(double{s.logw(i)}), s.pos(i)};
+    s.ReadValue(i, w.v.row(i).data());
   }
-  return g;
+  w.o = w.v.transpose() * a;  // [d]
+  return w;
 }
 
-Group Combine(Group&& a, Group&& b, double wa, double wb) {
-  Group m;
-  m.src = std::move(a.src);
-  m.src.insert(m.src.end(), b.src.begin(), b.src.end());
-  m.kw.reserve(m.src.size());
-  for (double w : a.kw) m.kw.push_back(wa * w);
-  for (double w : b.kw) m.kw.push_back(wb * w);
-  m.alpha = a.alpha + b.alpha;
-  m.card = a.card + b.card;
-  m.pos = a.pos;
-  m.v = (static_cast<float>(a.card / m.card) * a.v + static_cast<float>(b.card / m.card) * b.v);
-  return m;
+// Merges group b into group a (b follows a) with pair key weights (wa, wb).
+void Combine(Work& w, Group& a, const Group& b, double wa, double wb) {
+  for (int i = a.first; i < a.first + a.count; ++i) w.kw[i] *= wa;
+  for (int i = b.first; i < b.first + b.count; ++i) w.kw[i] *= wb;
+  const double card = a.card + b.card;
+  w.v.row(a.first) = static_cast<float>(a.card / card) * w.v.row(a.first) + static_cast<float>(b.card / card) * w.v.row(b.first);
+  a.count += b.count;
+  a.alpha += b.alpha;
+  a.card = card;
+}
+
+// One round: up to `count` lowest-mass pairs merge. Returns the pairs merged
+// and adds the closed-form fallbacks to *fallbacks.
+int Round(Work& w, const MergingOptions& opt, int count, int64_t* fallbacks) {
+  const int size = static_cast<int>(w.g.size());
+  std::vector<double> mass(size);
+  std::vector<bool> eligible(size);
+  for (int i = 0; i < size; ++i) {
+    mass[i] = w.g[i].alpha;
+    eligible[i] = w.g[i].pos >= opt.sinks && i < size - opt.window;
+  }
+  const std::vector<int> pairs = ChoosePairs(mass, eligible, count);
+  const int d = static_cast<int>(w.o.size());
+  size_t p = 0, out = 0;
+  for (int i = 0; i < size; ++i) {
+    Group a = w.g[i];
+    if (p < pairs.size() && pairs[p] == i) {
+      const Group& b = w.g[i + 1];
+      PairWeights pw{a.card / (a.card + b.card), b.card / (a.card + b.card), false};
+      if (opt.rule == KeyRule::kClosedForm)
+        pw = SlimmerWeights(a.alpha, b.alpha, w.v.row(a.first).data(), w.v.row(b.first).data(), w.o.data(), d, opt.l1,
+                            opt.diag_only);
+      *fallbacks += pw.fallback;
+      Combine(w, a, b, pw.wm, pw.wn);
+      ++i, ++p;
+    }
+    w.g[out++] = a;
+  }
+  w.g.resize(out);
+  return static_cast<int>(pairs.size());
 }
 
 }  // namespace
@@ -116,53 +152,30 @@ Plan MergingPolicy::Compress(const PolicyContext& ctx) {
   const int n = ctx.store->size();
   const int budget = ctx.budget, chunk = EffectiveChunk(o_.chunk, budget);
   if (n <= budget || (ctx.phase == Phase::kDecode && n < budget + chunk)) return Plan{};  // cheap no-op
-  VecF o;
-  std::vector<Group> g = Observe(ctx, o_.sinks, &o);
-  while (static_cast<int>(g.size()) > budget) {
-    const int size = static_cast<int>(g.size());
-    std::vector<double> mass(size);
-    std::vector<bool> eligible(size);
-    for (int i = 0; i < size; ++i) {
-      mass[i] = g[i].alpha;
-      eligible[i] = g[i].pos >= o_.sinks && i < size - o_.window;
-    }
-    const std::vector<int> pairs = ChoosePairs(mass, eligible, std::min(chunk, size - budget));
-    if (pairs.empty()) break;  // nothing left to merge (protected_entries keeps this from happening)
-    std::vector<Group> next;
-    next.reserve(size - pairs.size());
-    size_t p = 0;
-    int64_t fallbacks = 0;
-    for (int i = 0; i < size; ++i) {
-      if (p < pairs.size() && pairs[p] == i) {
-        PairWeights w;
-        if (o_.rule == KeyRule::kClosedForm)
-          w = SlimmerWeights(g[i].alpha, g[i + 1].alpha, g[i].v.data(), g[i + 1].v.data(), o.data(),
-                             static_cast<int>(o.size()), o_.l1, o_.diag_only);
-        else
-          w = {g[i].card / (g[i].card + g[i + 1].card), g[i + 1].card / (g[i].card + g[i + 1].card), false};
-        fallbacks += w.fallback;
-        next.push_back(Combine(std::move(g[i]), std::move(g[i + 1]), w.wm, w.wn));
-        ++i, ++p;
-      } else {
-        next.push_back(std::move(g[i]));
-      }
-    }
-    merges_ += static_cast<int64_t>(pairs.size());
-    fallbacks_ += fallbacks;
-    ++rounds_;
-    g = std::move(next);
+  Work w = Observe(ctx, o_.sinks);
+  int64_t merged = 0, fallbacks = 0, rounds = 0;
+  while (static_cast<int>(w.g.size()) > budget) {
+    const int k = Round(w, o_, std::min(chunk, static_cast<int>(w.g.size()) - budget), &fallbacks);
+    if (k == 0) break;  // nothing left to merge (protected_entries keeps this from happening)
+    merged += k;
+    ++rounds;
   }
+  merges_ += merged;
+  fallbacks_ += fallbacks;
+  rounds_ += rounds;
   Plan plan;
   plan.noop = false;
-  for (Group& x : g) {
-    if (x.src.size() == 1) {
-      plan.keep.push_back(x.src[0]);
-    } else {
-      MergeEntry m;
-      m.sources = std::move(x.src);
-      m.key_weights.assign(x.kw.begin(), x.kw.end());
-      plan.merge.push_back(std::move(m));
+  plan.keep.reserve(w.g.size());
+  for (const Group& x : w.g) {
+    if (x.count == 1) {
+      plan.keep.push_back(x.first);
+      continue;
     }
+    MergeEntry m;
+    m.sources.resize(x.count);
+    std::iota(m.sources.begin(), m.sources.end(), x.first);
+    m.key_weights.assign(w.kw.begin() + x.first, w.kw.begin() + x.first + x.count);
+    plan.merge.push_back(std::move(m));
   }
   return plan;
 }
