@@ -96,6 +96,26 @@ Stat MeanSd(const std::vector<double>& xs) {
   return s;
 }
 
+namespace {
+
+// Adds a repetition's counters (after its decode steps) and their growth
+// over the decode steps to the row.
+void AddCounters(BenchRow* row, const std::vector<std::pair<std::string, int64_t>>& before,
+                 const std::vector<std::pair<std::string, int64_t>>& after) {
+  if (row->counters.empty()) {
+    for (const auto& [name, v] : after) {
+      row->counters.push_back({name, 0});
+      row->decode_counters.push_back({name, 0});
+    }
+  }
+  for (size_t i = 0; i < after.size() && i < row->counters.size(); ++i) {
+    row->counters[i].second += after[i].second;
+    row->decode_counters[i].second += after[i].second - (i < before.size() ? before[i].second : 0);
+  }
+}
+
+}  // namespace
+
 Expected<std::vector<BenchRow>> RunBench(const Engine& e, const BenchOptions& o) {
   if (o.reps < 1) return MakeError("reps must be >= 1");
   if (o.gen < 1) return MakeError("gen must be >= 1");
@@ -136,6 +156,7 @@ Expected<std::vector<BenchRow>> RunBench(const Engine& e, const BenchOptions& o)
       KVTRIM_RETURN_IF_ERROR(ses.Compress());
       comp_ms.push_back(ses.compressor().compress_seconds() * 1e3);
       const double comp_before = ses.compressor().compress_seconds();
+      const auto counters_before = ses.compressor().counters();
       double kv_sum = 0;
       auto t1 = Clock::now();
       for (int g = 0; g < o.gen; ++g) {
@@ -147,6 +168,7 @@ Expected<std::vector<BenchRow>> RunBench(const Engine& e, const BenchOptions& o)
       kv_read.push_back(kv_sum / o.gen);
       evict_us.push_back((ses.compressor().compress_seconds() - comp_before) * 1e6 / o.gen);
       entries.push_back(static_cast<double>(ses.cache().EntriesHeld()) / (ses.cache().n_layer() * ses.cache().n_head_kv()));
+      AddCounters(&row, counters_before, ses.compressor().counters());
       row.kv_bytes = ses.cache().BytesHeld();
       row.kv_bytes_full = ses.cache().BytesFull();
       if (o.progress) o.progress("depth " + std::to_string(depth) + " rep " + std::to_string(r + 1));

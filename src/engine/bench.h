@@ -38,6 +38,9 @@ struct BenchRow {
   double compress_ms = 0;       // prefill-time compression (mean)
   double evict_us_per_tok = 0;  // decode-time plan + apply per step (mean)
   double entries_per_head = 0;  // mean entries held per head after decoding
+  // The policy's counters (Compressor::counters), summed over repetitions:
+  // over the whole run, and over the timed decode steps alone.
+  std::vector<std::pair<std::string, int64_t>> counters, decode_counters;
 };
 
 // Peak resident set size of this process so far (VmHWM), in bytes; 0 if unknown.

@@ -19,7 +19,8 @@ namespace {
 bool Covers(const StatsNeeds& have, const StatsNeeds& want) {
   return (!want.acc_mass || have.acc_mass) && (!want.access || have.access) &&
          (want.obs_window == 0 || want.obs_window == have.obs_window) &&
-         (want.history == 0 || want.history == have.history) && (!want.prefill_qk || have.prefill_qk);
+         (want.history == 0 || want.history == have.history) && (!want.prefill_qk || have.prefill_qk) &&
+         (want.recent_window == 0 || want.recent_window == have.recent_window);
 }
 
 Status Merge(StatsNeeds* into, const StatsNeeds& n, const std::string& name) {
@@ -27,6 +28,9 @@ Status Merge(StatsNeeds* into, const StatsNeeds& n, const std::string& name) {
     return MakeError("policy '" + name + "' needs another observation window than the others forked from this session");
   if (n.history && into->history && n.history != into->history)
     return MakeError("policy '" + name + "' needs another history length than the others forked from this session");
+  if (n.recent_window && into->recent_window && n.recent_window != into->recent_window)
+    return MakeError("policy '" + name + "' needs another recent window than the others forked from this session");
+  into->recent_window = std::max(into->recent_window, n.recent_window);
   into->acc_mass |= n.acc_mass;
   into->access |= n.access;
   into->prefill_qk |= n.prefill_qk;

@@ -49,6 +49,8 @@ class Compressor {
 
   double compress_seconds() const { return compress_s_; }  // total time in plans + applying
   int64_t evictions() const { return evicted_.load(); }
+  // The policy's own counters (e.g. KVSlimmer's merges and fallbacks).
+  std::vector<std::pair<std::string, int64_t>> counters() const { return policy_->Counters(); }
 
  private:
   Compressor() = default;

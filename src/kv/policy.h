@@ -47,6 +47,9 @@ class Policy {
   virtual int protected_entries() const { return 0; }
   // Per-layer budget from the uniform per-head budget (PyramidKV overrides).
   virtual int LayerBudget(int /*layer*/, int /*n_layer*/, int base) const { return base; }
+  // Named counters the policy keeps (e.g. merges, fallbacks), for reports;
+  // Compress may run on several heads at once, so counters are atomic.
+  virtual std::vector<std::pair<std::string, int64_t>> Counters() const { return {}; }
   // A plan bringing the head to at most ctx.budget entries.
   virtual Plan Compress(const PolicyContext& ctx) = 0;
 };

@@ -8,7 +8,11 @@ namespace kvtrim::kv {
 AttentionStats::AttentionStats(int n_layer, int n_head_kv, int group, int head_dim, StatsNeeds needs)
     : n_layer_(n_layer), n_head_kv_(n_head_kv), group_(group), head_dim_(head_dim), needs_(needs) {
   heads_.resize(static_cast<size_t>(n_layer) * n_head_kv);
-  for (auto& h : heads_) h.words = needs_.history > 0 ? (needs_.history + 63) / 64 : 0;
+  for (auto& h : heads_) {
+    h.words = needs_.history > 0 ? (needs_.history + 63) / 64 : 0;
+    h.recent.resize(needs_.recent_window);
+    h.recent_pos.assign(needs_.recent_window, -1);
+  }
 }
 
 void AttentionStats::Grow(HeadStats& hs, int n) const {
@@ -34,6 +38,17 @@ void AttentionStats::OnProbs(int layer, int kv_head, int t, int g, const float* 
   const int64_t pos = pos0_ + t;
   if (needs_.obs_window > 0 && prompt_end_ >= 0 && pos >= prompt_end_ - needs_.obs_window && pos < prompt_end_)
     for (int j = 0; j < n; ++j) hs.obs[j] += p[j];
+  if (needs_.recent_window > 0 && pos > step_ - needs_.recent_window) {  // only the batch's last w queries
+    std::vector<float>& row = hs.recent[pos % needs_.recent_window];
+    const float inv = 1.f / static_cast<float>(group_);
+    if (g == 0) {
+      row.resize(n);
+      hs.recent_pos[pos % needs_.recent_window] = pos;
+      for (int j = 0; j < n; ++j) row[j] = p[j] * inv;
+    } else {
+      for (int j = 0; j < n; ++j) row[j] += p[j] * inv;
+    }
+  }
   if (!needs_.access && !hs.words) return;
   // Access decisions use the max over the group's query heads.
   if (g == 0) hs.row_max.assign(p, p + n);
@@ -64,6 +79,17 @@ int64_t AttentionStats::HistoryCount(int layer, int h, int i) const {
   return c;
 }
 
+std::vector<double> AttentionStats::RecentMass(int layer, int h, int n) const {
+  const HeadStats& hs = head(layer, h);
+  std::vector<double> m(n, 0.0);
+  for (size_t r = 0; r < hs.recent.size(); ++r) {
+    if (hs.recent_pos[r] < 0 || hs.recent_pos[r] <= step_ - needs_.recent_window) continue;
+    const std::vector<float>& row = hs.recent[r];
+    for (int j = 0; j < n && j < static_cast<int>(row.size()); ++j) m[j] += row[j];
+  }
+  return m;
+}
+
 void AttentionStats::OnQK(int layer, const float* k_pre, const float* q_rot, int T) {
   const int d = head_dim_, G = group_;
   for (int h = 0; h < n_head_kv_; ++h) {
@@ -88,6 +114,12 @@ void AttentionStats::Retain(int layer, int h, const std::vector<int>& keep) {
       for (int k = 0; k < hs.words; ++k) hs.hist[static_cast<size_t>(w) * hs.words + k] = hs.hist[static_cast<size_t>(i) * hs.words + k];
     }
     ++w;
+  }
+  for (std::vector<float>& row : hs.recent) {  // ring rows have their own lengths
+    size_t k = 0;
+    for (int i : keep)
+      if (i < static_cast<int>(row.size())) row[k++] = row[i];
+    row.resize(k);
   }
   // Entries without statistics yet (kept beyond hs.n) get zeroed ones.
   hs.acc.resize(std::min<size_t>(hs.acc.size(), w));
@@ -120,6 +152,20 @@ void AttentionStats::Rebuild(int layer, int h, const std::vector<std::vector<int
       if (!out.last_access.empty()) out.last_access[j] = std::max(out.last_access[j], hs.last_access[i]);
       for (int w = 0; w < hs.words; ++w) out.hist[j * hs.words + w] |= hs.hist[static_cast<size_t>(i) * hs.words + w];
     }
+  out.recent_pos = std::move(hs.recent_pos);
+  out.recent.resize(hs.recent.size());
+  for (size_t r = 0; r < hs.recent.size(); ++r) {  // merged entries received the sum of their sources' mass
+    const std::vector<float>& row = hs.recent[r];
+    std::vector<float>& o = out.recent[r];
+    for (size_t j = 0; j < from.size(); ++j) {
+      float sum = 0.f;
+      bool any = false;
+      for (int i : from[j])
+        if (i < static_cast<int>(row.size())) sum += row[i], any = true;
+      if (!any) break;  // entries after the row's query (sources are in order)
+      o.push_back(sum);
+    }
+  }
   out.k_pre = std::move(hs.k_pre);
   out.q_rot = std::move(hs.q_rot);
   hs = std::move(out);
@@ -134,9 +180,11 @@ void AttentionStats::DropPrefillQK() {
 
 size_t AttentionStats::BytesHeld() const {
   size_t s = 0;
-  for (const auto& h : heads_)
+  for (const auto& h : heads_) {
     s += 4 * (h.acc.capacity() + h.obs.capacity() + h.k_pre.capacity() + h.q_rot.capacity() + h.row_max.capacity()) +
-         8 * (h.last_access.capacity() + h.hist.capacity());
+         8 * (h.last_access.capacity() + h.hist.capacity() + h.recent_pos.capacity());
+    for (const auto& r : h.recent) s += 4 * r.capacity();
+  }
   return s;
 }
 

@@ -19,7 +19,8 @@ struct StatsNeeds {
   bool access = false;       // LRU
   int history = 0;           // ScissorHands: last m steps
   bool prefill_qk = false;   // Compactor-style scorers
-  bool any_probs() const { return acc_mass || obs_window > 0 || access || history > 0; }
+  int recent_window = 0;     // KVSlimmer: probabilities of the last w queries (group mean)
+  bool any_probs() const { return acc_mass || obs_window > 0 || access || history > 0 || recent_window > 0; }
 };
 
 struct HeadStats {
@@ -30,6 +31,8 @@ struct HeadStats {
   std::vector<float> k_pre;           // [N_prefill, d] pre-RoPE keys of the prefill
   std::vector<float> q_rot;           // [N_prefill, G, d] rotated prefill queries of the group
   std::vector<float> row_max;         // scratch: max over the group for the current query
+  std::vector<std::vector<float>> recent;  // [w][n at that query] ring: group-mean probabilities
+  std::vector<int64_t> recent_pos;         // [w] query position of each ring row (-1: empty)
   int words = 0;                      // uint64 words per entry in hist
   int n = 0;
 };
@@ -45,6 +48,11 @@ class AttentionStats : public AttentionTap {
   int64_t step() const { return step_; }
   // Number of importance-counting steps in the ScissorHands ring so far.
   int64_t HistoryCount(int layer, int h, int i) const;
+
+  // Attention of the most recent `recent_window` queries (up to the latest
+  // step) on each of the head's first n entries, averaged over the group's
+  // query heads and summed over those queries: [n].
+  std::vector<double> RecentMass(int layer, int h, int n) const;
 
   // The prompt ends at this logical length (SnapKV's window is its last w).
   void SetPromptEnd(int64_t end) { prompt_end_ = end; }

@@ -1,6 +1,7 @@
 // `kvtrim bench`: prefill and decode throughput at context depths.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -22,6 +23,25 @@ struct BenchOpts {
   KvFlags kv;
 };
 
+// The policy's counters under a row (summed over reps; decode steps alone in
+// parentheses), the fallback rate when there are merges, and the share of a
+// decode step spent in decode-time compression.
+void PrintCounters(const BenchRow& r) {
+  if (r.counters.empty()) return;
+  std::printf("       counters:");
+  int64_t merges = -1, fallbacks = -1;
+  for (size_t i = 0; i < r.counters.size(); ++i) {
+    std::printf(" %s %lld (decode %lld)", r.counters[i].first.c_str(), static_cast<long long>(r.counters[i].second),
+                static_cast<long long>(r.decode_counters[i].second));
+    if (r.counters[i].first == "merges") merges = r.counters[i].second;
+    if (r.counters[i].first == "fallbacks") fallbacks = r.counters[i].second;
+  }
+  if (merges > 0 && fallbacks >= 0) std::printf("; fallback rate %.2f%%", 100.0 * fallbacks / merges);
+  const double step_us = 1e6 / std::max(1e-9, r.decode_tok_s.mean);
+  std::printf("; decode-time compression %.2f us of a %.1f us step (%.2f%%)\n", r.evict_us_per_tok, step_us,
+              100.0 * r.evict_us_per_tok / step_us);
+}
+
 // Prints the table (and writes --json); false if the JSON cannot be written.
 bool PrintBench(const Engine& e, const BenchOpts& o, double membw, const std::vector<BenchRow>& rows) {
   std::printf("model %s, %d threads, kv %s, gen %d, reps %d\n", o.model.c_str(), e.threads(), (o.kv.policy + " ratio " + std::to_string(o.kv.ratio) + " quant " + o.kv.quant).c_str(),
@@ -36,6 +56,10 @@ bool PrintBench(const Engine& e, const BenchOpts& o, double membw, const std::ve
                 r.weight_bytes_per_tok, r.kv_bytes_per_tok, r.entries_per_head, r.evict_us_per_tok, r.gb_s);
     if (membw > 0) std::printf("  %7.1f%%", 100.0 * r.gb_s / membw);
     std::printf("\n");
+    PrintCounters(r);
+    nlohmann::json counters = nlohmann::json::object(), decode_counters = nlohmann::json::object();
+    for (const auto& [name, v] : r.counters) counters[name] = v;
+    for (const auto& [name, v] : r.decode_counters) decode_counters[name] = v;
     j.push_back({{"depth", r.depth}, {"prefill_len", r.prefill_len},
                  {"prefill_tok_s", r.prefill_tok_s.mean}, {"prefill_tok_s_sd", r.prefill_tok_s.sd},
                  {"decode_tok_s", r.decode_tok_s.mean}, {"decode_tok_s_sd", r.decode_tok_s.sd},
@@ -44,7 +68,7 @@ bool PrintBench(const Engine& e, const BenchOpts& o, double membw, const std::ve
                  {"gb_s", r.gb_s}, {"threads", e.threads()}, {"kv_policy", o.kv.policy}, {"kv_ratio", o.kv.ratio}, {"kv_quant", o.kv.quant}, {"model", o.model},
                  {"mem_read_gb_s", membw}, {"compress_ms", r.compress_ms},
                  {"evict_us_per_token", r.evict_us_per_tok}, {"entries_per_head", r.entries_per_head},
-                 {"peak_rss_bytes", PeakRssBytes()}});
+                 {"peak_rss_bytes", PeakRssBytes()}, {"counters", counters}, {"decode_counters", decode_counters}});
   }
   std::printf("peak RSS: %.1f MiB\n", PeakRssBytes() / 1048576.0);
   if (!o.json.empty()) {

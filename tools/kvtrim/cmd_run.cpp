@@ -89,6 +89,18 @@ Command AddRun(CLI::App& app) {
                  cache.BytesHeld(), static_cast<long long>(cache.logical_length()),
                  static_cast<long long>(session.value()->compressor().evictions()),
                  session.value()->compressor().compress_seconds());
+    const auto counters = session.value()->compressor().counters();
+    if (!counters.empty()) {
+      std::fprintf(stderr, "kv counters:");
+      int64_t merges = -1, fallbacks = -1;
+      for (const auto& [name, v] : counters) {
+        std::fprintf(stderr, " %s %lld", name.c_str(), static_cast<long long>(v));
+        if (name == "merges") merges = v;
+        if (name == "fallbacks") fallbacks = v;
+      }
+      if (merges > 0 && fallbacks >= 0) std::fprintf(stderr, " (fallback rate %.2f%%)", 100.0 * fallbacks / merges);
+      std::fprintf(stderr, "\n");
+    }
     std::fprintf(stderr, "peak RSS: %.1f MiB\n", PeakRssBytes() / 1048576.0);
     return 0;
   };

@@ -12,6 +12,8 @@ PolicyInfo H2oPolicyInfo();
 PolicyInfo ScissorhandsPolicyInfo();
 PolicyInfo SnapkvPolicyInfo();
 PolicyInfo PyramidkvPolicyInfo();
+PolicyInfo KvslimmerPolicyInfo();
+PolicyInfo MergeMeanPolicyInfo();
 
 // SnapKV (snapkv.cpp); PyramidKV is SnapKV with layer budgets.
 class SnapkvPolicy : public Policy {
