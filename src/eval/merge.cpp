@@ -17,13 +17,19 @@ using Json = nlohmann::ordered_json;
 Json Num(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); }
 double Dbl(const Json& j) { return j.is_null() ? NAN : j.get<double>(); }
 
+Json CountersJson(const std::vector<std::pair<std::string, double>>& c) {
+  Json j = Json::object();
+  for (const auto& [k, v] : c) j[k] = v;
+  return j;
+}
+
 Json ToJson(const SampleRecord& s) {
   return {{"unit", s.unit},         {"task", s.task},           {"sample", s.sample},
           {"method", s.method},     {"ratio", s.ratio},         {"accuracy", Num(s.accuracy)},
           {"kl", Num(s.kl)},        {"nll_ratio", Num(s.nll_ratio)}, {"kv_bytes", Num(s.kv_bytes)},
           {"kv_bytes_full", Num(s.kv_bytes_full)}, {"compress_ms", Num(s.compress_ms)},
           {"entries_compressed", s.entries_compressed}, {"entries_end", s.entries_end},
-          {"truncated", s.truncated}, {"note", s.note}};
+          {"truncated", s.truncated}, {"note", s.note}, {"counters", CountersJson(s.counters)}};
 }
 
 SampleRecord FromJson(const Json& j) {
@@ -43,6 +49,8 @@ SampleRecord FromJson(const Json& j) {
   s.entries_end = j.at("entries_end").get<long long>();
   s.truncated = j.at("truncated").get<bool>();
   s.note = j.at("note").get<std::string>();
+  if (j.contains("counters"))
+    for (const auto& [k, v] : j.at("counters").items()) s.counters.emplace_back(k, v.get<double>());
   return s;
 }
 

@@ -88,6 +88,13 @@ size_t DisplayWidth(const std::string& s) {  // UTF-8 code points
   return n;
 }
 
+// The note, then the policy counters per sample ("merges 2142 fallbacks 0").
+std::string NoteText(const Cell& c) {
+  std::string t = c.note;
+  for (const auto& [name, v] : c.counters) t += (t.empty() ? "" : "; ") + name + " " + Printf("%.0f", v);
+  return t;
+}
+
 std::vector<std::string> TableRow(const Cell& c) {
   std::string acc = (c.task.rfind("fidelity", 0) == 0 && Bad(c.accuracy))
                         ? ""
@@ -97,7 +104,7 @@ std::vector<std::string> TableRow(const Cell& c) {
                         : "-";
   return {c.task, c.method, Bad(c.ratio) ? "-" : Printf("%g", c.ratio), std::to_string(c.n), acc,
           PlusMinus("%.4f", c.kl, c.kl_se), PlusMinus("%.3f", c.nll_ratio, c.nll_ratio_se),
-          HumanBytes(c.kv_bytes), pct, Bad(c.compress_ms) ? "-" : Printf("%.2f", c.compress_ms), c.note};
+          HumanBytes(c.kv_bytes), pct, Bad(c.compress_ms) ? "-" : Printf("%.2f", c.compress_ms), NoteText(c)};
 }
 
 std::string JoinRow(const std::vector<std::string>& row, const std::vector<size_t>& w) {
@@ -376,6 +383,9 @@ Status WriteJson(const Report& r, const std::string& path) {
                       {"nll_ratio", Num(c->nll_ratio)}, {"nll_ratio_stderr", Num(c->nll_ratio_se)},
                       {"kv_bytes", Num(c->kv_bytes)}, {"kv_bytes_full", Num(c->kv_bytes_full)},
                       {"compress_ms", Num(c->compress_ms)}, {"note", c->note}});
+      OJson counters = OJson::object();
+      for (const auto& [name, v] : c->counters) counters[name] = Num(v);
+      rows.back()["counters"] = counters;
     }
   }
   OJson doc = {{"meta", meta}, {"rows", rows}};

@@ -2,6 +2,7 @@
 // JSON, CSV, and plots of score against retention ratio through gnuplot.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kvtrim/status.h"
@@ -23,6 +24,8 @@ struct Cell {
   // not apply to this method) or "unreachable: ..." (the method cannot meet
   // this ratio); empty when every sample was measured.
   std::string note;
+  // Policy counters (e.g. KVSlimmer's merges and fallbacks), mean per sample.
+  std::vector<std::pair<std::string, double>> counters;
 };
 
 // One (unit, method, ratio) measurement; cells are summaries of these. A unit
@@ -38,6 +41,7 @@ struct SampleRecord {
   long long entries_end = 0;         // ... and at the end of the unit's continuation
   std::string note;                  // non-empty: not measured, and why
   bool truncated = false;            // task-file sample cut in the middle to fit
+  std::vector<std::pair<std::string, double>> counters;  // the policy's counters at the end of the unit
 };
 
 struct ReportMeta {

@@ -27,6 +27,7 @@ std::vector<Cell> SummarizeCells(const ReportMeta& meta, std::vector<SampleRecor
         std::vector<double> acc, kl, nr, bytes, full, ms;
         std::string note;
         int noted = 0;
+        std::vector<std::pair<std::string, double>> counters;  // summed, in first-seen order
         for (const SampleRecord* s : it->second) {
           if (!s->note.empty()) {
             if (note.empty()) note = s->note;
@@ -35,6 +36,11 @@ std::vector<Cell> SummarizeCells(const ReportMeta& meta, std::vector<SampleRecor
           }
           acc.push_back(s->accuracy), kl.push_back(s->kl), nr.push_back(s->nll_ratio);
           bytes.push_back(s->kv_bytes), full.push_back(s->kv_bytes_full), ms.push_back(s->compress_ms);
+          for (const auto& [name, v] : s->counters) {
+            auto at = std::find_if(counters.begin(), counters.end(), [&](const auto& c) { return c.first == name; });
+            if (at == counters.end()) counters.emplace_back(name, v);
+            else at->second += v;
+          }
         }
         Cell c;
         c.task = task, c.method = method, c.ratio = r;
@@ -49,6 +55,7 @@ std::vector<Cell> SummarizeCells(const ReportMeta& meta, std::vector<SampleRecor
         if (noted > 0 && c.n > 0)
           note += " (" + std::to_string(noted) + " of " + std::to_string(noted + c.n) + " samples)";
         c.note = note;
+        for (auto& [name, v] : counters) c.counters.emplace_back(name, v / c.n);
         out.push_back(std::move(c));
       }
     }

@@ -148,6 +148,8 @@ class Sweep {
           rec.accuracy = m->accuracy, rec.kl = m->fidelity.kl, rec.nll_ratio = m->fidelity.nll_ratio;
           rec.note = m->note;
           rec.entries_end = static_cast<long long>(s.value()->cache().EntriesHeld());
+          for (const auto& [name, v] : s.value()->compressor().counters())
+            rec.counters.emplace_back(name, static_cast<double>(v));
         }
         records_.push_back(std::move(rec));
       }
