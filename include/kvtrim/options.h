@@ -20,6 +20,7 @@ struct KvOptions {
   double ratio = 1.0;        // retention ratio in (0, 1] ...
   int budget_tokens = 0;     // ... or a per-head token budget (> 0 wins)
   std::string quant = "f32";  // kept entries stored as f32, f16, q8_0 or q4_0 (after eviction)
+  std::string profile;        // model profile file (razor); empty: profiled in-process once per Engine
 };
 
 struct SessionOptions {

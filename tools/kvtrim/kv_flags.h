@@ -17,6 +17,7 @@ struct KvFlags {
   double ratio = 1.0;
   int budget = 0;
   std::string quant = "f32";
+  std::string profile;
   std::map<std::string, double> params;          // values of the policy flags
   std::map<std::string, CLI::Option*> options;   // to tell which were given
 };

@@ -12,6 +12,7 @@ PolicyInfo H2oPolicyInfo();
 PolicyInfo ScissorhandsPolicyInfo();
 PolicyInfo SnapkvPolicyInfo();
 PolicyInfo PyramidkvPolicyInfo();
+PolicyInfo RazorPolicyInfo();
 
 // SnapKV (snapkv.cpp); PyramidKV is SnapKV with layer budgets.
 class SnapkvPolicy : public Policy {
