@@ -4,6 +4,7 @@
 // everything in between (mean key, mean value, b = log N_d: a Plan merge).
 // Prefill-time; with --razor-fold also decode-time: the entry leaving a
 // window is merged into the compensation entry (a running mean).
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -85,7 +86,34 @@ class RazorPolicy : public Policy {
       if (i < sinks_ || i >= n - window_) plan.keep.push_back(i);
       else comp.sources.push_back(i);
     }
+    if (ctx.phase == Phase::kDecode) return Fold(*ctx.store, std::move(plan), comp.sources);
     plan.merge.push_back(std::move(comp));
+    return plan;
+  }
+
+  // Decode-time: the same cardinality-weighted mean as the merge, written over
+  // entry S (the compensation entry) so the plan only evicts: no new store
+  // per step. Its position stays where prefill put it (metadata only).
+  static Plan Fold(const HeadStore& s, Plan plan, const std::vector<int>& sources) {
+    const int d = s.head_dim();
+    std::vector<double> k(d, 0.0), v(d, 0.0);
+    std::vector<float> row(d);
+    double card = 0;
+    for (int i : sources) {
+      const double c = std::exp(double{s.logw(i)});
+      card += c;
+      s.ReadKey(i, row.data());
+      for (int j = 0; j < d; ++j) k[j] += c * row[j];
+      s.ReadValue(i, row.data());
+      for (int j = 0; j < d; ++j) v[j] += c * row[j];
+    }
+    std::vector<float> kf(d), vf(d);
+    for (int j = 0; j < d; ++j) kf[j] = static_cast<float>(k[j] / card), vf[j] = static_cast<float>(v[j] / card);
+    const int at = sources.front();
+    plan.keep.insert(std::lower_bound(plan.keep.begin(), plan.keep.end(), at), at);
+    plan.set_key.emplace_back(at, std::move(kf));
+    plan.set_value.emplace_back(at, std::move(vf));
+    plan.set_logw.emplace_back(at, static_cast<float>(std::log(card)));
     return plan;
   }
 
