@@ -363,3 +363,36 @@ TEST(Razor, RatioSolvesTheWindow) {
 
 }  // namespace
 }  // namespace kvtrim::kv
+
+namespace kvtrim::kv {
+namespace {
+
+// The CLI: `profile` writes a profile that `run --kv razor --profile` uses;
+// an unreachable ratio is an error (exit 1) naming the reachable minimum.
+TEST(Razor, CliProfileThenRun) {
+  const std::string cli = KVTRIM_CLI, model = test::ModelPath("needle-v1-3.7M-f32.gguf");
+  const std::string prof = ::testing::TempDir() + "/razor_cli_profile.json";
+  auto p = test::RunCommand(cli + " profile -m " + model + " --out " + prof + " --no-plots --depth 976");
+  ASSERT_EQ(p.code, 0) << p.out;
+  EXPECT_NE(p.out.find("L3K0"), std::string::npos) << p.out;
+  EXPECT_NE(p.out.find("min reachable retention ratio at N = 976"), std::string::npos) << p.out;
+  auto r = ReadProfile(prof);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const std::string prompt = " -p 'It was on a dreary night of November that I beheld the accomplishment of my toils.'";
+  auto ok = test::RunCommand(cli + " run -m " + model + prompt + " -n 4 --temp 0 --kv razor --profile " + prof +
+                             " --min-window 4 --kv-ratio 0.8 --razor-fold 2>&1");
+  EXPECT_EQ(ok.code, 0) << ok.out;
+  EXPECT_NE(ok.out.find("kv: razor ratio 0.8"), std::string::npos) << ok.out;
+  auto bad = test::RunCommand(cli + " run -m " + model + prompt + " -n 4 --temp 0 --kv razor --profile " + prof +
+                              " --kv-ratio 0.1 2>&1");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.out.find("is below the"), std::string::npos) << bad.out;
+  auto other = test::RunCommand(cli + " run -m " + test::ModelPath("needle-3.7M-f32.gguf") + prompt +
+                                " -n 4 --kv razor --profile " + prof + " 2>&1");
+  EXPECT_EQ(other.code, 1);
+  EXPECT_NE(other.out.find("another model"), std::string::npos) << other.out;
+  std::remove(prof.c_str());
+}
+
+}  // namespace
+}  // namespace kvtrim::kv
