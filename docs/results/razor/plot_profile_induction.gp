@@ -18,4 +18,4 @@ set object 3 rect from 0.5,2.5 to 1.5,3.5 front fillstyle empty border lc rgb 'b
 set object 4 rect from 1.5,2.5 to 2.5,3.5 front fillstyle empty border lc rgb 'black' lw 3
 set object 5 rect from 2.5,2.5 to 3.5,3.5 front fillstyle empty border lc rgb 'black' lw 3
 set object 6 rect from 6.5,2.5 to 7.5,3.5 front fillstyle empty border lc rgb 'black' lw 3
-plot 'profile_induction.dat' matrix with image, '' matrix using 1:2:(sprintf('%.2f', $3)) with labels font ',9'
+plot 'profile_induction.dat' matrix with image, '' matrix using 1:2:(sprintf('%.3f', $3)) with labels font ',9'
