@@ -340,10 +340,12 @@ TEST(Razor, RatioSolvesTheWindow) {
   const std::vector<int> prompt = Prompt(*e, N);
   const auto& prof = *e->Profile("").value();
   const int T = 16, R = static_cast<int>(std::lround(prof.heads.f_ret * T));
-  for (double r : {0.6, 0.45}) {
+  // --kv-budget B is the ratio B / N (270 / 600 = 0.45).
+  for (auto [r, budget] : {std::pair{0.6, 0}, std::pair{0.45, 0}, std::pair{0.45, 270}}) {
     SessionOptions so;
     so.kv.policy = "razor";
-    so.kv.ratio = r;
+    so.kv.ratio = budget > 0 ? 1.0 : r;
+    so.kv.budget_tokens = budget;
     auto s = Session::Create(*e, so);
     ASSERT_TRUE(s.ok()) << s.error().message;
     ASSERT_TRUE(s.value()->Prefill(prompt).ok());
