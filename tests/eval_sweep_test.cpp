@@ -45,18 +45,22 @@ SweepOptions Small() {
 }
 
 TEST(EvalSweep, RatioOneIsExactlyTheReference) {
-  // Both fidelity protocols and the needle tasks give KL 0 at ratio 1; in
-  // fidelity-decode the prefill-time snapkv is marked n/a, not measured.
+  // Both fidelity protocols and the needle tasks give KL 0 at ratio 1 for
+  // every method (razor too: an explicit ratio 1 keeps everything, its
+  // compress factor applies only when no ratio is given); in fidelity-decode
+  // the prefill-time policies (snapkv, razor without --razor-fold) are marked
+  // n/a, not measured.
   auto e = test::LoadEngine("needle-3.7M-f32.gguf");
   ASSERT_TRUE(e);
   for (bool aware : {false, true}) {
     SweepOptions o = Small();
+    o.methods = {"full", "window", "h2o", "snapkv", "razor", "kvslimmer", "merge-mean"};
     o.query_aware = aware;
     auto rep = RunSweep(*e, o);
     ASSERT_TRUE(rep.ok()) << rep.error().message;
-    ASSERT_EQ(rep->cells.size(), 4u * 4u);  // (niah, passkey, fidelity, fidelity-decode) x 4 methods at ratio 1
+    ASSERT_EQ(rep->cells.size(), 4u * 7u);  // (niah, passkey, fidelity, fidelity-decode) x 7 methods at ratio 1
     for (const Cell& c : rep->cells) {
-      if (c.task == "fidelity-decode" && c.method == "snapkv") {
+      if (c.task == "fidelity-decode" && (c.method == "snapkv" || c.method == "razor")) {
         EXPECT_EQ(c.n, 0);
         EXPECT_NE(c.note.find("n/a"), std::string::npos);
         continue;
@@ -68,6 +72,33 @@ TEST(EvalSweep, RatioOneIsExactlyTheReference) {
       EXPECT_EQ(c.kv_bytes, c.kv_bytes_full) << c.task << " " << c.method;
     }
   }
+}
+
+TEST(EvalSweep, UnreachableRatioIsACellNotAnError) {
+  // razor cannot go below f_ret + (1 - f_ret)(S + S0 + 1) / N: the sweep
+  // reports those cells as unreachable, with the reason, and runs the rest.
+  auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
+  ASSERT_TRUE(e);
+  SweepOptions o = Small();
+  o.methods = {"razor", "h2o"};
+  o.ratios = {0.1};
+  o.tasks = {TaskKind::kNiah};
+  o.fidelity_decode = false;
+  o.samples = 1;
+  auto rep = RunSweep(*e, o);
+  ASSERT_TRUE(rep.ok()) << rep.error().message;
+  int unreachable = 0;
+  for (const Cell& c : rep->cells) {
+    if (c.method != "razor") {
+      EXPECT_EQ(c.note, "");
+      EXPECT_EQ(c.n, 1);
+      continue;
+    }
+    EXPECT_EQ(c.n, 0);
+    EXPECT_EQ(c.note.rfind("unreachable: razor: retention ratio 0.1 is below", 0), 0u) << c.note;
+    ++unreachable;
+  }
+  EXPECT_EQ(unreachable, 2);  // niah and fidelity
 }
 
 TEST(EvalSweep, FidelityProtocolsAppendOrHoldTheBudget) {

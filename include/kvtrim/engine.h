@@ -1,7 +1,9 @@
 // Public API: load a model (Engine), run a sequence on it (Session).
 #pragma once
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -13,7 +15,15 @@ namespace kvtrim {
 namespace io { class GgufFile; class Tokenizer; }
 namespace model { struct ModelConfig; struct Weights; class Transformer; }
 namespace kernels { class ThreadPool; }
-namespace kv { class KvCache; class Compressor; }
+namespace kv { class KvCache; class Compressor; struct ModelProfile; struct ModelId; }
+
+// The RazorAttention probe (METHODS.md section 2): BOS + 4 copies of a block
+// of probe_len random ordinary token ids (0: min(2500, ctx/4 - 1)), seeded.
+struct ProfileOptions {
+  int probe_len = 0;
+  uint64_t seed = 42;
+  double echo_frac = 0.01, induction_frac = 0.14;
+};
 
 class Engine {
  public:
@@ -27,9 +37,18 @@ class Engine {
   const model::Transformer& transformer() const { return *transformer_; }
   kernels::ThreadPool& pool() const { return *pool_; }
   int threads() const;
+  // File name, size and metadata hash of the model (profiles are checked against it).
+  const kv::ModelId& model_id() const { return *id_; }
+  // The model profile in `path`, checked against this model; for an empty
+  // path, the probe run in-process once (default ProfileOptions) and cached.
+  // Thread-safe; errors are returned (and not cached).
+  Expected<std::shared_ptr<const kv::ModelProfile>> Profile(const std::string& path) const;
 
  private:
   Engine() = default;
+  std::unique_ptr<kv::ModelId> id_;
+  mutable std::mutex profile_mu_;
+  mutable std::map<std::string, std::shared_ptr<const kv::ModelProfile>> profiles_;
   std::unique_ptr<io::GgufFile> file_;
   std::unique_ptr<model::ModelConfig> config_;
   std::unique_ptr<model::Weights> weights_;
@@ -37,6 +56,9 @@ class Engine {
   std::unique_ptr<model::Transformer> transformer_;
   std::unique_ptr<kernels::ThreadPool> pool_;
 };
+
+// Runs the probe on the model and scores every (layer, query head).
+Expected<kv::ModelProfile> ProfileModel(const Engine& engine, const ProfileOptions& o);
 
 // One sequence: its KV cache, logits of the last position, timing.
 class Session {

@@ -18,8 +18,13 @@ struct KvOptions {
   std::string policy = "full";
   std::map<std::string, double> params;  // the policy's own flags
   double ratio = 1.0;        // retention ratio in (0, 1] ...
+  // The ratio was asked for (--kv-ratio, every eval cell): a policy with a
+  // sizing rule of its own (razor's --compress-factor) follows it then, and
+  // ratio 1 keeps everything; otherwise that rule applies.
+  bool ratio_explicit = false;
   int budget_tokens = 0;     // ... or a per-head token budget (> 0 wins)
   std::string quant = "f32";  // kept entries stored as f32, f16, q8_0 or q4_0 (after eviction)
+  std::string profile;        // model profile file (razor); empty: profiled in-process once per Engine
 };
 
 struct SessionOptions {

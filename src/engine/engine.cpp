@@ -1,11 +1,13 @@
 #include "kvtrim/engine.h"
 
+#include <filesystem>
 #include <thread>
 
 #include "io/gguf.h"
 #include "io/tokenizer.h"
 #include "kernels/matmul.h"
 #include "kernels/thread_pool.h"
+#include "kv/profile.h"
 #include "model/config.h"
 #include "model/transformer.h"
 #include "model/weights.h"
@@ -34,6 +36,8 @@ Expected<std::unique_ptr<Engine>> Engine::Load(const EngineOptions& opts) {
   e->transformer_ = std::make_unique<model::Transformer>(*e->config_, *e->weights_);
   int threads = opts.threads > 0 ? opts.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   e->pool_ = std::make_unique<kernels::ThreadPool>(threads);
+  e->id_ = std::make_unique<kv::ModelId>(kv::ModelId{std::filesystem::path(opts.model_path).filename().string(),
+                                                     e->file_->file_size(), kv::ModelMetadataHash(*e->file_)});
   return e;
 }
 

@@ -9,6 +9,20 @@
 #include "model/transformer.h"
 
 namespace kvtrim {
+
+namespace {
+
+// Policies built on a model profile (razor) get the engine's.
+Status AttachProfile(const Engine& e, kv::Compressor& c, const KvOptions& kv) {
+  if (!c.policy().wants_profile()) return {};
+  auto p = e.Profile(kv.profile);
+  if (!p.ok()) return p.error();
+  c.policy().SetProfile(p.value());
+  return {};
+}
+
+}  // namespace
+
 Expected<std::unique_ptr<Session>> Session::Create(const Engine& engine, const SessionOptions& opts) {
   const auto& c = engine.config();
   if (opts.ctx < 0) return MakeError("context length must be >= 0");
@@ -19,6 +33,7 @@ Expected<std::unique_ptr<Session>> Session::Create(const Engine& engine, const S
   if (opts.ubatch <= 0) return MakeError("ubatch must be positive");
   auto comp = kv::Compressor::Create(opts.kv, c.n_layer, c.n_head_kv, c.group(), c.head_dim, opts.fork_targets);
   if (!comp.ok()) return comp.error();
+  KVTRIM_RETURN_IF_ERROR(AttachProfile(engine, *comp.value(), opts.kv));
   std::unique_ptr<Session> s(new Session());
   s->engine_ = &engine;
   s->opts_ = opts;
@@ -40,6 +55,7 @@ int64_t Session::position() const { return cache_->logical_length(); }
 Expected<std::unique_ptr<Session>> Session::Fork(const KvOptions& kv) const {
   auto comp = compressor_->Fork(kv);
   if (!comp.ok()) return comp.error();
+  KVTRIM_RETURN_IF_ERROR(AttachProfile(*engine_, *comp.value(), kv));
   std::unique_ptr<Session> s(new Session());
   s->engine_ = engine_;
   s->opts_ = opts_;

@@ -107,6 +107,7 @@ class Sweep {
     KvOptions kv = o_.kv;
     kv.policy = method;
     kv.ratio = ratio;
+    kv.ratio_explicit = true;  // a cell's ratio is the target, 1 = keep everything
     kv.budget_tokens = 0;
     if (method == "full") kv.quant = "f32";
     kv.params.clear();

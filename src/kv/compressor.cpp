@@ -157,10 +157,14 @@ Status Compressor::CompressHead(KvCache& cache, int layer, int h, Phase phase, i
 Status Compressor::CompressPrefill(KvCache& cache) {
   auto t0 = std::chrono::steady_clock::now();
   if (policy_->prefill_time()) {
+    KVTRIM_RETURN_IF_ERROR(
+        policy_->Prepare({o_.ratio, o_.ratio_explicit, o_.budget_tokens, cache.logical_length(), n_layer_, n_head_kv_}));
     for (int l = 0; l < n_layer_; ++l) {
-      const int b = Budget(l, cache.logical_length());
-      for (int h = 0; h < n_head_kv_; ++h)
+      const int lb = Budget(l, cache.logical_length());
+      for (int h = 0; h < n_head_kv_; ++h) {
+        const int b = policy_->HeadBudget(l, h, lb);
         if (cache.head(l, h).size() > b) KVTRIM_RETURN_IF_ERROR(CompressHead(cache, l, h, Phase::kPrefill, b));
+      }
     }
   }
   stats_->DropPrefillQK();
@@ -175,9 +179,11 @@ Status Compressor::AfterDecodeStep(KvCache& cache, kernels::ThreadPool* pool) {
   struct Job { int layer, head, budget; };
   std::vector<Job> jobs;
   for (int l = 0; l < n_layer_; ++l) {
-    const int b = Budget(l, cache.logical_length());
-    for (int h = 0; h < n_head_kv_; ++h)
+    const int lb = Budget(l, cache.logical_length());
+    for (int h = 0; h < n_head_kv_; ++h) {
+      const int b = policy_->HeadBudget(l, h, lb);
       if (cache.head(l, h).size() > b) jobs.push_back({l, h, b});
+    }
   }
   // Heads are independent (plans, rows and statistics are per head).
   std::vector<Status> st(jobs.size());

@@ -16,12 +16,15 @@
 
 namespace kvtrim::kv {
 
+struct ModelProfile;  // kv/profile.h
+
 // A policy's own flags: name (also the CLI flag --name), default, help.
 struct ParamSpec {
   std::string name;
   double def;
   std::string help;
   double lo = 0, hi = 1e9;  // accepted range
+  bool is_flag = false;     // a CLI switch (given: 1) rather than an option taking a value
 };
 using Params = std::map<std::string, double>;
 
@@ -37,6 +40,16 @@ struct PolicyContext {
   int64_t logical_len = 0;
 };
 
+// What prefill-time compression is asked to reach, for policies that plan
+// the whole cache at once (razor solves its compression factor from it).
+struct CompressionTarget {
+  double ratio = 1.0;
+  bool ratio_explicit = false;  // KvOptions::ratio_explicit
+  int budget_tokens = 0;  // > 0 wins over ratio
+  int64_t n = 0;          // logical length being compressed
+  int n_layer = 1, n_head_kv = 1;
+};
+
 class Policy {
  public:
   virtual ~Policy() = default;
@@ -50,6 +63,14 @@ class Policy {
   // Named counters the policy keeps (e.g. merges, fallbacks), for reports;
   // Compress may run on several heads at once, so counters are atomic.
   virtual std::vector<std::pair<std::string, int64_t>> Counters() const { return {}; }
+  // Called once before prefill-time compression, before any head changes; a
+  // target the policy cannot meet returns MakeUnreachable.
+  virtual Status Prepare(const CompressionTarget& /*t*/) { return {}; }
+  // Budget of one KV head from its layer's (razor's per-head castes).
+  virtual int HeadBudget(int /*layer*/, int /*head*/, int layer_budget) const { return layer_budget; }
+  // Policies built on a model profile (razor) get it before compressing.
+  virtual bool wants_profile() const { return false; }
+  virtual void SetProfile(std::shared_ptr<const ModelProfile> /*p*/) {}
   // A plan bringing the head to at most ctx.budget entries.
   virtual Plan Compress(const PolicyContext& ctx) = 0;
 };

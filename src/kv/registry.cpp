@@ -10,6 +10,7 @@ const std::vector<PolicyInfo>& Registry() {
       FullPolicyInfo(),  WindowPolicyInfo(),       RandomPolicyInfo(), LruPolicyInfo(),
       H2oPolicyInfo(),   ScissorhandsPolicyInfo(), SnapkvPolicyInfo(), PyramidkvPolicyInfo(),
       KvslimmerPolicyInfo(), MergeMeanPolicyInfo(),
+      RazorPolicyInfo(),
   };
   return r;
 }

@@ -26,5 +26,6 @@ Command AddBench(CLI::App& app);
 Command AddPolicies(CLI::App& app);
 Command AddEval(CLI::App& app);
 Command AddEvalMerge(CLI::App& app);
+Command AddProfile(CLI::App& app);
 
 }  // namespace kvtrim::cli

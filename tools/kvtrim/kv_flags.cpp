@@ -8,16 +8,18 @@ namespace kvtrim::cli {
 
 void AddKvFlags(CLI::App* sub, KvFlags* f, bool with_policy) {
   if (with_policy) sub->add_option("--kv", f->policy, "KV policy (see `kvtrim policies`)")->capture_default_str();
-  sub->add_option("--kv-ratio", f->ratio, "Retention ratio in (0, 1]")->capture_default_str();
+  f->ratio_opt = sub->add_option("--kv-ratio", f->ratio, "Retention ratio in (0, 1]")->capture_default_str();
   sub->add_option("--kv-budget", f->budget, "Per-head token budget (overrides --kv-ratio)")->check(CLI::PositiveNumber);
   sub->add_option("--kv-quant", f->quant, "Storage of kept entries: f32, f16, q8_0, q4_0 (after eviction)")
       ->capture_default_str();
+  sub->add_option("--profile", f->profile, "Model profile file from `kvtrim profile` (razor; default: profile in-process)");
   std::set<std::string> seen;
   for (const auto& info : kv::Registry()) {
     for (const auto& p : info.params) {
       if (!seen.insert(p.name).second) continue;
       std::string help = p.help + " [policy flag]";
-      f->options[p.name] = sub->add_option("--" + p.name, f->params[p.name], help);
+      if (p.is_flag) f->options[p.name] = sub->add_flag("--" + p.name, f->params[p.name], help);
+      else f->options[p.name] = sub->add_option("--" + p.name, f->params[p.name], help);
     }
   }
   sub->group("KV cache");
@@ -27,8 +29,10 @@ KvOptions ToKvOptions(const KvFlags& f, const std::string& policy) {
   KvOptions o;
   o.policy = policy;
   o.ratio = f.ratio;
+  o.ratio_explicit = f.ratio_opt && f.ratio_opt->count() > 0;
   o.budget_tokens = f.budget;
   o.quant = f.quant;
+  o.profile = f.profile;
   for (const auto& [name, opt] : f.options)
     if (opt->count() > 0) o.params[name] = f.params.at(name);
   return o;

@@ -17,8 +17,10 @@ struct KvFlags {
   double ratio = 1.0;
   int budget = 0;
   std::string quant = "f32";
+  std::string profile;
   std::map<std::string, double> params;          // values of the policy flags
   std::map<std::string, CLI::Option*> options;   // to tell which were given
+  CLI::Option* ratio_opt = nullptr;
 };
 
 void AddKvFlags(CLI::App* sub, KvFlags* f, bool with_policy = true);

@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
       kvtrim::cli::AddPolicies(app),
       kvtrim::cli::AddEval(app),
       kvtrim::cli::AddEvalMerge(app),
+      kvtrim::cli::AddProfile(app),
   };
   try {
     app.parse(argc, argv);

@@ -14,6 +14,7 @@ PolicyInfo SnapkvPolicyInfo();
 PolicyInfo PyramidkvPolicyInfo();
 PolicyInfo KvslimmerPolicyInfo();
 PolicyInfo MergeMeanPolicyInfo();
+PolicyInfo RazorPolicyInfo();
 
 // SnapKV (snapkv.cpp); PyramidKV is SnapKV with layer budgets.
 class SnapkvPolicy : public Policy {

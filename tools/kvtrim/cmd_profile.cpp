@@ -1,0 +1,134 @@
+// `kvtrim profile`: the RazorAttention probe (METHODS.md section 2). Writes
+// the model profile (JSON), prints echo/induction scores per layer and the
+// retrieval heads chosen, and draws the two heatmaps.
+#include <cstdio>
+#include <filesystem>
+
+#include "commands.h"
+#include "eval/heatmap.h"
+#include "kv/profile.h"
+#include "kvtrim/engine.h"
+#include "model/config.h"
+
+namespace kvtrim::cli {
+
+namespace {
+
+void PrintScores(const kv::ModelProfile& p) {
+  std::vector<char> ret(p.echo.size(), 0);
+  for (int q : p.heads.query) ret[q] = 1;
+  std::printf("%-6s %-*s  %s\n", "layer", 7 * p.n_head, "echo score per query head", "induction score per query head");
+  for (int l = 0; l < p.n_layer; ++l) {
+    std::printf("%-6d", l);
+    for (const auto* s : {&p.echo, &p.induction}) {
+      for (int h = 0; h < p.n_head; ++h) {
+        const size_t q = static_cast<size_t>(l) * p.n_head + h;
+        std::printf(" %5.3f%c", (*s)[q], ret[q] ? '*' : ' ');
+      }
+      std::printf(" ");
+    }
+    std::printf("\n");
+  }
+}
+
+void PrintHeads(const kv::ModelProfile& p, int64_t depth, int sinks, int min_window) {
+  std::printf("* retrieval query heads (top %d by echo, top %d by induction of %d):", p.heads.n_echo,
+              p.heads.n_induction, p.n_layer * p.n_head);
+  for (int q : p.heads.query) std::printf(" L%dH%d", q / p.n_head, q % p.n_head);
+  std::printf("\nretrieval KV heads (GQA promotion, %d query heads per KV head):", p.n_head / p.n_head_kv);
+  int n_kv = 0;
+  for (size_t i = 0; i < p.heads.kv.size(); ++i)
+    if (p.heads.kv[i]) {
+      std::printf(" L%dK%d", static_cast<int>(i) / p.n_head_kv, static_cast<int>(i) % p.n_head_kv);
+      ++n_kv;
+    }
+  std::printf("\nf_ret = %.4f (%d of %zu KV heads)\n", p.heads.f_ret, n_kv, p.heads.kv.size());
+  std::printf("min reachable retention ratio at N = %lld (sinks %d, min window %d): %.4f\n",
+              static_cast<long long>(depth), sinks, min_window, kv::MinReachableRatio(p.heads, depth, sinks, min_window));
+}
+
+Status DrawHeatmaps(const kv::ModelProfile& p, const std::string& dir) {
+  std::vector<char> ret(p.echo.size(), 0);
+  for (int q : p.heads.query) ret[q] = 1;
+  for (const auto& [name, values] : {std::pair{std::string("echo"), &p.echo}, {std::string("induction"), &p.induction}}) {
+    eval::Heatmap h;
+    h.name = "profile_" + name;
+    h.title = name + " score, " + p.model.file + " (boxed: retrieval query heads)";
+    h.rows = p.n_layer;
+    h.cols = p.n_head;
+    h.values = *values;
+    h.marked = ret;
+    auto files = eval::WriteHeatmap(h, dir);
+    if (!files.ok()) return files.error();
+    std::printf("heatmap: %s\n", files.value().back().c_str());
+  }
+  return {};
+}
+
+}  // namespace
+
+Command AddProfile(CLI::App& app) {
+  struct Opts {
+    std::string model, out = "profile.json", plots;
+    int threads = 0, sinks = 4, min_window = 64;
+    int64_t depth = 0;
+    bool no_plots = false;
+    ProfileOptions po;
+  };
+  auto o = std::make_shared<Opts>();
+  o->model = DefaultModelPath();
+  CLI::App* sub = app.add_subcommand("profile", "Find retrieval heads (RazorAttention probe); write the model profile");
+  sub->add_option("-m,--model", o->model, "GGUF model file")->capture_default_str();
+  sub->add_option("--out", o->out, "Profile file to write (JSON)")->capture_default_str();
+  sub->add_option("--probe-len", o->po.probe_len, "Random block length K (0: min(2500, ctx/4 - 1))")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("--seed", o->po.seed, "Seed of the random block")->capture_default_str();
+  sub->add_option("--echo-frac", o->po.echo_frac, "Top fraction of query heads by echo score")
+      ->capture_default_str()->check(CLI::Range(1e-9, 1.0));
+  sub->add_option("--induction-frac", o->po.induction_frac, "Top fraction of query heads by induction score")
+      ->capture_default_str()->check(CLI::Range(1e-9, 1.0));
+  sub->add_option("--plots", o->plots, "Directory for the heatmaps (default: the profile's directory)");
+  sub->add_flag("--no-plots", o->no_plots, "Do not draw the heatmaps");
+  sub->add_option("--depth", o->depth, "Sequence length N for the min reachable ratio (0: the model's context)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("--sinks", o->sinks, "Sinks for the min reachable ratio")->capture_default_str();
+  sub->add_option("--min-window", o->min_window, "Minimum window S0 for the min reachable ratio")->capture_default_str();
+  sub->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  auto action = [o]() -> int {
+    auto engine = Engine::Load({o->model, o->threads});
+    if (!engine.ok()) {
+      std::fprintf(stderr, "kvtrim profile: %s\n", engine.error().message.c_str());
+      return 1;
+    }
+    auto p = ProfileModel(*engine.value(), o->po);
+    if (!p.ok()) {
+      std::fprintf(stderr, "kvtrim profile: %s\n", p.error().message.c_str());
+      return 1;
+    }
+    std::printf("profile of %s: probe BOS + %d x %d random tokens (seed %llu), %d tokens in %.3f s (%d threads)\n",
+                p->model.file.c_str(), p->repeats, p->probe_len, static_cast<unsigned long long>(p->seed),
+                1 + p->repeats * p->probe_len, p->seconds, engine.value()->threads());
+    PrintScores(p.value());
+    PrintHeads(p.value(), o->depth > 0 ? o->depth : engine.value()->config().ctx, o->sinks, o->min_window);
+    Status st = kv::WriteProfile(o->out, p.value());
+    if (!st.ok()) {
+      std::fprintf(stderr, "kvtrim profile: %s\n", st.message().c_str());
+      return 1;
+    }
+    std::printf("profile: %s\n", o->out.c_str());
+    if (o->no_plots) return 0;
+    std::string dir = o->plots.empty() ? std::filesystem::path(o->out).parent_path().string() : o->plots;
+    if (dir.empty()) dir = ".";
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    st = DrawHeatmaps(p.value(), dir);
+    if (!st.ok()) {
+      std::fprintf(stderr, "kvtrim profile: %s\n", st.message().c_str());
+      return 1;
+    }
+    return 0;
+  };
+  return {sub, action};
+}
+
+}  // namespace kvtrim::cli
