@@ -13,7 +13,7 @@ namespace kvtrim::eval {
 
 struct SweepOptions {
   std::vector<std::string> methods;          // policies ("full" is always run as the reference)
-  std::vector<double> ratios = {1, 0.5, 0.25, 0.1};
+  std::vector<double> ratios = {0.5, 0.25, 0.1};
   std::vector<TaskKind> tasks;               // needle tasks
   std::vector<std::string> task_files;       // RULER / LongBench JSONL files (task_file.h)
   bool truncate_long = true;                 // task-file samples over the context: truncate (middle) or skip

@@ -51,7 +51,7 @@ std::function<void(int, int)> ProgressBar() {
 struct EvalOpts {
   std::string model, haystack, out, json, csv, shard, max_context = "truncate";
   std::vector<std::string> methods, tasks, fidelity_tasks = {"fidelity", "fidelity-decode"}, task_files;
-  std::vector<double> ratios = {1, 0.5, 0.25, 0.1};
+  std::vector<double> ratios = {0.5, 0.25, 0.1};
   int samples = 16, threads = 0, context = 0, continuation = 256, needles = 4, queries = 2;
   uint64_t seed = 1;
   bool query_aware = false, no_fidelity = false, no_plots = false;
