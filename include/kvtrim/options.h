@@ -20,6 +20,11 @@ struct KvOptions {
   double ratio = 1.0;        // retention ratio in (0, 1] ...
   int budget_tokens = 0;     // ... or a per-head token budget (> 0 wins)
   std::string quant = "f32";  // kept entries stored as f32, f16, q8_0 or q4_0 (after eviction)
+  // Context-calibrated compression: with quality > 0 the ratio is chosen per
+  // context at Compress() as r* for this quality target (in (0, 1]) from the
+  // policy's fit in the `kvtrim calibrate` file `calibration`.
+  double quality = 0;
+  std::string calibration;
 };
 
 struct SessionOptions {

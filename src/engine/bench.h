@@ -38,6 +38,7 @@ struct BenchRow {
   double compress_ms = 0;       // prefill-time compression (mean)
   double evict_us_per_tok = 0;  // decode-time plan + apply per step (mean)
   double entries_per_head = 0;  // mean entries held per head after decoding
+  double kv_ratio = 1;          // retention ratio used (mean; r* with a quality target)
 };
 
 // Peak resident set size of this process so far (VmHWM), in bytes; 0 if unknown.

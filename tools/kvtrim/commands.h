@@ -21,5 +21,6 @@ Command AddInspect(CLI::App& app);
 Command AddBench(CLI::App& app);
 Command AddPolicies(CLI::App& app);
 Command AddEval(CLI::App& app);
+Command AddCalibrate(CLI::App& app);
 
 }  // namespace kvtrim::cli

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
       kvtrim::cli::AddBench(app),
       kvtrim::cli::AddPolicies(app),
       kvtrim::cli::AddEval(app),
+      kvtrim::cli::AddCalibrate(app),
   };
   try {
     app.parse(argc, argv);

@@ -12,18 +12,20 @@ PolicyInfo H2oPolicyInfo();
 PolicyInfo ScissorhandsPolicyInfo();
 PolicyInfo SnapkvPolicyInfo();
 PolicyInfo PyramidkvPolicyInfo();
+PolicyInfo CompactorPolicyInfo();
 
 // SnapKV (snapkv.cpp); PyramidKV is SnapKV with layer budgets.
 class SnapkvPolicy : public Policy {
  public:
-  SnapkvPolicy(int window, int kernel) : window_(window), kernel_(kernel) {}
+  SnapkvPolicy(int window, int kernel, int value_norm = 0)
+      : window_(window), kernel_(kernel), value_norm_(value_norm) {}
   StatsNeeds needs() const override;
   bool decode_time() const override { return false; }
   int protected_entries() const override { return window_; }
   Plan Compress(const PolicyContext& ctx) override;
 
  private:
-  int window_, kernel_;
+  int window_, kernel_, value_norm_;
 };
 
 }  // namespace kvtrim::kv
