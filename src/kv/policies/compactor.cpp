@@ -6,6 +6,9 @@
 // z(a) + lambda z(o). Entries that do not align with the collected prefill
 // (merged, or older than the rows collected since the last compression) are
 // kept untouched; a head with no aligned entry is left as it is.
+// GCC 12 reports false "may be used uninitialized" warnings inside Eigen's
+// AVX-512 packets (_mm512_undefined_*) with -march=native.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "kv/policies/compactor.h"
 
 #include <algorithm>
