@@ -85,16 +85,22 @@ Status WriteCalibration(const CalibrateResult& r, const CalibrateOptions& o, con
                        {"weighted_loss", f.weighted_loss}, {"over_share", f.over_share}, {"n", n},
                        {"iterations", f.iterations}, {"residuals", f.residuals}};
   }
-  for (const auto& p : r.points)
-    j["points"].push_back({{"method", p.method}, {"task", p.task}, {"context", p.context}, {"held_out", p.held_out},
-                           {"r", p.r}, {"nll_c", p.nll_c}, {"y", p.y}});
-  for (const auto& c : r.checks)
-    j["held_out_checks"].push_back({{"method", c.method}, {"task", c.task}, {"context", c.context}, {"tau", c.tau},
-                                    {"nll_c", c.nll_c}, {"r_star", c.r_star}, {"y", c.y}, {"met", c.met}});
   j["elapsed_s"] = r.elapsed_s;
+  // Points and checks one per line (the header indented).
+  std::string points, checks;
+  for (const auto& p : r.points)
+    points += std::string(points.empty() ? "" : ",\n") + "  " +
+              nlohmann::json{{"method", p.method}, {"task", p.task}, {"context", p.context}, {"held_out", p.held_out},
+                             {"r", p.r}, {"nll_c", p.nll_c}, {"y", p.y}}.dump();
+  for (const auto& c : r.checks)
+    checks += std::string(checks.empty() ? "" : ",\n") + "  " +
+              nlohmann::json{{"method", c.method}, {"task", c.task}, {"context", c.context}, {"tau", c.tau},
+                             {"nll_c", c.nll_c}, {"r_star", c.r_star}, {"y", c.y}, {"met", c.met}}.dump();
+  std::string head = j.dump(1);
+  head.pop_back();  // the closing brace
   std::ofstream f(path);
   if (!f) return MakeError("cannot write '" + path + "'");
-  f << j.dump(1) << "\n";
+  f << head << ",\n \"points\": [\n" << points << "\n ],\n \"held_out_checks\": [\n" << checks << "\n ]\n}\n";
   return f.good() ? Status{} : Status{MakeError("write to '" + path + "' failed")};
 }
 

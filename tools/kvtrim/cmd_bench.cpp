@@ -24,7 +24,7 @@ struct BenchOpts {
 
 // Prints the table (and writes --json); false if the JSON cannot be written.
 bool PrintBench(const Engine& e, const BenchOpts& o, double membw, const std::vector<BenchRow>& rows) {
-  std::printf("model %s, %d threads, kv %s, gen %d, reps %d\n", o.model.c_str(), e.threads(), (o.kv.policy + " ratio " + std::to_string(o.kv.ratio) + " quant " + o.kv.quant).c_str(),
+  std::printf("model %s, %d threads, kv %s, gen %d, reps %d\n", o.model.c_str(), e.threads(), (o.kv.policy + (o.kv.quality > 0 ? " quality " + std::to_string(o.kv.quality) : " ratio " + std::to_string(o.kv.ratio)) + " quant " + o.kv.quant).c_str(),
               o.gen, o.reps);
   if (membw > 0) std::printf("read bandwidth: %.2f GB/s (%.0f MiB buffer)\n", membw, o.membw_mib);
   std::printf("%6s %8s %22s %20s %12s %12s %8s %9s %10s%s\n", "depth", "prefill", "prefill tok/s", "decode tok/s",
