@@ -1,14 +1,8 @@
 #include "eval/calibrate.h"
 
-#include <sys/wait.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "eval/metrics.h"
 #include "kv/compressor.h"
