@@ -80,6 +80,13 @@ class Session {
   // Append tokens and return the logits of every one of them: [n, vocab].
   Expected<std::vector<float>> ForwardAll(const std::vector<int>& tokens);
 
+  // Token-averaged NLL of the tokens prefilled so far, NLL(c), computed only
+  // with KvOptions::quality > 0 (NaN otherwise, or before two tokens).
+  double context_nll() const;
+  // The retention ratio of the last Compress(): r* with KvOptions::quality,
+  // else the configured one.
+  double chosen_ratio() const { return chosen_ratio_; }
+
   const std::vector<float>& logits() const { return logits_; }
   int64_t position() const;  // logical length of the cache
   int ctx() const { return ctx_; }
@@ -93,6 +100,8 @@ class Session {
  private:
   Session() = default;
   Status CheckRoom(size_t n) const;
+  Status SetupQuality();  // loads the calibration of opts_.kv when quality > 0
+  void AddNll(const std::vector<float>& rows, const int* tokens, int n);
   const Engine* engine_ = nullptr;
   int ctx_ = 0;
   int ubatch_ = 512;
@@ -100,6 +109,10 @@ class Session {
   std::unique_ptr<kv::Compressor> compressor_;
   SessionOptions opts_;
   std::vector<float> logits_;
+  double calib_alpha_ = 0, calib_beta_ = 0;  // with quality > 0
+  double nll_sum_ = 0;
+  int64_t nll_count_ = 0;
+  double chosen_ratio_ = 1;
 };
 
 // Picks the next token from logits: greedy at temp 0, else temperature and

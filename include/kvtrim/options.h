@@ -25,6 +25,11 @@ struct KvOptions {
   int budget_tokens = 0;     // ... or a per-head token budget (> 0 wins)
   std::string quant = "f32";  // kept entries stored as f32, f16, q8_0 or q4_0 (after eviction)
   std::string profile;        // model profile file (razor); empty: profiled in-process once per Engine
+  // Context-calibrated compression: with quality > 0 the ratio is chosen per
+  // context at Compress() as r* for this quality target (in (0, 1]) from the
+  // policy's fit in the `kvtrim calibrate` file `calibration`.
+  double quality = 0;
+  std::string calibration;
 };
 
 struct SessionOptions {

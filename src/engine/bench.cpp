@@ -138,7 +138,7 @@ Expected<std::vector<BenchRow>> RunBench(const Engine& e, const BenchOptions& o)
     row.depth = depth;
     row.prefill_len = depth > 0 ? depth : (o.prefill_tokens > 0 ? o.prefill_tokens : 128);
     std::vector<double> pf, dc;
-    std::vector<double> kv_read, comp_ms, evict_us, entries;
+    std::vector<double> kv_read, comp_ms, evict_us, entries, ratios;
     for (int r = 0; r < o.reps; ++r) {
       auto s = Session::Create(e, o.session);
       if (!s.ok()) return s.error();
@@ -155,6 +155,7 @@ Expected<std::vector<BenchRow>> RunBench(const Engine& e, const BenchOptions& o)
       pf.push_back(row.prefill_len / Since(t0));
       KVTRIM_RETURN_IF_ERROR(ses.Compress());
       comp_ms.push_back(ses.compressor().compress_seconds() * 1e3);
+      ratios.push_back(ses.chosen_ratio());
       const double comp_before = ses.compressor().compress_seconds();
       const auto counters_before = ses.compressor().counters();
       double kv_sum = 0;
@@ -180,6 +181,7 @@ Expected<std::vector<BenchRow>> RunBench(const Engine& e, const BenchOptions& o)
     row.compress_ms = MeanSd(comp_ms).mean;
     row.evict_us_per_tok = MeanSd(evict_us).mean;
     row.entries_per_head = MeanSd(entries).mean;
+    row.kv_ratio = MeanSd(ratios).mean;
     row.gb_s = (row.weight_bytes_per_tok + row.kv_bytes_per_tok) * row.decode_tok_s.mean / 1e9;
     rows.push_back(row);
   }

@@ -41,6 +41,7 @@ struct BenchRow {
   // The policy's counters (Compressor::counters), summed over repetitions:
   // over the whole run, and over the timed decode steps alone.
   std::vector<std::pair<std::string, int64_t>> counters, decode_counters;
+  double kv_ratio = 1;          // retention ratio used (mean; r* with a quality target)
 };
 
 // Peak resident set size of this process so far (VmHWM), in bytes; 0 if unknown.

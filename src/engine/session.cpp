@@ -1,10 +1,13 @@
 #include <algorithm>
+#include <cmath>
 
 #include "kvtrim/engine.h"
 #include "io/tokenizer.h"
 #include "kv/cache.h"
 #include "kernels/thread_pool.h"
+#include "kv/calibration.h"
 #include "kv/compressor.h"
+#include "kv/numerics/calib_fit.h"
 #include "model/config.h"
 #include "model/transformer.h"
 
@@ -42,10 +45,47 @@ Expected<std::unique_ptr<Session>> Session::Create(const Engine& engine, const S
   // Entries are computed in f32; quantized storage starts after compression.
   s->cache_ = std::make_unique<kv::KvCache>(c.n_layer, c.n_head_kv, c.head_dim, GgmlType::F32);
   s->compressor_ = std::move(comp.value());
+  s->chosen_ratio_ = opts.kv.ratio;
+  KVTRIM_RETURN_IF_ERROR(s->SetupQuality());
   return s;
 }
 
 Session::~Session() = default;
+
+Status Session::SetupQuality() {
+  const KvOptions& kv = opts_.kv;
+  if (kv.quality == 0) return {};
+  if (!(kv.quality > 0 && kv.quality <= 1))
+    return MakeError("quality target " + std::to_string(kv.quality) + " is outside (0, 1]");
+  if (kv.calibration.empty()) return MakeError("a quality target needs a calibration file (kvtrim calibrate)");
+  auto cal = kv::LoadCalibration(kv.calibration);
+  if (!cal.ok()) return cal.error();
+  const kv::MethodCalibration* m = cal->Find(kv.policy);
+  if (!m) return MakeError("policy '" + kv.policy + "' is not in the calibration file '" + kv.calibration + "'");
+  calib_alpha_ = m->alpha;
+  calib_beta_ = m->beta;
+  return {};
+}
+
+double Session::context_nll() const { return nll_count_ > 0 ? nll_sum_ / static_cast<double>(nll_count_) : NAN; }
+
+// rows [n, V]: row t predicts token t + 1; the first token is predicted by
+// the logits already held (none for the first token of the sequence).
+void Session::AddNll(const std::vector<float>& rows, const int* tokens, int n) {
+  const size_t V = engine_->config().vocab;
+  auto nll = [V](const float* l, int target) {
+    const float mx = *std::max_element(l, l + V);
+    double z = 0;
+    for (size_t i = 0; i < V; ++i) z += std::exp(static_cast<double>(l[i] - mx));
+    return std::log(z) - static_cast<double>(l[target] - mx);
+  };
+  for (int t = 0; t < n; ++t) {
+    const float* prev = t > 0 ? &rows[(t - 1) * V] : (logits_.size() == V && position() > n ? logits_.data() : nullptr);
+    if (!prev || tokens[t] < 0 || static_cast<size_t>(tokens[t]) >= V) continue;
+    nll_sum_ += nll(prev, tokens[t]);
+    ++nll_count_;
+  }
+}
 
 int Session::bos() const { return engine_->tokenizer().bos(); }
 int Session::eos() const { return engine_->tokenizer().eos(); }
@@ -66,10 +106,22 @@ Expected<std::unique_ptr<Session>> Session::Fork(const KvOptions& kv) const {
   s->cache_ = std::make_unique<kv::KvCache>(*cache_);
   s->compressor_ = std::move(comp.value());
   s->logits_ = logits_;
+  s->nll_sum_ = nll_sum_;
+  s->nll_count_ = nll_count_;
+  s->chosen_ratio_ = kv.ratio;
+  KVTRIM_RETURN_IF_ERROR(s->SetupQuality());
   return s;
 }
 
-Status Session::Compress() { return compressor_->CompressPrefill(*cache_); }
+Status Session::Compress() {
+  if (opts_.kv.quality > 0) {  // context-calibrated: r* from NLL(c)
+    const double nll = context_nll();
+    if (!std::isfinite(nll)) return MakeError("a quality target needs a prefilled context of at least two tokens");
+    chosen_ratio_ = kv::numerics::RetentionForQuality(opts_.kv.quality, calib_alpha_ * nll + calib_beta_);
+    compressor_->SetRatio(chosen_ratio_);
+  }
+  return compressor_->CompressPrefill(*cache_);
+}
 
 Status Session::CheckRoom(size_t n) const {
   if (position() + static_cast<int64_t>(n) > ctx_) {
@@ -84,6 +136,15 @@ Status Session::Prefill(const std::vector<int>& tokens) {
   compressor_->BeginPrompt(position() + static_cast<int64_t>(tokens.size()));
   for (size_t i = 0; i < tokens.size(); i += ubatch_) {
     int n = static_cast<int>(std::min<size_t>(ubatch_, tokens.size() - i));
+    if (opts_.kv.quality > 0) {  // every row's logits, for NLL(c)
+      std::vector<float> rows;
+      KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(engine_->pool(), *cache_, tokens.data() + i, n, true, &rows,
+                                                            compressor_->tap()));
+      AddNll(rows, tokens.data() + i, n);
+      const size_t V = engine_->config().vocab;
+      logits_.assign(rows.end() - V, rows.end());
+      continue;
+    }
     KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(engine_->pool(), *cache_, tokens.data() + i, n, false, &logits_,
                                                           compressor_->tap()));
   }

@@ -32,6 +32,11 @@ class Compressor {
   Expected<std::unique_ptr<Compressor>> Fork(const CompressionOptions& o) const;
 
   const CompressionOptions& options() const { return o_; }
+  // Compress at this retention ratio from now on (context-calibrated r*).
+  void SetRatio(double r) {
+    o_.ratio = r;
+    o_.budget_tokens = 0;
+  }
   Policy& policy() { return *policy_; }
   // Tap to pass to the forward pass (null when the policy needs no statistics).
   AttentionTap* tap() { return needs_.any_probs() || needs_.prefill_qk ? stats_.get() : nullptr; }

@@ -24,6 +24,9 @@ struct ParamSpec {
   double def;
   std::string help;
   double lo = 0, hi = 1e9;  // accepted range
+  // A named choice: the CLI takes one of these names (or its index), the
+  // policy gets the index as the value.
+  std::vector<std::string> choices = {};
   bool is_flag = false;     // a CLI switch (given: 1) rather than an option taking a value
 };
 using Params = std::map<std::string, double>;
@@ -97,5 +100,9 @@ std::vector<int> KeepTop(const std::vector<double>& score, const std::vector<boo
 // Protection mask: entries with position < sinks, and the last `recent`
 // entries (at least the newest one).
 std::vector<bool> ProtectSinksAndRecent(const HeadStore& s, int sinks, int recent);
+// --value-norm choices: none (0), l2 (1), l1 (2); per-entry norms of the
+// values (all 1 for none) to scale attention scores by (VATP, Compactor).
+const std::vector<std::string>& ValueNormNames();
+std::vector<double> ValueNorms(const HeadStore& s, int mode);
 
 }  // namespace kvtrim::kv

@@ -11,6 +11,7 @@ const std::vector<PolicyInfo>& Registry() {
       H2oPolicyInfo(),   ScissorhandsPolicyInfo(), SnapkvPolicyInfo(), PyramidkvPolicyInfo(),
       KvslimmerPolicyInfo(), MergeMeanPolicyInfo(),
       RazorPolicyInfo(),
+      CompactorPolicyInfo(),
   };
   return r;
 }

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "kv/policy.h"
@@ -56,6 +57,24 @@ std::vector<bool> ProtectSinksAndRecent(const HeadStore& s, int sinks, int recen
   // The newest entry (the token just computed) is always kept.
   for (int i = 0; i < n; ++i) prot[i] = s.pos(i) < sinks || i >= n - std::max(1, recent);
   return prot;
+}
+
+const std::vector<std::string>& ValueNormNames() {
+  static const std::vector<std::string> n = {"none", "l2", "l1"};
+  return n;
+}
+
+std::vector<double> ValueNorms(const HeadStore& s, int mode) {
+  std::vector<double> out(s.size(), 1.0);
+  if (mode == 0) return out;
+  std::vector<float> v(s.head_dim());
+  for (int i = 0; i < s.size(); ++i) {
+    s.ReadValue(i, v.data());
+    double acc = 0;
+    for (float x : v) acc += mode == 2 ? std::abs(x) : static_cast<double>(x) * x;
+    out[i] = mode == 2 ? acc : std::sqrt(acc);
+  }
+  return out;
 }
 
 }  // namespace kvtrim::kv

@@ -44,7 +44,7 @@ void PrintCounters(const BenchRow& r) {
 
 // Prints the table (and writes --json); false if the JSON cannot be written.
 bool PrintBench(const Engine& e, const BenchOpts& o, double membw, const std::vector<BenchRow>& rows) {
-  std::printf("model %s, %d threads, kv %s, gen %d, reps %d\n", o.model.c_str(), e.threads(), (o.kv.policy + " ratio " + std::to_string(o.kv.ratio) + " quant " + o.kv.quant).c_str(),
+  std::printf("model %s, %d threads, kv %s, gen %d, reps %d\n", o.model.c_str(), e.threads(), (o.kv.policy + (o.kv.quality > 0 ? " quality " + std::to_string(o.kv.quality) : " ratio " + std::to_string(o.kv.ratio)) + " quant " + o.kv.quant).c_str(),
               o.gen, o.reps);
   if (membw > 0) std::printf("read bandwidth: %.2f GB/s (%.0f MiB buffer)\n", membw, o.membw_mib);
   std::printf("%6s %8s %22s %20s %12s %12s %8s %9s %10s%s\n", "depth", "prefill", "prefill tok/s", "decode tok/s",
@@ -60,12 +60,13 @@ bool PrintBench(const Engine& e, const BenchOpts& o, double membw, const std::ve
     nlohmann::json counters = nlohmann::json::object(), decode_counters = nlohmann::json::object();
     for (const auto& [name, v] : r.counters) counters[name] = v;
     for (const auto& [name, v] : r.decode_counters) decode_counters[name] = v;
+    if (o.kv.quality > 0) std::printf("%6s kv-quality %g: chosen ratio %.4f (mean over reps)\n", "", o.kv.quality, r.kv_ratio);
     j.push_back({{"depth", r.depth}, {"prefill_len", r.prefill_len},
                  {"prefill_tok_s", r.prefill_tok_s.mean}, {"prefill_tok_s_sd", r.prefill_tok_s.sd},
                  {"decode_tok_s", r.decode_tok_s.mean}, {"decode_tok_s_sd", r.decode_tok_s.sd},
                  {"kv_bytes", r.kv_bytes}, {"kv_bytes_full", r.kv_bytes_full},
                  {"weight_bytes_per_token", r.weight_bytes_per_tok}, {"kv_bytes_per_token", r.kv_bytes_per_tok},
-                 {"gb_s", r.gb_s}, {"threads", e.threads()}, {"kv_policy", o.kv.policy}, {"kv_ratio", o.kv.ratio}, {"kv_quant", o.kv.quant}, {"model", o.model},
+                 {"gb_s", r.gb_s}, {"threads", e.threads()}, {"kv_policy", o.kv.policy}, {"kv_ratio", r.kv_ratio}, {"kv_quality", o.kv.quality}, {"kv_quant", o.kv.quant}, {"model", o.model},
                  {"mem_read_gb_s", membw}, {"compress_ms", r.compress_ms},
                  {"evict_us_per_token", r.evict_us_per_tok}, {"entries_per_head", r.entries_per_head},
                  {"peak_rss_bytes", PeakRssBytes()}, {"counters", counters}, {"decode_counters", decode_counters}});
@@ -95,7 +96,7 @@ Command AddBench(CLI::App& app) {
   sub->add_option("--reps", o->reps, "Repetitions (mean and sd)")->capture_default_str()->check(CLI::PositiveNumber);
   sub->add_option("--prefill", o->prefill, "Prompt tokens timed at depth 0")->capture_default_str()->check(CLI::PositiveNumber);
   sub->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
-  AddKvFlags(sub, &o->kv);
+  AddKvFlags(sub, &o->kv, true, true);
   sub->add_option("--membw", o->membw_mib, "Also measure read bandwidth over a buffer of this many MiB (0: off)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   sub->add_option("--json", o->json, "Write the rows as JSON to this file");

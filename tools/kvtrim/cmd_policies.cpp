@@ -14,7 +14,10 @@ Command AddPolicies(CLI::App& app) {
     for (const auto& p : kv::Registry()) {
       std::printf("%-13s %s\n", p.name.c_str(), p.summary.c_str());
       for (const auto& s : p.params)
-        std::printf("  --%-16s %-8g %s\n", s.name.c_str(), s.def, s.help.c_str());
+        if (!s.choices.empty() && s.def >= 0 && s.def < static_cast<double>(s.choices.size()))
+          std::printf("  --%-16s %-8s %s\n", s.name.c_str(), s.choices[static_cast<size_t>(s.def)].c_str(), s.help.c_str());
+        else
+          std::printf("  --%-16s %-8g %s\n", s.name.c_str(), s.def, s.help.c_str());
     }
     return 0;
   };

@@ -33,7 +33,7 @@ Command AddRun(CLI::App& app) {
   sub->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past EOS (fixed-length runs)");
   sub->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
   sub->add_option("-c,--ctx", o->ctx, "Context length (0: the model's)")->capture_default_str()->check(CLI::NonNegativeNumber);
-  AddKvFlags(sub, &o->kv);
+  AddKvFlags(sub, &o->kv, true, true);
   auto action = [o]() -> int {
     auto engine = Engine::Load({o->model, o->threads});
     if (!engine.ok()) {
@@ -75,6 +75,10 @@ Command AddRun(CLI::App& app) {
       return 1;
     }
     const kv::KvCache& cache = session.value()->cache();
+    if (so.kv.quality > 0)
+      std::fprintf(stderr, "kv-quality %g: NLL(c) %.4f over %zu prompt tokens, chosen ratio %.4f (%s)\n", so.kv.quality,
+                   session.value()->context_nll(), prompt.size(), session.value()->chosen_ratio(),
+                   so.kv.calibration.c_str());
     std::fprintf(stderr, "prefill: %d tokens in %.3f s (%.1f tok/s)\n", st->prompt_tokens, st->prefill_s,
                  st->prompt_tokens / std::max(1e-9, st->prefill_s));
     int steps = st->decode_steps;
@@ -84,7 +88,7 @@ Command AddRun(CLI::App& app) {
     // cache (so --kv full reads 100%); the allocation, slack included, after.
     std::fprintf(stderr, "kv: %s ratio %g quant %s: %zu bytes in %zu entries vs full cache %zu bytes (%.1f%%), "
                  "%zu bytes allocated, %lld tokens, %lld evicted, compression %.3f s\n",
-                 so.kv.policy.c_str(), so.kv.ratio, so.kv.quant.c_str(), cache.BytesUsed(), cache.EntriesHeld(),
+                 so.kv.policy.c_str(), session.value()->chosen_ratio(), so.kv.quant.c_str(), cache.BytesUsed(), cache.EntriesHeld(),
                  cache.BytesFull(), 100.0 * cache.BytesUsed() / std::max<size_t>(1, cache.BytesFull()),
                  cache.BytesHeld(), static_cast<long long>(cache.logical_length()),
                  static_cast<long long>(session.value()->compressor().evictions()),

@@ -27,5 +27,6 @@ Command AddPolicies(CLI::App& app);
 Command AddEval(CLI::App& app);
 Command AddEvalMerge(CLI::App& app);
 Command AddProfile(CLI::App& app);
+Command AddCalibrate(CLI::App& app);
 
 }  // namespace kvtrim::cli

@@ -1,18 +1,27 @@
 #include "kv_flags.h"
 
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "kv/policy.h"
 
 namespace kvtrim::cli {
 
-void AddKvFlags(CLI::App* sub, KvFlags* f, bool with_policy) {
+void AddKvFlags(CLI::App* sub, KvFlags* f, bool with_policy, bool with_quality) {
   if (with_policy) sub->add_option("--kv", f->policy, "KV policy (see `kvtrim policies`)")->capture_default_str();
   f->ratio_opt = sub->add_option("--kv-ratio", f->ratio, "Retention ratio in (0, 1]")->capture_default_str();
   sub->add_option("--kv-budget", f->budget, "Per-head token budget (overrides --kv-ratio)")->check(CLI::PositiveNumber);
   sub->add_option("--kv-quant", f->quant, "Storage of kept entries: f32, f16, q8_0, q4_0 (after eviction)")
       ->capture_default_str();
   sub->add_option("--profile", f->profile, "Model profile file from `kvtrim profile` (razor; default: profile in-process)");
+  if (with_quality) {
+    sub->add_option("--kv-quality", f->quality,
+                    "Quality target TAU in (0, 1]: the retention ratio is chosen per context from --calibration "
+                    "(overrides --kv-ratio)")
+        ->check(CLI::Range(0.0, 1.0));
+    sub->add_option("--calibration", f->calibration, "Calibration file written by `kvtrim calibrate`");
+  }
   std::set<std::string> seen;
   for (const auto& info : kv::Registry()) {
     for (const auto& p : info.params) {
@@ -20,6 +29,11 @@ void AddKvFlags(CLI::App* sub, KvFlags* f, bool with_policy) {
       std::string help = p.help + " [policy flag]";
       if (p.is_flag) f->options[p.name] = sub->add_flag("--" + p.name, f->params[p.name], help);
       else f->options[p.name] = sub->add_option("--" + p.name, f->params[p.name], help);
+      if (!p.choices.empty()) {  // a named choice: the name (or its index) becomes the index
+        std::vector<std::pair<std::string, std::string>> names;
+        for (size_t i = 0; i < p.choices.size(); ++i) names.emplace_back(p.choices[i], std::to_string(i));
+        f->options[p.name]->transform(CLI::CheckedTransformer(names));
+      }
     }
   }
   sub->group("KV cache");
@@ -33,6 +47,8 @@ KvOptions ToKvOptions(const KvFlags& f, const std::string& policy) {
   o.budget_tokens = f.budget;
   o.quant = f.quant;
   o.profile = f.profile;
+  o.quality = f.quality;
+  o.calibration = f.calibration;
   for (const auto& [name, opt] : f.options)
     if (opt->count() > 0) o.params[name] = f.params.at(name);
   return o;

@@ -18,12 +18,15 @@ struct KvFlags {
   int budget = 0;
   std::string quant = "f32";
   std::string profile;
+  double quality = 0;        // --kv-quality TAU (0: off)
+  std::string calibration;   // --calibration FILE
   std::map<std::string, double> params;          // values of the policy flags
   std::map<std::string, CLI::Option*> options;   // to tell which were given
   CLI::Option* ratio_opt = nullptr;
 };
 
-void AddKvFlags(CLI::App* sub, KvFlags* f, bool with_policy = true);
+// with_quality adds --kv-quality TAU and --calibration FILE (run, bench).
+void AddKvFlags(CLI::App* sub, KvFlags* f, bool with_policy = true, bool with_quality = false);
 // The options for one policy: only flags given on the command line are passed
 // (a flag of another policy is an error raised when the policy is built).
 KvOptions ToKvOptions(const KvFlags& f, const std::string& policy);

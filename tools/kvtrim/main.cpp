@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
       kvtrim::cli::AddEval(app),
       kvtrim::cli::AddEvalMerge(app),
       kvtrim::cli::AddProfile(app),
+      kvtrim::cli::AddCalibrate(app),
   };
   try {
     app.parse(argc, argv);

@@ -9,7 +9,8 @@ namespace {
 
 class H2oPolicy : public Policy {
  public:
-  H2oPolicy(double heavy_ratio, int sink_guard) : heavy_ratio_(heavy_ratio), sinks_(sink_guard) {}
+  H2oPolicy(double heavy_ratio, int sink_guard, int value_norm)
+      : heavy_ratio_(heavy_ratio), sinks_(sink_guard), value_norm_(value_norm) {}
   StatsNeeds needs() const override {
     StatsNeeds n;
     n.acc_mass = true;
@@ -24,12 +25,17 @@ class H2oPolicy : public Policy {
     const int recent = rest - heavy;
     std::vector<double> score(s.size(), 0.0);
     for (int i = 0; i < s.size() && i < static_cast<int>(ctx.stats->acc.size()); ++i) score[i] = ctx.stats->acc[i];
+    if (value_norm_ != 0) {  // --value-norm: mass times ||v_j||
+      const std::vector<double> vn = ValueNorms(s, value_norm_);
+      for (int i = 0; i < s.size(); ++i) score[i] *= vn[i];
+    }
     return Plan::Keep(KeepTop(score, ProtectSinksAndRecent(s, sinks_, recent), ctx.budget));
   }
 
  private:
   double heavy_ratio_;
   int sinks_;
+  int value_norm_;
 };
 
 }  // namespace
@@ -37,9 +43,11 @@ class H2oPolicy : public Policy {
 PolicyInfo H2oPolicyInfo() {
   return {"h2o", "Heavy hitters (accumulated attention mass) plus recent tokens, sink guard.",
           {{"heavy-ratio", 0.5, "share of the budget (after sinks) for heavy hitters; the rest is recent", 0, 1},
-           {"sink-guard", 4, "first tokens protected permanently"}},
+           {"sink-guard", 4, "first tokens protected permanently"},
+           {"value-norm", 0, "scale attention scores by ||v_j||: none, l2, l1", 0, 2, ValueNormNames()}},
           [](const Params& p) {
-            return std::make_unique<H2oPolicy>(p.at("heavy-ratio"), static_cast<int>(p.at("sink-guard")));
+            return std::make_unique<H2oPolicy>(p.at("heavy-ratio"), static_cast<int>(p.at("sink-guard")),
+                                               static_cast<int>(p.at("value-norm")));
           }};
 }
 

@@ -15,18 +15,20 @@ PolicyInfo PyramidkvPolicyInfo();
 PolicyInfo KvslimmerPolicyInfo();
 PolicyInfo MergeMeanPolicyInfo();
 PolicyInfo RazorPolicyInfo();
+PolicyInfo CompactorPolicyInfo();
 
 // SnapKV (snapkv.cpp); PyramidKV is SnapKV with layer budgets.
 class SnapkvPolicy : public Policy {
  public:
-  SnapkvPolicy(int window, int kernel) : window_(window), kernel_(kernel) {}
+  SnapkvPolicy(int window, int kernel, int value_norm = 0)
+      : window_(window), kernel_(kernel), value_norm_(value_norm) {}
   StatsNeeds needs() const override;
   bool decode_time() const override { return false; }
   int protected_entries() const override { return window_; }
   Plan Compress(const PolicyContext& ctx) override;
 
  private:
-  int window_, kernel_;
+  int window_, kernel_, value_norm_;
 };
 
 }  // namespace kvtrim::kv

@@ -9,7 +9,8 @@ namespace {
 
 class PyramidkvPolicy : public SnapkvPolicy {
  public:
-  PyramidkvPolicy(int window, int kernel, double beta) : SnapkvPolicy(window, kernel), beta_(beta) {}
+  PyramidkvPolicy(int window, int kernel, double beta, int value_norm)
+      : SnapkvPolicy(window, kernel, value_norm), beta_(beta) {}
   int LayerBudget(int layer, int n_layer, int base) const override {
     if (n_layer <= 1) return base;
     const double top = 2.0 * base - base / beta_, bottom = base / beta_;
@@ -26,10 +27,12 @@ PolicyInfo PyramidkvPolicyInfo() {
   return {"pyramidkv", "SnapKV scores with budgets falling linearly over layers (total unchanged).",
           {{"obs-window", 32, "observation window w (last prompt positions)", 1, 1e6},
            {"pool-kernel", 5, "average-pooling kernel (odd)", 1, 101},
-           {"pyramid-beta", 20, "last layer gets B/beta, first 2B - B/beta", 1, 1e6}},
+           {"pyramid-beta", 20, "last layer gets B/beta, first 2B - B/beta", 1, 1e6},
+           {"value-norm", 0, "scale attention scores by ||v_j||: none, l2, l1", 0, 2, ValueNormNames()}},
           [](const Params& p) {
             return std::make_unique<PyramidkvPolicy>(static_cast<int>(p.at("obs-window")),
-                                                     static_cast<int>(p.at("pool-kernel")), p.at("pyramid-beta"));
+                                                     static_cast<int>(p.at("pool-kernel")), p.at("pyramid-beta"),
+                                                     static_cast<int>(p.at("value-norm")));
           }};
 }
 

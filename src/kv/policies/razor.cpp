@@ -145,7 +145,7 @@ PolicyInfo RazorPolicyInfo() {
            {"compress-factor", 5, "razor: window N / C on non-retrieval heads (used when no --kv-ratio/--kv-budget)", 1, 1e9},
            {"echo-frac", 0.01, "razor: top fraction of query heads by echo score", 1e-9, 1},
            {"induction-frac", 0.14, "razor: top fraction of query heads by induction score", 1e-9, 1},
-           {"razor-fold", 0, "razor: fold tokens leaving a window into the compensation entry at decode time", 0, 1, true}},
+           {"razor-fold", 0, "razor: fold tokens leaving a window into the compensation entry at decode time", 0, 1, {}, true}},
           [](const Params& p) { return std::make_unique<RazorPolicy>(p); }};
 }
 

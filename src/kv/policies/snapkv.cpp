@@ -9,11 +9,16 @@ namespace {
 
 // Observation-window mass on every entry before the window, average-pooled
 // (kernel k, zero padding as avg_pool1d with count_include_pad).
-std::vector<double> Scores(const PolicyContext& ctx, int window, int kernel) {
+// With --value-norm, each entry's mass is scaled by its value's norm first.
+std::vector<double> Scores(const PolicyContext& ctx, int window, int kernel, int value_norm) {
   const int n = ctx.store->size();
   const int prefix = std::max(0, n - window);
   std::vector<double> raw(n, 0.0), score(n, 0.0);
   for (int i = 0; i < n && i < static_cast<int>(ctx.stats->obs.size()); ++i) raw[i] = ctx.stats->obs[i];
+  if (value_norm != 0) {
+    const std::vector<double> vn = ValueNorms(*ctx.store, value_norm);
+    for (int i = 0; i < n; ++i) raw[i] *= vn[i];
+  }
   const int half = kernel / 2;
   for (int i = 0; i < prefix; ++i) {
     double s = 0;
@@ -34,15 +39,17 @@ StatsNeeds SnapkvPolicy::needs() const {
 
 Plan SnapkvPolicy::Compress(const PolicyContext& ctx) {
   std::vector<bool> prot = ProtectSinksAndRecent(*ctx.store, 0, window_);
-  return Plan::Keep(KeepTop(Scores(ctx, window_, kernel_), prot, ctx.budget));
+  return Plan::Keep(KeepTop(Scores(ctx, window_, kernel_, value_norm_), prot, ctx.budget));
 }
 
 PolicyInfo SnapkvPolicyInfo() {
   return {"snapkv", "Observation window of the last prompt positions votes for keys (pooled); prefill-time.",
           {{"obs-window", 32, "observation window w (last prompt positions)", 1, 1e6},
-           {"pool-kernel", 5, "average-pooling kernel (odd)", 1, 101}},
+           {"pool-kernel", 5, "average-pooling kernel (odd)", 1, 101},
+           {"value-norm", 0, "scale attention scores by ||v_j||: none, l2, l1", 0, 2, ValueNormNames()}},
           [](const Params& p) {
-            return std::make_unique<SnapkvPolicy>(static_cast<int>(p.at("obs-window")), static_cast<int>(p.at("pool-kernel")));
+            return std::make_unique<SnapkvPolicy>(static_cast<int>(p.at("obs-window")), static_cast<int>(p.at("pool-kernel")),
+                                                  static_cast<int>(p.at("value-norm")));
           }};
 }
 
