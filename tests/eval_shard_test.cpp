@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "eval/report.h"
 #include "eval/sweep.h"
@@ -130,6 +131,66 @@ TEST(EvalCli, CommandIsRecordedAsTypedAndTasksNoneRunsFidelityOnly) {
   auto r4 = test::RunCommand(Cli() + " eval --shard 3/2 --out " + dir + "4 2>&1");
   EXPECT_NE(r4.code, 0);
   EXPECT_NE(r4.out.find("0 <= i < n"), std::string::npos) << r4.out;
+}
+
+}  // namespace
+}  // namespace kvtrim::eval
+
+namespace kvtrim::eval {
+namespace {
+
+TEST(EvalQuality, ChosenRatioFollowsTheCalibration) {
+  // alpha = 0, beta = 0: k = 0, so r* = TAU for every context (METHODS.md
+  // section 3). A quality-0.5 sweep must then equal the fixed-ratio 0.5 sweep
+  // bit for bit, with r* = 0.5 reported and y = 1 / NLL ratio per cell.
+  auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
+  ASSERT_TRUE(e);
+  const std::string calib = testing::TempDir() + "/calib-k0.json";
+  std::ofstream(calib) << R"({"methods": {"h2o": {"alpha": 0, "beta": 0}, "window": {"alpha": 0, "beta": 0}}})";
+  SweepOptions o = Opts();
+  o.methods = {"h2o", "window"};
+  o.ratios = {0.5};
+  o.tasks = {TaskKind::kPasskey};
+  o.samples = 2;
+  auto fixed = RunSweep(*e, o);
+  ASSERT_TRUE(fixed.ok()) << fixed.error().message;
+  o.ratios = {0.25, 0.1};  // replaced by the target
+  o.quality = 0.5;
+  o.calibration = calib;
+  auto q = RunSweep(*e, o);
+  ASSERT_TRUE(q.ok()) << q.error().message;
+  ASSERT_EQ(q->cells.size(), fixed->cells.size());
+  EXPECT_EQ(q->meta.quality_target, 0.5);
+  for (size_t i = 0; i < q->cells.size(); ++i) {
+    const Cell &a = q->cells[i], &b = fixed->cells[i];
+    EXPECT_EQ(a.method, b.method);
+    if (!a.note.empty()) continue;  // n/a cells
+    ExpectSame(a.kl, b.kl, a.task + " " + a.method);
+    ExpectSame(a.kv_bytes, b.kv_bytes, a.task + " " + a.method);
+    if (a.method == "full") {
+      EXPECT_TRUE(std::isnan(a.chosen_ratio));
+      continue;
+    }
+    EXPECT_EQ(a.ratio, 0.5);
+    EXPECT_EQ(a.chosen_ratio, 0.5);
+    // quality = mean of y = 1 / NLL ratio over the samples; below = #(y < TAU).
+    double sum = 0;
+    int n = 0, below = 0;
+    for (const SampleRecord& r : q->samples)
+      if (r.task == a.task && r.method == a.method && r.note.empty()) {
+        EXPECT_EQ(r.chosen_ratio, 0.5);
+        sum += 1.0 / r.nll_ratio, ++n, below += 1.0 / r.nll_ratio < 0.5;
+      }
+    ASSERT_EQ(n, a.n);
+    EXPECT_DOUBLE_EQ(a.quality, sum / n);
+    EXPECT_EQ(a.below_target, below);
+  }
+  o.methods = {"h2o", "snapkv"};
+  auto missing = RunSweep(*e, o);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find("'snapkv' is not in the calibration file"), std::string::npos);
+  o.calibration = "";
+  EXPECT_NE(RunSweep(*e, o).error().message.find("needs --calibration"), std::string::npos);
 }
 
 }  // namespace

@@ -29,7 +29,8 @@ Json ToJson(const SampleRecord& s) {
           {"kl", Num(s.kl)},        {"nll_ratio", Num(s.nll_ratio)}, {"kv_bytes", Num(s.kv_bytes)},
           {"kv_bytes_full", Num(s.kv_bytes_full)}, {"compress_ms", Num(s.compress_ms)},
           {"entries_compressed", s.entries_compressed}, {"entries_end", s.entries_end},
-          {"truncated", s.truncated}, {"note", s.note}, {"counters", CountersJson(s.counters)}};
+          {"truncated", s.truncated}, {"note", s.note}, {"counters", CountersJson(s.counters)},
+          {"chosen_ratio", Num(s.chosen_ratio)}};
 }
 
 SampleRecord FromJson(const Json& j) {
@@ -49,6 +50,7 @@ SampleRecord FromJson(const Json& j) {
   s.entries_end = j.at("entries_end").get<long long>();
   s.truncated = j.at("truncated").get<bool>();
   s.note = j.at("note").get<std::string>();
+  if (j.contains("chosen_ratio")) s.chosen_ratio = Dbl(j.at("chosen_ratio"));
   if (j.contains("counters"))
     for (const auto& [k, v] : j.at("counters").items()) s.counters.emplace_back(k, v.get<double>());
   return s;
@@ -73,6 +75,7 @@ ReportMeta MetaFromJson(const Json& m) {
   r.units = m.at("units").get<std::vector<int>>();
   r.fingerprint = m.at("fingerprint").get<std::string>();
   r.max_context = m.at("max_context").get<std::string>();
+  if (m.contains("quality_target")) r.quality_target = m.at("quality_target").get<double>();
   return r;
 }
 

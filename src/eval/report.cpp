@@ -91,6 +91,11 @@ size_t DisplayWidth(const std::string& s) {  // UTF-8 code points
 // The note, then the policy counters per sample ("merges 2142 fallbacks 0").
 std::string NoteText(const Cell& c) {
   std::string t = c.note;
+  if (!Bad(c.chosen_ratio)) {
+    t += (t.empty() ? "" : "; ") + Printf("r* %.3f", c.chosen_ratio) + Printf(" (%.3f", c.chosen_min) +
+         Printf("-%.3f)", c.chosen_max) + Printf(", quality %.3f", c.quality) + ", below target in " +
+         std::to_string(c.below_target) + " of " + std::to_string(c.n);
+  }
   for (const auto& [name, v] : c.counters) t += (t.empty() ? "" : "; ") + name + " " + Printf("%.0f", v);
   return t;
 }
@@ -128,6 +133,8 @@ std::string MetaBlock(const ReportMeta& m) {
      << "seed:           " << m.seed << "\n"
      << "threads:        " << m.threads << "\n"
      << "elapsed:        " << Printf("%.1f", m.elapsed_s) << " s\n";
+  if (m.quality_target > 0)
+    os << "quality target: " << m.quality_target << " (ratio column = the target; r* chosen per context)\n";
   if (!m.shard.empty()) os << "shard:          " << m.shard << " (" << m.units.size() << " of " << m.units_total << " units)\n";
   for (const auto& n : m.task_file_notes) os << "task file:      " << n << "\n";
   if (!m.command.empty()) os << "command:        " << m.command << "\n";
@@ -373,7 +380,8 @@ Status WriteJson(const Report& r, const std::string& path) {
                 {"methods", m.methods},   {"ratios", m.ratios},
                 {"shard", m.shard},       {"units_total", m.units_total},
                 {"units", m.units},       {"fingerprint", m.fingerprint},
-                {"max_context", m.max_context}, {"task_file_notes", m.task_file_notes}};
+                {"max_context", m.max_context}, {"task_file_notes", m.task_file_notes},
+                {"quality_target", m.quality_target}};
   OJson rows = OJson::array();
   for (const auto& group : GroupedCells(r)) {
     for (const Cell* c : group) {
@@ -386,6 +394,14 @@ Status WriteJson(const Report& r, const std::string& path) {
       OJson counters = OJson::object();
       for (const auto& [name, v] : c->counters) counters[name] = Num(v);
       rows.back()["counters"] = counters;
+      if (!Bad(c->chosen_ratio)) {
+        rows.back()["chosen_ratio"] = c->chosen_ratio;
+        rows.back()["chosen_ratio_min"] = c->chosen_min;
+        rows.back()["chosen_ratio_max"] = c->chosen_max;
+        rows.back()["quality"] = Num(c->quality);
+        rows.back()["quality_stderr"] = Num(c->quality_se);
+        rows.back()["below_target"] = c->below_target;
+      }
     }
   }
   OJson doc = {{"meta", meta}, {"rows", rows}};

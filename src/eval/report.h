@@ -1,6 +1,7 @@
 // The results of an eval sweep and their renderings: a table for stdout,
 // JSON, CSV, and plots of score against retention ratio through gnuplot.
 #pragma once
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +27,12 @@ struct Cell {
   std::string note;
   // Policy counters (e.g. KVSlimmer's merges and fallbacks), mean per sample.
   std::vector<std::pair<std::string, double>> counters;
+  // --kv-quality runs (ratio = the quality target TAU): the ratio r* chosen
+  // per context (mean, min, max), the measured quality y = NLL(full) /
+  // NLL(compressed) (mean, se) and the samples whose y fell below TAU.
+  double chosen_ratio = NAN, chosen_min = NAN, chosen_max = NAN;
+  double quality = NAN, quality_se = NAN;
+  int below_target = 0;
 };
 
 // One (unit, method, ratio) measurement; cells are summaries of these. A unit
@@ -42,6 +49,7 @@ struct SampleRecord {
   std::string note;                  // non-empty: not measured, and why
   bool truncated = false;            // task-file sample cut in the middle to fit
   std::vector<std::pair<std::string, double>> counters;  // the policy's counters at the end of the unit
+  double chosen_ratio = NAN;         // --kv-quality: the ratio r* chosen for this context
 };
 
 struct ReportMeta {
@@ -59,6 +67,7 @@ struct ReportMeta {
   std::string fingerprint;           // the options that must agree for a merge
   std::string max_context;           // task files: "skip" or "truncate" (middle)
   std::vector<std::string> task_file_notes;  // per task file: samples read, skipped, truncated
+  double quality_target = 0;         // --kv-quality TAU (0: ratios are fixed)
 };
 
 struct Report {

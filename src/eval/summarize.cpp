@@ -24,7 +24,7 @@ std::vector<Cell> SummarizeCells(const ReportMeta& meta, std::vector<SampleRecor
       for (double r : ratios) {
         auto it = by.find({task, method, r});
         if (it == by.end()) continue;
-        std::vector<double> acc, kl, nr, bytes, full, ms;
+        std::vector<double> acc, kl, nr, bytes, full, ms, chosen, quality;
         std::string note;
         int noted = 0;
         std::vector<std::pair<std::string, double>> counters;  // summed, in first-seen order
@@ -36,6 +36,10 @@ std::vector<Cell> SummarizeCells(const ReportMeta& meta, std::vector<SampleRecor
           }
           acc.push_back(s->accuracy), kl.push_back(s->kl), nr.push_back(s->nll_ratio);
           bytes.push_back(s->kv_bytes), full.push_back(s->kv_bytes_full), ms.push_back(s->compress_ms);
+          if (!std::isnan(s->chosen_ratio)) {
+            chosen.push_back(s->chosen_ratio);
+            quality.push_back(s->nll_ratio > 0 ? 1.0 / s->nll_ratio : NAN);
+          }
           for (const auto& [name, v] : s->counters) {
             auto at = std::find_if(counters.begin(), counters.end(), [&](const auto& c) { return c.first == name; });
             if (at == counters.end()) counters.emplace_back(name, v);
@@ -56,6 +60,14 @@ std::vector<Cell> SummarizeCells(const ReportMeta& meta, std::vector<SampleRecor
           note += " (" + std::to_string(noted) + " of " + std::to_string(noted + c.n) + " samples)";
         c.note = note;
         for (auto& [name, v] : counters) c.counters.emplace_back(name, v / c.n);
+        if (!chosen.empty()) {
+          const MeanSe ch = Summarize(chosen), q = Summarize(quality);
+          c.chosen_ratio = ch.mean;
+          c.chosen_min = *std::min_element(chosen.begin(), chosen.end());
+          c.chosen_max = *std::max_element(chosen.begin(), chosen.end());
+          c.quality = q.mean, c.quality_se = q.se;
+          for (double y : quality) c.below_target += y < meta.quality_target;
+        }
         out.push_back(std::move(c));
       }
     }

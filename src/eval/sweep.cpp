@@ -4,12 +4,14 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "eval/metrics.h"
 #include "eval/scoring.h"
 #include "eval/task_file.h"
 #include "kv/cache.h"
+#include "kv/calibration.h"
 #include "kv/compressor.h"
 #include "model/config.h"
 
@@ -96,11 +98,24 @@ struct Unit {
 
 class Sweep {
  public:
-  Sweep(const Engine& e, const SweepOptions& o) : e_(e), o_(o), tok_(e.tokenizer()), V_(e.config().vocab) {
+  Sweep(const Engine& e, const SweepOptions& o, const kv::Calibration* calib)
+      : e_(e), o_(o), tok_(e.tokenizer()), V_(e.config().vocab), calib_(calib) {
     for (const auto& m : o.methods) {
       if (m == "full") continue;
       for (double r : o.ratios) targets_.push_back(Options(m, r));
     }
+  }
+
+  // Prefills `prompt` into `base`; with a quality target, through all rows'
+  // logits so NLL(context) (mean over its predicted tokens) picks r*.
+  Status PrefillBase(Session& base, const std::vector<int>& prompt) {
+    if (!calib_) return base.Prefill(prompt);
+    auto rows = base.ForwardAll(prompt);
+    if (!rows.ok()) return rows.error();
+    double nll = 0;
+    for (size_t i = 0; i + 1 < prompt.size(); ++i) nll += Nll(&rows.value()[i * V_], V_, prompt[i + 1]);
+    context_nll_ = prompt.size() > 1 ? nll / static_cast<double>(prompt.size() - 1) : NAN;
+    return {};
   }
 
   KvOptions Options(const std::string& method, double ratio) const {
@@ -108,6 +123,8 @@ class Sweep {
     kv.policy = method;
     kv.ratio = ratio;
     kv.ratio_explicit = true;  // a cell's ratio is the target, 1 = keep everything
+    kv.quality = 0;            // the sweep picks r* itself (--kv-quality)
+    kv.calibration.clear();
     kv.budget_tokens = 0;
     if (method == "full") kv.quant = "f32";
     kv.params.clear();
@@ -125,15 +142,28 @@ class Sweep {
   // ratio 1 only, compresses it, and records what `measure` finds.
   template <typename Measure>
   Status ForEachVariant(const Session& base, const Unit& u, Measure measure) {
+    const bool decode_protocol = u.kind == Unit::kFidelityDecode;
     const double full_bytes = static_cast<double>(base.cache().BytesHeld());
     for (const auto& method : o_.methods)
       for (double r : RatiosOf(method)) {
-        const KvOptions kv = Options(method, r);
+        double chosen = NAN;
+        if (calib_ && method != "full") {
+          auto c = kv::ChooseRatio(*calib_, method, context_nll_, o_.quality);
+          if (!c.ok()) return c.error();
+          chosen = c.value();
+        }
+        const KvOptions kv = Options(method, std::isnan(chosen) ? r : chosen);
         auto s = base.Fork(kv);
         if (!s.ok()) return s.error();
         SampleRecord rec;
         rec.task = u.task, rec.method = method, rec.ratio = r, rec.unit = unit_, rec.sample = u.sample;
         rec.truncated = truncating_;
+        rec.chosen_ratio = chosen;
+        if (decode_protocol && method != "full" && !s.value()->compressor().policy().decode_time()) {
+          rec.note = "n/a: prefill-time policy (no decode-time compression)";  // not even compressed
+          records_.push_back(std::move(rec));
+          continue;
+        }
         auto t0 = Clock::now();
         Status st = s.value()->Compress();
         rec.compress_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -172,7 +202,7 @@ class Sweep {
     if (!base.ok()) return base.error();
     std::vector<int> prompt = context;
     if (o_.query_aware) prompt.insert(prompt.end(), question.begin(), question.end());
-    KVTRIM_RETURN_IF_ERROR(base.value()->Prefill(prompt));
+    KVTRIM_RETURN_IF_ERROR(PrefillBase(*base.value(), prompt));
     std::vector<float> ref_rows;
     return ForEachVariant(*base.value(), u, [&](const KvOptions& kv, Session& ses) -> Expected<Measured> {
       if (!o_.query_aware) KVTRIM_RETURN_IF_ERROR(ses.Prefill(question));
@@ -227,11 +257,9 @@ class Sweep {
     const std::vector<int> part1(toks.begin(), toks.end() - T), part2(toks.end() - T, toks.end());
     auto base = Base();
     if (!base.ok()) return base.error();
-    KVTRIM_RETURN_IF_ERROR(base.value()->Prefill(part1));
+    KVTRIM_RETURN_IF_ERROR(PrefillBase(*base.value(), part1));
     std::vector<float> ref_rows;
-    return ForEachVariant(*base.value(), u, [&](const KvOptions& kv, Session& ses) -> Expected<Measured> {
-      if (decode && kv.policy != "full" && !ses.compressor().policy().decode_time())
-        return Measured{NAN, {}, "n/a: prefill-time policy (no decode-time compression)"};
+    return ForEachVariant(*base.value(), u, [&](const KvOptions&, Session& ses) -> Expected<Measured> {
       auto rows = decode ? DecodedLogits(ses, part2) : ForcedLogits(ses, part2);
       if (!rows.ok()) return rows.error();
       if (ref_rows.empty()) ref_rows = rows.value();
@@ -258,6 +286,8 @@ class Sweep {
   size_t V_;
   std::vector<KvOptions> targets_;
   std::vector<SampleRecord> records_;
+  const kv::Calibration* calib_;  // non-null: --kv-quality
+  double context_nll_ = NAN;      // NLL(c) of the current unit's context
   bool truncating_ = false;  // the current unit's sample was truncated
   int unit_ = 0;
 };
@@ -288,6 +318,11 @@ Status Check(SweepOptions& o, const Engine& e) {
   if (o.ratios.empty()) return MakeError("no retention ratios given");
   for (double r : o.ratios)
     if (!(r > 0 && r <= 1)) return MakeError("retention ratio " + std::to_string(r) + " is outside (0, 1]");
+  if (o.quality < 0 || o.quality > 1) return MakeError("--kv-quality must be in (0, 1]");
+  if (o.quality > 0) {
+    if (o.calibration.empty()) return MakeError("--kv-quality needs --calibration FILE (from `kvtrim calibrate`)");
+    o.ratios = {o.quality};  // one cell per method, keyed by the target
+  }
   if (o.shard_count < 1 || o.shard_index < 0 || o.shard_index >= o.shard_count)
     return MakeError("shard " + std::to_string(o.shard_index) + "/" + std::to_string(o.shard_count) +
                      " is not of the form i/n with 0 <= i < n");
@@ -318,7 +353,7 @@ std::string Fingerprint(const SweepOptions& o) {
      << ";fidelity=" << o.fidelity << o.fidelity_decode << ";samples=" << o.samples << ";seed=" << o.seed
      << ";context=" << o.context_tokens << ";aware=" << o.query_aware << ";haystack=" << o.haystack
      << ";cont=" << o.fidelity_continuation << ";needles=" << o.task.needles << ";queries=" << o.task.queries
-     << ";quant=" << o.kv.quant << ";params=";
+     << ";quant=" << o.kv.quant << ";quality=" << o.quality << ":" << o.calibration << ";params=";
   for (const auto& [k, v] : o.kv.params) os << k << ":" << v << ",";
   return os.str();
 }
@@ -351,7 +386,17 @@ Expected<Report> RunSweep(const Engine& e, const SweepOptions& opts) {
   m.max_context = o.truncate_long ? "truncate" : "skip";
   for (size_t u = o.shard_index; u < units.size(); u += o.shard_count) m.units.push_back(static_cast<int>(u));
 
-  Sweep sweep(e, o);
+  std::optional<kv::Calibration> calib;
+  if (o.quality > 0) {
+    auto c = kv::LoadCalibration(o.calibration);
+    if (!c.ok()) return c.error();
+    for (const auto& method : o.methods)
+      if (method != "full" && !c->Find(method))
+        return MakeError("method '" + method + "' is not in the calibration file '" + o.calibration +
+                         "' (run `kvtrim calibrate --methods ...` with it)");
+    calib = std::move(c.value());
+  }
+  Sweep sweep(e, o, calib ? &*calib : nullptr);
   int done = 0;
   for (int u : m.units) {
     KVTRIM_RETURN_IF_ERROR(sweep.Run(units[u], u, hay.value(), files));
@@ -359,6 +404,7 @@ Expected<Report> RunSweep(const Engine& e, const SweepOptions& opts) {
   }
   rep.samples = std::move(sweep.records());
   m.context_tokens = o.context_tokens;
+  m.quality_target = o.quality;
   rep.cells = SummarizeCells(m, rep.samples);
   m.task_file_notes = TaskFileNotes(m, rep.samples);
   m.haystack = hay->name();

@@ -27,6 +27,11 @@ struct SweepOptions {
   KvOptions kv;                              // policy flags and quantization shared by all methods
   int fidelity_continuation = 256;           // teacher-forced tokens after the compressed part
   TaskOptions task;                          // needles / queries
+  // Context-calibrated ratios (`--kv-quality TAU --calibration FILE`): every
+  // method compresses each context at r* = ChooseRatio(fit, NLL(context), TAU)
+  // instead of the fixed ratios; cells are keyed by TAU.
+  double quality = 0;
+  std::string calibration;
   int shard_index = 0, shard_count = 1;      // run units u with u % shard_count == shard_index
   std::function<void(int done, int total)> progress;
 };

@@ -112,6 +112,8 @@ Expected<eval::SweepOptions> ToSweepOptions(const EvalOpts& o) {
   so.query_aware = o.query_aware;
   so.haystack = o.haystack;
   so.kv = ToKvOptions(o.kv, "full");
+  so.quality = so.kv.quality;
+  so.calibration = so.kv.calibration;
   so.fidelity_continuation = o.continuation;
   so.task.needles = o.needles;
   so.task.queries = o.queries;
@@ -164,7 +166,7 @@ Command AddEval(CLI::App& app) {
   sub->add_option("--json", o->json, "JSON report path (default: <out>/report.json)");
   sub->add_option("--csv", o->csv, "CSV report path (default: <out>/report.csv)");
   sub->add_flag("--no-plots", o->no_plots, "Do not render plots");
-  AddKvFlags(sub, &o->kv, /*with_policy=*/false);
+  AddKvFlags(sub, &o->kv, /*with_policy=*/false, /*with_quality=*/true);
   auto action = [o]() -> int {
     auto engine = Engine::Load({o->model, o->threads});
     if (!engine.ok()) {
