@@ -259,3 +259,40 @@ TEST(EvalSweep, ClearErrors) {
 
 }  // namespace
 }  // namespace kvtrim::eval
+
+namespace kvtrim::eval {
+namespace {
+
+TEST(EvalSweep, StreamedContextIsCompressedWhileDecoded) {
+  // --stream-context: the context is decoded token by token under the budget.
+  // At ratio 1 a decode-time policy equals the (also streamed) reference
+  // exactly; at 0.25 its cache is a quarter of full after the context;
+  // prefill-time policies are n/a.
+  auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
+  ASSERT_TRUE(e);
+  SweepOptions o = Small();
+  o.methods = {"h2o", "snapkv"};
+  o.ratios = {1.0, 0.25};
+  o.tasks = {TaskKind::kPasskey};
+  o.fidelity = o.fidelity_decode = false;
+  o.stream_context = true;
+  auto rep = RunSweep(*e, o);
+  ASSERT_TRUE(rep.ok()) << rep.error().message;
+  ASSERT_EQ(rep->cells.size(), 5u);
+  for (const Cell& c : rep->cells) {
+    if (c.method == "snapkv") {
+      EXPECT_NE(c.note.find("n/a"), std::string::npos);
+      continue;
+    }
+    if (c.ratio == 1.0) {
+      EXPECT_EQ(c.kl, 0.0) << c.method;
+      EXPECT_EQ(c.kv_bytes, c.kv_bytes_full) << c.method;
+    } else {
+      EXPECT_LT(c.kv_bytes, 0.3 * c.kv_bytes_full);
+      EXPECT_GT(c.kv_bytes, 0.2 * c.kv_bytes_full);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvtrim::eval

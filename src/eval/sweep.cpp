@@ -86,6 +86,7 @@ struct Measured {
   double accuracy;  // NaN when the task has none
   Fidelity fidelity;
   std::string note;  // non-empty: not measured
+  double bytes = NAN, bytes_full = NAN;  // set: KV bytes measured after streaming, not after Compress
 };
 
 // One (task, sample) unit of work.
@@ -142,7 +143,8 @@ class Sweep {
   // ratio 1 only, compresses it, and records what `measure` finds.
   template <typename Measure>
   Status ForEachVariant(const Session& base, const Unit& u, Measure measure) {
-    const bool decode_protocol = u.kind == Unit::kFidelityDecode;
+    const bool decode_protocol =
+        u.kind == Unit::kFidelityDecode || (o_.stream_context && (u.kind == Unit::kNeedle || u.kind == Unit::kExternal));
     const double full_bytes = static_cast<double>(base.cache().BytesHeld());
     for (const auto& method : o_.methods)
       for (double r : RatiosOf(method)) {
@@ -178,6 +180,7 @@ class Sweep {
           if (!m.ok()) return m.error();
           rec.accuracy = m->accuracy, rec.kl = m->fidelity.kl, rec.nll_ratio = m->fidelity.nll_ratio;
           rec.note = m->note;
+          if (!std::isnan(m->bytes)) rec.kv_bytes = m->bytes, rec.kv_bytes_full = m->bytes_full;
           rec.entries_end = static_cast<long long>(s.value()->cache().EntriesHeld());
           for (const auto& [name, v] : s.value()->compressor().counters())
             rec.counters.emplace_back(name, static_cast<double>(v));
@@ -202,9 +205,20 @@ class Sweep {
     if (!base.ok()) return base.error();
     std::vector<int> prompt = context;
     if (o_.query_aware) prompt.insert(prompt.end(), question.begin(), question.end());
+    // Streamed: only BOS is prefilled; every method decodes the rest token by
+    // token under its budget (decode-time compression from the first token).
+    const std::vector<int> streamed = o_.stream_context ? std::vector<int>(prompt.begin() + 1, prompt.end())
+                                                        : std::vector<int>{};
+    if (o_.stream_context) prompt.resize(1);
     KVTRIM_RETURN_IF_ERROR(PrefillBase(*base.value(), prompt));
     std::vector<float> ref_rows;
     return ForEachVariant(*base.value(), u, [&](const KvOptions& kv, Session& ses) -> Expected<Measured> {
+      for (int t : streamed) KVTRIM_RETURN_IF_ERROR(ses.Decode(t));
+      double bytes = NAN;
+      if (!streamed.empty()) {
+        bytes = static_cast<double>(ses.cache().BytesHeld());
+        if (kv.policy == "full") stream_full_bytes_ = bytes;  // "full" comes first
+      }
       if (!o_.query_aware) KVTRIM_RETURN_IF_ERROR(ses.Prefill(question));
       auto forced = ses.Fork(kv);
       if (!forced.ok()) return forced.error();
@@ -213,7 +227,8 @@ class Sweep {
       if (ref_rows.empty()) ref_rows = rows.value();  // "full" comes first
       auto text = GreedyAnswer(ses, tok_, question.back(), max_answer);
       if (!text.ok()) return text.error();
-      return Measured{score(text.value()), Compare(ref_rows, rows.value(), answer, V_, 0), ""};
+      return Measured{score(text.value()), Compare(ref_rows, rows.value(), answer, V_, 0), "", bytes,
+                      std::isnan(bytes) ? NAN : stream_full_bytes_};
     });
   }
 
@@ -288,6 +303,7 @@ class Sweep {
   std::vector<SampleRecord> records_;
   const kv::Calibration* calib_;  // non-null: --kv-quality
   double context_nll_ = NAN;      // NLL(c) of the current unit's context
+  double stream_full_bytes_ = NAN;  // --stream-context: the full cache's bytes after streaming
   bool truncating_ = false;  // the current unit's sample was truncated
   int unit_ = 0;
 };
@@ -318,6 +334,7 @@ Status Check(SweepOptions& o, const Engine& e) {
   if (o.ratios.empty()) return MakeError("no retention ratios given");
   for (double r : o.ratios)
     if (!(r > 0 && r <= 1)) return MakeError("retention ratio " + std::to_string(r) + " is outside (0, 1]");
+  if (o.stream_context && o.quality > 0) return MakeError("--stream-context and --kv-quality do not combine");
   if (o.quality < 0 || o.quality > 1) return MakeError("--kv-quality must be in (0, 1]");
   if (o.quality > 0) {
     if (o.calibration.empty()) return MakeError("--kv-quality needs --calibration FILE (from `kvtrim calibrate`)");
@@ -351,7 +368,7 @@ std::string Fingerprint(const SweepOptions& o) {
   for (double r : o.ratios) os << r << ",";
   os << ";tasks=" << Join(tasks) << ";files=" << Join(o.task_files) << ";truncate=" << o.truncate_long
      << ";fidelity=" << o.fidelity << o.fidelity_decode << ";samples=" << o.samples << ";seed=" << o.seed
-     << ";context=" << o.context_tokens << ";aware=" << o.query_aware << ";haystack=" << o.haystack
+     << ";context=" << o.context_tokens << ";aware=" << o.query_aware << ";stream=" << o.stream_context << ";haystack=" << o.haystack
      << ";cont=" << o.fidelity_continuation << ";needles=" << o.task.needles << ";queries=" << o.task.queries
      << ";quant=" << o.kv.quant << ";quality=" << o.quality << ":" << o.calibration << ";params=";
   for (const auto& [k, v] : o.kv.params) os << k << ":" << v << ",";
@@ -408,7 +425,8 @@ Expected<Report> RunSweep(const Engine& e, const SweepOptions& opts) {
   rep.cells = SummarizeCells(m, rep.samples);
   m.task_file_notes = TaskFileNotes(m, rep.samples);
   m.haystack = hay->name();
-  m.mode = o.query_aware ? "query-aware" : "query-agnostic";
+  m.mode = std::string(o.query_aware ? "query-aware" : "query-agnostic") +
+           (o.stream_context ? ", streamed context (decode-time compression)" : "");
   m.samples = o.samples;
   m.threads = e.threads();
   m.seed = o.seed;

@@ -23,6 +23,10 @@ struct SweepOptions {
   uint64_t seed = 1;
   int context_tokens = 0;                    // 0: the model's context minus the answer room
   bool query_aware = false;                  // compress the question too
+  // Needle and task-file contexts are decoded token by token under the
+  // budget (decode-time policies only; prefill-time ones are n/a), so the
+  // needle must survive decode-time compression.
+  bool stream_context = false;
   std::string haystack;                      // text file
   KvOptions kv;                              // policy flags and quantization shared by all methods
   int fidelity_continuation = 256;           // teacher-forced tokens after the compressed part

@@ -54,7 +54,7 @@ struct EvalOpts {
   std::vector<double> ratios = {0.5, 0.25, 0.1};
   int samples = 16, threads = 0, context = 0, continuation = 256, needles = 4, queries = 2;
   uint64_t seed = 1;
-  bool query_aware = false, no_fidelity = false, no_plots = false;
+  bool query_aware = false, stream_context = false, no_fidelity = false, no_plots = false;
   KvFlags kv;
 };
 
@@ -110,6 +110,7 @@ Expected<eval::SweepOptions> ToSweepOptions(const EvalOpts& o) {
   so.seed = o.seed;
   so.context_tokens = o.context;
   so.query_aware = o.query_aware;
+  so.stream_context = o.stream_context;
   so.haystack = o.haystack;
   so.kv = ToKvOptions(o.kv, "full");
   so.quality = so.kv.quality;
@@ -158,6 +159,8 @@ Command AddEval(CLI::App& app) {
   sub->add_option("--needles", o->needles, "Needles in multikey/multivalue/multiquery samples")->capture_default_str()
       ->check(CLI::Range(2, 16));
   sub->add_option("--queries", o->queries, "Keys asked in multiquery samples")->capture_default_str()->check(CLI::Range(1, 16));
+  sub->add_flag("--stream-context", o->stream_context, "Decode the needle/task-file contexts token by token under "
+                "the budget (decode-time policies; prefill-time ones are n/a)");
   sub->add_flag("--query-aware", o->query_aware, "Compress with the question at the end of the context "
                 "(default: query-agnostic, the question is appended after compression)");
   sub->add_option("--haystack", o->haystack, "Haystack text file (UTF-8)")->capture_default_str();
