@@ -71,6 +71,10 @@ class Session {
  private:
   Session() = default;
   Status CheckRoom(size_t n) const;
+  // The policy's ReferencePass (Attention Matching's repeat-prefill): on a
+  // copy of the cache, "Repeat the previous context." and the context again;
+  // the rotated queries go to the compressor's statistics.
+  Status RunReferencePass();
   const Engine* engine_ = nullptr;
   int ctx_ = 0;
   int ubatch_ = 512;
@@ -78,6 +82,7 @@ class Session {
   std::unique_ptr<kv::Compressor> compressor_;
   SessionOptions opts_;
   std::vector<float> logits_;
+  std::vector<int> tokens_;  // every token appended so far (reference passes replay them)
 };
 
 // Picks the next token from logits: greedy at temp 0, else temperature and

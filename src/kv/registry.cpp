@@ -9,6 +9,7 @@ const std::vector<PolicyInfo>& Registry() {
   static const std::vector<PolicyInfo> r = {
       FullPolicyInfo(),  WindowPolicyInfo(),       RandomPolicyInfo(), LruPolicyInfo(),
       H2oPolicyInfo(),   ScissorhandsPolicyInfo(), SnapkvPolicyInfo(), PyramidkvPolicyInfo(),
+      AmPolicyInfo(),
   };
   return r;
 }
