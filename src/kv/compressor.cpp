@@ -153,10 +153,13 @@ Status Compressor::CompressHead(KvCache& cache, int layer, int h, Phase phase, i
 Status Compressor::CompressPrefill(KvCache& cache) {
   auto t0 = std::chrono::steady_clock::now();
   if (policy_->prefill_time()) {
+    layer_s_.assign(n_layer_, 0.0);
     for (int l = 0; l < n_layer_; ++l) {
+      auto tl = std::chrono::steady_clock::now();
       const int b = Budget(l, cache.logical_length());
       for (int h = 0; h < n_head_kv_; ++h)
         if (cache.head(l, h).size() > b) KVTRIM_RETURN_IF_ERROR(CompressHead(cache, l, h, Phase::kPrefill, b));
+      layer_s_[l] = std::chrono::duration<double>(std::chrono::steady_clock::now() - tl).count();
     }
   }
   stats_->DropPrefillQK();

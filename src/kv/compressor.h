@@ -5,6 +5,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels/thread_pool.h"
 #include "kv/cache.h"
@@ -48,6 +49,8 @@ class Compressor {
   Status AfterDecodeStep(KvCache& cache, kernels::ThreadPool* pool = nullptr);
 
   double compress_seconds() const { return compress_s_; }  // total time in plans + applying
+  // Seconds the last prefill-time compression spent per layer (plans + applying).
+  const std::vector<double>& prefill_layer_seconds() const { return layer_s_; }
   int64_t evictions() const { return evicted_.load(); }
 
  private:
@@ -60,6 +63,7 @@ class Compressor {
   GgmlType quant_ = GgmlType::F32;
   int n_layer_ = 0, n_head_kv_ = 0, group_ = 1, head_dim_ = 0;
   double compress_s_ = 0;
+  std::vector<double> layer_s_;
   std::atomic<int64_t> evicted_{0};
 };
 

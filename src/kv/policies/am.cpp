@@ -135,7 +135,12 @@ void SelectAndWeigh(const MatrixXd& A, const VectorXd& mass, const MatrixXd& Afu
     *sel = HighestAttention(Afull, safe, of, static_cast<int>(A.cols()), t);
     MatrixXd As(A.rows(), sel->size());  // [M, t]
     for (size_t a = 0; a < sel->size(); ++a) As.col(a) = A.col((*sel)[a]);
-    *w = numerics::NnlsGram(As.transpose() * As, As.transpose() * mass).x;
+    const MatrixXd P = As.transpose() * As;  // [t, t]
+    const VectorXd rhs = As.transpose() * mass;
+    // Warm start from the positive part of the unconstrained fit: most
+    // weights are positive, so Lawson-Hanson needs a few solves, not t.
+    const VectorXd x0 = P.completeOrthogonalDecomposition().solve(rhs).cwiseMax(0.0);
+    *w = numerics::NnlsGram(P, rhs, &x0).x;
   }
 }
 
