@@ -387,3 +387,52 @@ TEST(AmEndToEnd, FittedCacheBeatsEvictionOnTheNeedleModel) {
 
 }  // namespace
 }  // namespace kvtrim
+
+namespace kvtrim {
+namespace {
+
+std::unique_ptr<Session> Compressed(const Engine& e, const KvOptions& kv, const std::vector<int>& ctx) {
+  SessionOptions so;
+  so.kv = kv;
+  auto s = Session::Create(e, so);
+  EXPECT_TRUE(s.ok());
+  EXPECT_TRUE(s.value()->Prefill(ctx).ok());
+  EXPECT_TRUE(s.value()->Compress().ok());
+  return std::move(s.value());
+}
+
+std::vector<float> HeadRows(const kv::HeadStore& h) {
+  std::vector<float> out, row(h.head_dim());
+  for (int i = 0; i < h.size(); ++i) {
+    h.ReadKey(i, row.data());
+    out.insert(out.end(), row.begin(), row.end());
+    h.ReadValue(i, row.data());
+    out.insert(out.end(), row.begin(), row.end());
+    out.push_back(h.logw(i));
+  }
+  return out;
+}
+
+TEST(AmEndToEnd, OnPolicyRecollectsQueriesAboveTheFirstLayer) {
+  auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
+  ASSERT_TRUE(e);
+  const std::string text = test::ReadFile(test::SharedPath("data/frankenstein.txt")).substr(30000, 4000);
+  std::vector<int> toks = e->tokenizer().Encode(text, true);
+  toks.resize(200);
+  auto off = Compressed(*e, {"am", {{"am-queries", 1}}, 0.1, 0, "f32"}, toks);
+  auto on = Compressed(*e, {"am", {{"am-queries", 1}, {"am-onpolicy", 1}}, 0.1, 0, "f32"}, toks);
+  const int L = e->config().n_layer, Hkv = e->config().n_head_kv;
+  // Layer 0's pass sees nothing compacted yet: the same cache, bit for bit.
+  for (int h = 0; h < Hkv; ++h) EXPECT_EQ(HeadRows(on->cache().head(0, h)), HeadRows(off->cache().head(0, h))) << h;
+  int differ = 0;
+  for (int h = 0; h < Hkv; ++h) differ += HeadRows(on->cache().head(L - 1, h)) != HeadRows(off->cache().head(L - 1, h));
+  EXPECT_GT(differ, 0);
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < Hkv; ++h) {
+      EXPECT_LE(on->cache().head(l, h).size(), 20);
+      for (float x : HeadRows(on->cache().head(l, h))) ASSERT_TRUE(std::isfinite(x));
+    }
+}
+
+}  // namespace
+}  // namespace kvtrim

@@ -55,8 +55,18 @@ Expected<std::unique_ptr<Session>> Session::Fork(const KvOptions& kv) const {
 }
 
 Status Session::Compress() {
-  KVTRIM_RETURN_IF_ERROR(RunReferencePass());
-  return compressor_->CompressPrefill(*cache_);
+  if (!compressor_->policy().reference_pass().on_policy) {
+    KVTRIM_RETURN_IF_ERROR(RunReferencePass());
+    return compressor_->CompressPrefill(*cache_);
+  }
+  // On-policy: layer l's reference queries come from a pass over the cache
+  // whose layers below l are already compressed.
+  for (int l = 0; l < engine_->config().n_layer; ++l) {
+    KVTRIM_RETURN_IF_ERROR(RunReferencePass());
+    KVTRIM_RETURN_IF_ERROR(compressor_->CompressPrefillLayer(*cache_, l));
+  }
+  compressor_->FinishPrefill(*cache_);
+  return {};
 }
 
 Status Session::RunReferencePass() {

@@ -151,21 +151,28 @@ Status Compressor::CompressHead(KvCache& cache, int layer, int h, Phase phase, i
 }
 
 Status Compressor::CompressPrefill(KvCache& cache) {
+  for (int l = 0; l < n_layer_; ++l) KVTRIM_RETURN_IF_ERROR(CompressPrefillLayer(cache, l));
+  FinishPrefill(cache);
+  return {};
+}
+
+Status Compressor::CompressPrefillLayer(KvCache& cache, int l) {
+  if (!policy_->prefill_time()) return {};
   auto t0 = std::chrono::steady_clock::now();
-  if (policy_->prefill_time()) {
-    layer_s_.assign(n_layer_, 0.0);
-    for (int l = 0; l < n_layer_; ++l) {
-      auto tl = std::chrono::steady_clock::now();
-      const int b = Budget(l, cache.logical_length());
-      for (int h = 0; h < n_head_kv_; ++h)
-        if (cache.head(l, h).size() > b) KVTRIM_RETURN_IF_ERROR(CompressHead(cache, l, h, Phase::kPrefill, b));
-      layer_s_[l] = std::chrono::duration<double>(std::chrono::steady_clock::now() - tl).count();
-    }
-  }
+  if (layer_s_.size() != static_cast<size_t>(n_layer_)) layer_s_.assign(n_layer_, 0.0);
+  const int b = Budget(l, cache.logical_length());
+  for (int h = 0; h < n_head_kv_; ++h)
+    if (cache.head(l, h).size() > b) KVTRIM_RETURN_IF_ERROR(CompressHead(cache, l, h, Phase::kPrefill, b));
+  layer_s_[l] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  compress_s_ += layer_s_[l];
+  return {};
+}
+
+void Compressor::FinishPrefill(KvCache& cache) {
+  auto t0 = std::chrono::steady_clock::now();
   stats_->DropPrefillQK();
   cache.Convert(quant_);  // evict first, then quantize what stays
   compress_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return {};
 }
 
 Status Compressor::AfterDecodeStep(KvCache& cache, kernels::ThreadPool* pool) {

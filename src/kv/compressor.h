@@ -44,6 +44,10 @@ class Compressor {
   void BeginPrompt(int64_t prompt_end) { stats_->SetPromptEnd(prompt_end); }
   // Prefill-time compression, then quantization of what is kept.
   Status CompressPrefill(KvCache& cache);
+  // The same in steps (on-policy reference passes between layers): one
+  // layer's prefill-time compression, then FinishPrefill once.
+  Status CompressPrefillLayer(KvCache& cache, int layer);
+  void FinishPrefill(KvCache& cache);
   // Decode-time: heads over budget are brought back under it (heads in
   // parallel on `pool` when given).
   Status AfterDecodeStep(KvCache& cache, kernels::ThreadPool* pool = nullptr);

@@ -44,6 +44,7 @@ struct PolicyContext {
 struct ReferencePass {
   bool repeat = false;
   bool past_context = false;  // repeat the whole context even past the model's trained context
+  bool on_policy = false;     // re-run before each layer, lower layers already compressed
 };
 
 class Policy {

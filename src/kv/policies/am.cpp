@@ -39,6 +39,7 @@ using Eigen::VectorXd;
 struct AmConfig {
   bool repeat = true;        // reference queries also from the repeat pass
   bool repeat_past_ctx = false;
+  bool onpolicy = false;     // repeat pass re-run per layer over the compacted lower layers
   bool omp = false;          // key selection: OMP (else highest attention)
   int omp_step = 4;
   int max_queries = 4096;
@@ -219,7 +220,7 @@ StatsNeeds AmPolicy::needs() const {
   return n;
 }
 
-ReferencePass AmPolicy::reference_pass() const { return {c_->repeat, c_->repeat_past_ctx}; }
+ReferencePass AmPolicy::reference_pass() const { return {c_->repeat, c_->repeat_past_ctx, c_->repeat && c_->onpolicy}; }
 
 Plan AmPolicy::Compress(const PolicyContext& ctx) {
   const HeadStore& s = *ctx.store;
@@ -267,6 +268,7 @@ PolicyInfo AmPolicyInfo() {
            {"am-ridge", 1e-6, "value fit ridge, relative to the mean squared column norm", 0, 1},
            {"am-repeat-past-ctx", 0, "repeat pass: 1 teaches the whole context again even past the model's context "
                                      "(RoPE extrapolation); 0 stops at the model's context", 0, 1},
+           {"am-onpolicy", 0, "1: compact layer by layer, the repeat pass re-run over the compacted lower layers", 0, 1},
            {"kv-seed", 0, "sampling seed of the kept sample"}},
           [](const Params& p) {
             AmConfig c;
@@ -277,6 +279,7 @@ PolicyInfo AmPolicyInfo() {
             c.chunk = static_cast<int>(p.at("am-chunk"));
             c.ridge = p.at("am-ridge");
             c.repeat_past_ctx = p.at("am-repeat-past-ctx") >= 0.5;
+            c.onpolicy = p.at("am-onpolicy") >= 0.5;
             c.seed = static_cast<uint64_t>(p.at("kv-seed"));
             return std::make_unique<AmPolicy>(c);
           }};
