@@ -14,6 +14,7 @@
 
 #include "io/tokenizer.h"
 #include "kv/compressor.h"
+#include "kv/policies/policies.h"
 #include "kvtrim/engine.h"
 
 using namespace kvtrim;
@@ -65,7 +66,9 @@ int main(int argc, char** argv) {
       std::printf("  %-16s total %.3f s (%.2fx prefill): reference pass %.3f s, layers", v.name, total, total / prefill,
                   total - comp.compress_seconds());
       for (double l : comp.prefill_layer_seconds()) std::printf(" %.3f", l);
-      std::printf(" s; entries %zu\n", fk.value()->cache().EntriesHeld());
+      auto& am_policy = dynamic_cast<kv::AmPolicy&>(fk.value()->compressor().policy());
+      std::printf(" s; entries %zu, zero-weight keys dropped %lld\n", fk.value()->cache().EntriesHeld(),
+                  static_cast<long long>(am_policy.dropped()));
     }
   }
   return 0;
