@@ -38,7 +38,7 @@ using Eigen::VectorXd;
 
 struct AmConfig {
   bool repeat = true;        // reference queries also from the repeat pass
-  bool repeat_past_ctx = false;
+  bool repeat_past_ctx = true;
   bool onpolicy = false;     // repeat pass re-run per layer over the compacted lower layers
   bool omp = false;          // key selection: OMP (else highest attention)
   int omp_step = 4;
@@ -266,8 +266,8 @@ PolicyInfo AmPolicyInfo() {
            {"am-max-queries", 4096, "reference queries per KV head at most (seeded sample above)", 1, 1e7},
            {"am-chunk", 4096, "compact chunks of this many entries independently", 1, 1e9},
            {"am-ridge", 1e-6, "value fit ridge, relative to the mean squared column norm", 0, 1},
-           {"am-repeat-past-ctx", 0, "repeat pass: 1 teaches the whole context again even past the model's context "
-                                     "(RoPE extrapolation); 0 stops at the model's context", 0, 1},
+           {"am-repeat-past-ctx", 1, "repeat pass: 1 teacher-forces the whole context again, past the model's trained "
+                                     "context if need be (RoPE extrapolation); 0 stops at the trained context", 0, 1},
            {"am-onpolicy", 0, "1: compact layer by layer, the repeat pass re-run over the compacted lower layers", 0, 1},
            {"kv-seed", 0, "sampling seed of the kept sample"}},
           [](const Params& p) {
