@@ -57,13 +57,13 @@ Expected<std::unique_ptr<Session>> Session::Fork(const KvOptions& kv) const {
 Status Session::Compress() {
   if (!compressor_->policy().reference_pass().on_policy) {
     KVTRIM_RETURN_IF_ERROR(RunReferencePass());
-    return compressor_->CompressPrefill(*cache_);
+    return compressor_->CompressPrefill(*cache_, &engine_->pool());
   }
   // On-policy: layer l's reference queries come from a pass over the cache
   // whose layers below l are already compressed.
   for (int l = 0; l < engine_->config().n_layer; ++l) {
     KVTRIM_RETURN_IF_ERROR(RunReferencePass());
-    KVTRIM_RETURN_IF_ERROR(compressor_->CompressPrefillLayer(*cache_, l));
+    KVTRIM_RETURN_IF_ERROR(compressor_->CompressPrefillLayer(*cache_, l, &engine_->pool()));
   }
   compressor_->FinishPrefill(*cache_);
   return {};

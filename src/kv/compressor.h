@@ -43,10 +43,11 @@ class Compressor {
   // The prompt will end at this logical length (SnapKV's observation window).
   void BeginPrompt(int64_t prompt_end) { stats_->SetPromptEnd(prompt_end); }
   // Prefill-time compression, then quantization of what is kept.
-  Status CompressPrefill(KvCache& cache);
+  // Heads run in parallel on `pool` when given.
+  Status CompressPrefill(KvCache& cache, kernels::ThreadPool* pool = nullptr);
   // The same in steps (on-policy reference passes between layers): one
   // layer's prefill-time compression, then FinishPrefill once.
-  Status CompressPrefillLayer(KvCache& cache, int layer);
+  Status CompressPrefillLayer(KvCache& cache, int layer, kernels::ThreadPool* pool = nullptr);
   void FinishPrefill(KvCache& cache);
   // Decode-time: heads over budget are brought back under it (heads in
   // parallel on `pool` when given).
