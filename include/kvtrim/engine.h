@@ -102,6 +102,10 @@ class Session {
   Status CheckRoom(size_t n) const;
   Status SetupQuality();  // loads the calibration of opts_.kv when quality > 0
   void AddNll(const std::vector<float>& rows, const int* tokens, int n);
+  // The policy's ReferencePass (Attention Matching's repeat-prefill): on a
+  // copy of the cache, "Repeat the previous context." and the context again;
+  // the rotated queries go to the compressor's statistics.
+  Status RunReferencePass();
   const Engine* engine_ = nullptr;
   int ctx_ = 0;
   int ubatch_ = 512;
@@ -113,6 +117,7 @@ class Session {
   double nll_sum_ = 0;
   int64_t nll_count_ = 0;
   double chosen_ratio_ = 1;
+  std::vector<int> tokens_;  // every token appended so far (reference passes replay them)
 };
 
 // Picks the next token from logits: greedy at temp 0, else temperature and

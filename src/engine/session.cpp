@@ -110,6 +110,7 @@ Expected<std::unique_ptr<Session>> Session::Fork(const KvOptions& kv) const {
   s->nll_count_ = nll_count_;
   s->chosen_ratio_ = kv.ratio;
   KVTRIM_RETURN_IF_ERROR(s->SetupQuality());
+  s->tokens_ = tokens_;
   return s;
 }
 
@@ -120,7 +121,47 @@ Status Session::Compress() {
     chosen_ratio_ = kv::numerics::RetentionForQuality(opts_.kv.quality, calib_alpha_ * nll + calib_beta_);
     compressor_->SetRatio(chosen_ratio_);
   }
-  return compressor_->CompressPrefill(*cache_);
+  if (!compressor_->policy().reference_pass().on_policy) {
+    KVTRIM_RETURN_IF_ERROR(RunReferencePass());
+    return compressor_->CompressPrefill(*cache_, &engine_->pool());
+  }
+  // On-policy: layer l's reference queries come from a pass over the cache
+  // whose layers below l are already compressed.
+  for (int l = 0; l < engine_->config().n_layer; ++l) {
+    KVTRIM_RETURN_IF_ERROR(RunReferencePass());
+    KVTRIM_RETURN_IF_ERROR(compressor_->CompressPrefillLayer(*cache_, l, &engine_->pool()));
+  }
+  compressor_->FinishPrefill(*cache_);
+  return {};
+}
+
+Status Session::RunReferencePass() {
+  const kv::ReferencePass rp = compressor_->policy().reference_pass();
+  if (!rp.repeat || tokens_.empty()) return {};
+  bool compresses = false;  // skip the pass when no layer's budget bites
+  for (int l = 0; l < engine_->config().n_layer; ++l) compresses |= compressor_->Budget(l, position()) < position();
+  if (!compresses) return {};
+  const auto& c = engine_->config();
+  std::vector<int> instr = engine_->tokenizer().Encode("\nRepeat the previous context.\n", false);
+  std::vector<int> again(tokens_.begin() + (tokens_.front() == bos() ? 1 : 0), tokens_.end());
+  // Within the model's trained context unless the policy asks for all of it.
+  const int64_t room = c.ctx - position() - static_cast<int64_t>(instr.size());
+  if (!rp.past_context) again.resize(static_cast<size_t>(std::clamp<int64_t>(room, 0, again.size())));
+  if (again.empty()) return {};
+  kv::KvCache copy(*cache_);
+  kv::StatsNeeds needs;
+  needs.prefill_qk = true;
+  kv::AttentionStats rep(c.n_layer, c.n_head_kv, c.group(), c.head_dim, needs);
+  std::vector<float> logits;
+  const auto& tf = engine_->transformer();
+  KVTRIM_RETURN_IF_ERROR(tf.Forward(engine_->pool(), copy, instr.data(), static_cast<int>(instr.size()), false, &logits));
+  for (size_t i = 0; i < again.size(); i += ubatch_) {
+    int n = static_cast<int>(std::min<size_t>(ubatch_, again.size() - i));
+    KVTRIM_RETURN_IF_ERROR(tf.Forward(engine_->pool(), copy, again.data() + i, n, false, &logits, &rep));
+  }
+  for (int l = 0; l < c.n_layer; ++l)
+    for (int h = 0; h < c.n_head_kv; ++h) compressor_->stats().head(l, h).q_repeat = std::move(rep.head(l, h).q_rot);
+  return {};
 }
 
 Status Session::CheckRoom(size_t n) const {
@@ -134,6 +175,7 @@ Status Session::CheckRoom(size_t n) const {
 Status Session::Prefill(const std::vector<int>& tokens) {
   KVTRIM_RETURN_IF_ERROR(CheckRoom(tokens.size()));
   compressor_->BeginPrompt(position() + static_cast<int64_t>(tokens.size()));
+  tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
   for (size_t i = 0; i < tokens.size(); i += ubatch_) {
     int n = static_cast<int>(std::min<size_t>(ubatch_, tokens.size() - i));
     if (opts_.kv.quality > 0) {  // every row's logits, for NLL(c)
@@ -153,6 +195,7 @@ Status Session::Prefill(const std::vector<int>& tokens) {
 
 Status Session::Decode(int token) {
   KVTRIM_RETURN_IF_ERROR(CheckRoom(1));
+  tokens_.push_back(token);
   KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(engine_->pool(), *cache_, &token, 1, false, &logits_,
                                                         compressor_->tap()));
   return compressor_->AfterDecodeStep(*cache_, &engine_->pool());
@@ -164,6 +207,7 @@ Expected<std::vector<float>> Session::ForwardAll(const std::vector<int>& tokens)
   std::vector<float> all;
   all.reserve(tokens.size() * V);
   std::vector<float> part;
+  tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
   for (size_t i = 0; i < tokens.size(); i += ubatch_) {
     int n = static_cast<int>(std::min<size_t>(ubatch_, tokens.size() - i));
     KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(engine_->pool(), *cache_, tokens.data() + i, n, true, &part,

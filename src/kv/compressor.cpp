@@ -154,23 +154,44 @@ Status Compressor::CompressHead(KvCache& cache, int layer, int h, Phase phase, i
   return {};
 }
 
-Status Compressor::CompressPrefill(KvCache& cache) {
+Status Compressor::CompressPrefill(KvCache& cache, kernels::ThreadPool* pool) {
+  for (int l = 0; l < n_layer_; ++l) KVTRIM_RETURN_IF_ERROR(CompressPrefillLayer(cache, l, pool));
+  FinishPrefill(cache);
+  return {};
+}
+
+Status Compressor::CompressPrefillLayer(KvCache& cache, int l, kernels::ThreadPool* pool) {
+  if (!policy_->prefill_time()) return {};
   auto t0 = std::chrono::steady_clock::now();
-  if (policy_->prefill_time()) {
+  if (layer_s_.size() != static_cast<size_t>(n_layer_)) layer_s_.assign(n_layer_, 0.0);
+  // The whole-cache target first (razor solves its window, or answers
+  // kUnreachable), before any head changes.
+  if (l == 0)
     KVTRIM_RETURN_IF_ERROR(
         policy_->Prepare({o_.ratio, o_.ratio_explicit, o_.budget_tokens, cache.logical_length(), n_layer_, n_head_kv_}));
-    for (int l = 0; l < n_layer_; ++l) {
-      const int lb = Budget(l, cache.logical_length());
-      for (int h = 0; h < n_head_kv_; ++h) {
-        const int b = policy_->HeadBudget(l, h, lb);
-        if (cache.head(l, h).size() > b) KVTRIM_RETURN_IF_ERROR(CompressHead(cache, l, h, Phase::kPrefill, b));
-      }
+  const int lb = Budget(l, cache.logical_length());
+  // Heads are independent (plans, rows and statistics are per head).
+  std::vector<Status> st(n_head_kv_);
+  auto run = [&](int64_t a, int64_t e) {
+    for (int64_t h = a; h < e; ++h) {
+      const int b = policy_->HeadBudget(l, static_cast<int>(h), lb);
+      if (cache.head(l, static_cast<int>(h)).size() > b)
+        st[h] = CompressHead(cache, l, static_cast<int>(h), Phase::kPrefill, b);
     }
-  }
+  };
+  if (pool) pool->ParallelFor(n_head_kv_, run);
+  else run(0, n_head_kv_);
+  for (const Status& s : st) KVTRIM_RETURN_IF_ERROR(s);
+  layer_s_[l] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  compress_s_ += layer_s_[l];
+  return {};
+}
+
+void Compressor::FinishPrefill(KvCache& cache) {
+  auto t0 = std::chrono::steady_clock::now();
   stats_->DropPrefillQK();
   cache.Convert(quant_);  // evict first, then quantize what stays
   compress_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return {};
 }
 
 Status Compressor::AfterDecodeStep(KvCache& cache, kernels::ThreadPool* pool) {

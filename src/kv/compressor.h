@@ -5,6 +5,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels/thread_pool.h"
 #include "kv/cache.h"
@@ -47,12 +48,19 @@ class Compressor {
   // The prompt will end at this logical length (SnapKV's observation window).
   void BeginPrompt(int64_t prompt_end) { stats_->SetPromptEnd(prompt_end); }
   // Prefill-time compression, then quantization of what is kept.
-  Status CompressPrefill(KvCache& cache);
+  // Heads run in parallel on `pool` when given.
+  Status CompressPrefill(KvCache& cache, kernels::ThreadPool* pool = nullptr);
+  // The same in steps (on-policy reference passes between layers): one
+  // layer's prefill-time compression, then FinishPrefill once.
+  Status CompressPrefillLayer(KvCache& cache, int layer, kernels::ThreadPool* pool = nullptr);
+  void FinishPrefill(KvCache& cache);
   // Decode-time: heads over budget are brought back under it (heads in
   // parallel on `pool` when given).
   Status AfterDecodeStep(KvCache& cache, kernels::ThreadPool* pool = nullptr);
 
   double compress_seconds() const { return compress_s_; }  // total time in plans + applying
+  // Seconds the last prefill-time compression spent per layer (plans + applying).
+  const std::vector<double>& prefill_layer_seconds() const { return layer_s_; }
   int64_t evictions() const { return evicted_.load(); }
   // The policy's own counters (e.g. KVSlimmer's merges and fallbacks).
   std::vector<std::pair<std::string, int64_t>> counters() const { return policy_->Counters(); }
@@ -67,6 +75,7 @@ class Compressor {
   GgmlType quant_ = GgmlType::F32;
   int n_layer_ = 0, n_head_kv_ = 0, group_ = 1, head_dim_ = 0;
   double compress_s_ = 0;
+  std::vector<double> layer_s_;
   std::atomic<int64_t> evicted_{0};
 };
 

@@ -53,12 +53,23 @@ struct CompressionTarget {
   int n_layer = 1, n_head_kv = 1;
 };
 
+// A second forward pass the engine runs before prefill-time compression to
+// collect more reference queries (Attention Matching's repeat-prefill): it
+// appends "Repeat the previous context." and teacher-forces the context again
+// on a copy of the cache; the rotated queries land in HeadStats::q_repeat.
+struct ReferencePass {
+  bool repeat = false;
+  bool past_context = false;  // repeat the whole context even past the model's trained context
+  bool on_policy = false;     // re-run before each layer, lower layers already compressed
+};
+
 class Policy {
  public:
   virtual ~Policy() = default;
   virtual StatsNeeds needs() const { return {}; }
   virtual bool prefill_time() const { return true; }
   virtual bool decode_time() const { return true; }
+  virtual ReferencePass reference_pass() const { return {}; }
   // Entries that can never be evicted (sinks, protected recent tokens).
   virtual int protected_entries() const { return 0; }
   // Per-layer budget from the uniform per-head budget (PyramidKV overrides).

@@ -12,6 +12,7 @@ const std::vector<PolicyInfo>& Registry() {
       KvslimmerPolicyInfo(), MergeMeanPolicyInfo(),
       RazorPolicyInfo(),
       CompactorPolicyInfo(),
+      AmPolicyInfo(),
   };
   return r;
 }

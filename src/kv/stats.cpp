@@ -168,6 +168,7 @@ void AttentionStats::Rebuild(int layer, int h, const std::vector<std::vector<int
   }
   out.k_pre = std::move(hs.k_pre);
   out.q_rot = std::move(hs.q_rot);
+  out.q_repeat = std::move(hs.q_repeat);
   hs = std::move(out);
 }
 
@@ -175,13 +176,14 @@ void AttentionStats::DropPrefillQK() {
   for (auto& h : heads_) {
     std::vector<float>().swap(h.k_pre);
     std::vector<float>().swap(h.q_rot);
+    std::vector<float>().swap(h.q_repeat);
   }
 }
 
 size_t AttentionStats::BytesHeld() const {
   size_t s = 0;
   for (const auto& h : heads_) {
-    s += 4 * (h.acc.capacity() + h.obs.capacity() + h.k_pre.capacity() + h.q_rot.capacity() + h.row_max.capacity()) +
+    s += 4 * (h.acc.capacity() + h.obs.capacity() + h.k_pre.capacity() + h.q_rot.capacity() + h.q_repeat.capacity() + h.row_max.capacity()) +
          8 * (h.last_access.capacity() + h.hist.capacity() + h.recent_pos.capacity());
     for (const auto& r : h.recent) s += 4 * r.capacity();
   }

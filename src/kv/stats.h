@@ -30,6 +30,7 @@ struct HeadStats {
   std::vector<uint64_t> hist;         // [n * words] ring of "important at step s" bits
   std::vector<float> k_pre;           // [N_prefill, d] pre-RoPE keys of the prefill
   std::vector<float> q_rot;           // [N_prefill, G, d] rotated prefill queries of the group
+  std::vector<float> q_repeat;        // [N_repeat, G, d] rotated queries of a repeat pass (ReferencePass)
   std::vector<float> row_max;         // scratch: max over the group for the current query
   std::vector<std::vector<float>> recent;  // [w][n at that query] ring: group-mean probabilities
   std::vector<int64_t> recent_pos;         // [w] query position of each ring row (-1: empty)

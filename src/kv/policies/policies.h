@@ -1,5 +1,8 @@
 // The registered policies (one source file each); registry.cpp lists them.
 #pragma once
+#include <atomic>
+#include <memory>
+
 #include "kv/policy.h"
 
 namespace kvtrim::kv {
@@ -16,6 +19,7 @@ PolicyInfo KvslimmerPolicyInfo();
 PolicyInfo MergeMeanPolicyInfo();
 PolicyInfo RazorPolicyInfo();
 PolicyInfo CompactorPolicyInfo();
+PolicyInfo AmPolicyInfo();
 
 // SnapKV (snapkv.cpp); PyramidKV is SnapKV with layer budgets.
 class SnapkvPolicy : public Policy {
@@ -29,6 +33,24 @@ class SnapkvPolicy : public Policy {
 
  private:
   int window_, kernel_, value_norm_;
+};
+
+// Attention Matching (am.cpp; METHODS.md section 4).
+struct AmConfig;
+class AmPolicy : public Policy {
+ public:
+  explicit AmPolicy(const AmConfig& c);
+  ~AmPolicy() override;
+  StatsNeeds needs() const override;
+  bool decode_time() const override { return false; }
+  ReferencePass reference_pass() const override;
+  Plan Compress(const PolicyContext& ctx) override;
+  // Picked keys dropped because NNLS gave them weight 0 (or < 1e-12 max w).
+  int64_t dropped() const { return dropped_.load(); }
+
+ private:
+  std::unique_ptr<AmConfig> c_;
+  std::atomic<int64_t> dropped_{0};
 };
 
 }  // namespace kvtrim::kv

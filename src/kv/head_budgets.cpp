@@ -1,0 +1,100 @@
+#include "kv/head_budgets.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+namespace kvtrim::kv {
+
+std::vector<double> DefaultRatioGrid(double r) {
+  std::vector<double> g;
+  for (double f : {0.25, 0.5, 1.0, 2.0, 4.0}) {
+    const double x = std::min(1.0, r * f);
+    if (x > 0 && (g.empty() || x > g.back())) g.push_back(x);
+  }
+  return g;
+}
+
+double InterpolateLoss(const HeadSensitivity& s, int h, double x) {
+  const std::vector<double>& R = s.ratios;
+  const std::vector<double>& L = s.loss[h];
+  if (x <= R.front()) return L.front();
+  for (size_t i = 1; i < R.size(); ++i)
+    if (x <= R[i]) return L[i - 1] + (L[i] - L[i - 1]) * (x - R[i - 1]) / (R[i] - R[i - 1]);
+  if (R.back() >= 1.0) return L.back();
+  return L.back() + (0.0 - L.back()) * (x - R.back()) / (1.0 - R.back());  // to 0 at ratio 1
+}
+
+Expected<std::vector<int>> SearchHeadBudgets(const HeadSensitivity& s, const HeadBudgetOptions& o) {
+  const int H = static_cast<int>(s.loss.size());
+  if (H == 0 || s.ratios.empty()) return MakeError("head budgets: no heads or no ratios measured");
+  for (size_t i = 0; i < s.ratios.size(); ++i)
+    if (!(s.ratios[i] > 0 && s.ratios[i] <= 1) || (i && s.ratios[i] <= s.ratios[i - 1]))
+      return MakeError("head budgets: ratios must increase within (0, 1]");
+  for (const auto& l : s.loss)
+    if (l.size() != s.ratios.size()) return MakeError("head budgets: a head has " + std::to_string(l.size()) +
+                                                      " losses for " + std::to_string(s.ratios.size()) + " ratios");
+  const int U = o.units_per_head;
+  if (U < 1 || o.min_units < 0 || o.min_units > U) return MakeError("head budgets: bad unit settings");
+  const int total = static_cast<int>(std::lround(o.ratio * U * H));
+  if (total < o.min_units * H) return MakeUnreachable("head budgets: ratio " + std::to_string(o.ratio) +
+                                                      " is below the per-head minimum of " + std::to_string(o.min_units) + " units");
+  std::vector<int> u(H, total / H);
+  for (int h = 0; h < total % H; ++h) ++u[h];
+  auto cost = [&](int h, int units) { return InterpolateLoss(s, h, static_cast<double>(units) / U); };
+  for (int guard = 0; guard < total * H + 1; ++guard) {
+    double best = -1e-12;
+    int from = -1, to = -1;
+    for (int d = 0; d < H; ++d) {
+      if (u[d] - 1 < o.min_units) continue;
+      const double give = cost(d, u[d] - 1) - cost(d, u[d]);  // loss added at the donor
+      for (int r = 0; r < H; ++r) {
+        if (r == d || u[r] + 1 > U) continue;
+        const double delta = give + cost(r, u[r] + 1) - cost(r, u[r]);
+        if (delta < best) best = delta, from = d, to = r;
+      }
+    }
+    if (from < 0) break;
+    --u[from];
+    ++u[to];
+  }
+  return u;
+}
+
+std::vector<int> DistributeBudget(const std::vector<int>& units, int base, int n, int min_entries) {
+  const int H = static_cast<int>(units.size());
+  std::vector<int> b(H, 0);
+  if (H == 0) return b;
+  const double sum_u = std::accumulate(units.begin(), units.end(), 0.0);
+  const int64_t total = static_cast<int64_t>(base) * H;
+  std::vector<double> want(H);
+  std::vector<int> order(H);
+  std::iota(order.begin(), order.end(), 0);
+  int64_t given = 0;
+  for (int h = 0; h < H; ++h) {
+    want[h] = sum_u > 0 ? total * units[h] / sum_u : static_cast<double>(base);
+    b[h] = static_cast<int>(std::floor(want[h]));
+    given += b[h];
+  }
+  std::stable_sort(order.begin(), order.end(), [&](int a, int c) { return want[a] - b[a] > want[c] - b[c]; });
+  for (int i = 0; given < total && i < H; ++i, ++given) ++b[order[i]];
+  // Minima, taken from the largest budgets; the cap at n (its excess to heads below n).
+  for (int h = 0; h < H; ++h)
+    while (b[h] < min_entries) {
+      int big = static_cast<int>(std::max_element(b.begin(), b.end()) - b.begin());
+      if (b[big] <= min_entries) break;
+      --b[big];
+      ++b[h];
+    }
+  for (int h = 0; h < H; ++h)
+    while (b[h] > n) {
+      int small = static_cast<int>(std::min_element(b.begin(), b.end()) - b.begin());
+      if (b[small] >= n) break;
+      --b[h];
+      ++b[small];
+    }
+  return b;
+}
+
+}  // namespace kvtrim::kv

@@ -1,0 +1,51 @@
+// Nonuniform per-head budgets (METHODS.md section 4, Attention Matching):
+// from each KV head's measured sensitivity (loss or KL against the full
+// cache when only that head is compacted, at a grid of ratios), greedily move
+// budget units from insensitive to sensitive heads until no move lowers the
+// summed loss. Budgets are in units of 1/units_per_head of a head's tokens,
+// so they apply to any context length; the average retention stays r.
+//
+// Pure bookkeeping on numbers (no model): measuring the sensitivities needs
+// the engine (kvtrim profile --head-budgets); the result is stored in the
+// model profile as one share per KV head (ShareOfUniform below).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kvtrim/status.h"
+
+namespace kvtrim::kv {
+
+struct HeadSensitivity {
+  std::vector<double> ratios;             // increasing, in (0, 1]
+  std::vector<std::vector<double>> loss;  // [head][ratio]: loss with only this head compacted to that ratio
+};
+
+struct HeadBudgetOptions {
+  double ratio = 0.1;        // target average retention r
+  int units_per_head = 32;   // budget unit = 1/32 of a head's tokens
+  int min_units = 1;         // per-head minimum
+};
+
+// The ratio grid of the defaults: {r/4, r/2, r, 2r, 4r} clipped to (0, 1],
+// duplicates removed.
+std::vector<double> DefaultRatioGrid(double r);
+
+// Loss of head h at retention x: linear interpolation in the grid, 0 at
+// x = 1 (an uncompressed head loses nothing), the first grid value below it.
+double InterpolateLoss(const HeadSensitivity& s, int h, double x);
+
+// Units per head: start uniform (round(r * units_per_head) each, the
+// remainder spread over the first heads), then repeatedly make the single
+// move of one unit (donor -> receiver) that lowers the summed interpolated
+// loss most, while it lowers it by more than 1e-12. Never below min_units,
+// never above units_per_head. The sum is preserved. Errors name bad shapes.
+Expected<std::vector<int>> SearchHeadBudgets(const HeadSensitivity& s, const HeadBudgetOptions& o);
+
+// Per-head entry budgets for a sequence of n tokens with uniform per-head
+// budget `base`: budget_h = base * units_h / mean(units), rounded by largest
+// remainder so they sum to base * heads exactly; each at least `min_entries`
+// (taken from the largest budgets) and at most n.
+std::vector<int> DistributeBudget(const std::vector<int>& units, int base, int n, int min_entries);
+
+}  // namespace kvtrim::kv

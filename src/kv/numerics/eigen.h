@@ -1,0 +1,10 @@
+// Eigen for the numerics module. GCC 12 reports false -Wmaybe-uninitialized
+// warnings inside Eigen's AVX-512 double-precision GEMM packing (the
+// intrinsics' own headers); they are silenced for Eigen's headers only.
+// Include this before anything else that may pull in <immintrin.h>.
+#pragma once
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#include <Eigen/Dense>
+#pragma GCC diagnostic pop

@@ -1,0 +1,288 @@
+// `am`: Attention Matching compaction (METHODS.md section 4, seed 002).
+// Per (layer, KV head), prefill-time: from reference queries Q_ref (the
+// context's own prefill queries, and with `--am-queries 1` also those of a
+// "Repeat the previous context." pass the engine runs), pick t = budget of
+// the original keys (highest RMS attention, or OMP on the mass target), fit
+// log-weights b = log w by NNLS so the kept keys reproduce every query's
+// attention mass, then refit their values by ridge least squares so they
+// reproduce the attention outputs. Kept entries keep their rotated keys and
+// positions; the plan sets their b and values. The solvers live in
+// kv/numerics (NNLS, ridge least squares, OMP).
+//
+// Conventions (ours, documented in docs/am.md): reference queries see every
+// key of the block (they stand for future queries, which do); each
+// (position, group head) query is one row; identical keys are merged before
+// selection (one candidate, its cardinality in the mass target).
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <string>
+#include <unordered_map>
+
+#include "kv/numerics/lstsq.h"
+#include "kv/numerics/nnls.h"
+#include "kv/numerics/omp.h"
+#include "kv/policies/policies.h"
+
+namespace kvtrim::kv {
+
+namespace {
+
+using Eigen::MatrixXd;
+using Eigen::VectorXd;
+
+}  // namespace
+
+struct AmConfig {
+  bool repeat = true;        // reference queries also from the repeat pass
+  bool repeat_past_ctx = true;
+  bool onpolicy = false;     // repeat pass re-run per layer over the compacted lower layers
+  bool omp = false;          // key selection: OMP (else highest attention)
+  int omp_step = 4;
+  int max_queries = 4096;
+  int chunk = 4096;
+  double ridge = 1e-6;
+  uint64_t seed = 0;
+};
+
+namespace {
+
+uint64_t Mix(uint64_t z) {  // splitmix64 finalizer
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Reference queries [M, d], scaled by 1/sqrt(d): every row of the prefill
+// and repeat queries, a seeded sample of max_queries when there are more.
+// Without any (no statistics), the keys themselves probe the head.
+MatrixXd ReferenceQueries(const PolicyContext& ctx, const AmConfig& c) {
+  const int d = ctx.store->head_dim();
+  std::vector<const float*> rows;
+  if (ctx.stats) {
+    for (size_t i = 0; i + d <= ctx.stats->q_rot.size(); i += d) rows.push_back(ctx.stats->q_rot.data() + i);
+    if (c.repeat)
+      for (size_t i = 0; i + d <= ctx.stats->q_repeat.size(); i += d) rows.push_back(ctx.stats->q_repeat.data() + i);
+  }
+  std::vector<float> keys;
+  if (rows.empty()) {
+    keys.resize(static_cast<size_t>(ctx.store->size()) * d);
+    for (int i = 0; i < ctx.store->size(); ++i) ctx.store->ReadKey(i, keys.data() + static_cast<size_t>(i) * d);
+    for (int i = 0; i < ctx.store->size(); ++i) rows.push_back(keys.data() + static_cast<size_t>(i) * d);
+  }
+  if (static_cast<int>(rows.size()) > c.max_queries) {  // partial Fisher-Yates, seeded per head
+    uint64_t s = Mix(c.seed ^ Mix(ctx.layer * 1315423911ull + ctx.head) ^ Mix(rows.size()));
+    for (int i = 0; i < c.max_queries; ++i) {
+      s = Mix(s);
+      const size_t j = i + s % (rows.size() - i);
+      std::swap(rows[i], rows[j]);
+    }
+    rows.resize(c.max_queries);
+  }
+  MatrixXd Q(rows.size(), d);  // [M, d]
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  for (size_t r = 0; r < rows.size(); ++r)
+    for (int k = 0; k < d; ++k) Q(r, k) = rows[r][k] * scale;
+  return Q;
+}
+
+// One block of entries [c0, c1) compacted to at most t entries.
+struct BlockFit {
+  std::vector<int> keep;          // original indices, increasing
+  std::vector<float> logw;        // [keep]
+  std::vector<std::vector<float>> values;  // [keep][d] (empty: originals stay)
+  int dropped = 0;                // picked keys NNLS gave zero weight
+};
+
+// Unique keys of the block: rep[u] = first entry of the u-th distinct key,
+// of[i] = u for each entry.
+void UniqueKeys(const MatrixXd& K, std::vector<int>* rep, std::vector<int>* of) {
+  std::unordered_map<std::string, int> seen;
+  of->resize(K.rows());
+  for (int i = 0; i < K.rows(); ++i) {
+    std::string bytes(reinterpret_cast<const char*>(K.row(i).eval().data()), sizeof(double) * K.cols());
+    auto [it, fresh] = seen.emplace(bytes, static_cast<int>(rep->size()));
+    if (fresh) rep->push_back(i);
+    (*of)[i] = it->second;
+  }
+}
+
+// Top t by root-mean-square attention weight over the queries (the weight of
+// a distinct key sums over its copies).
+std::vector<int> HighestAttention(const MatrixXd& Afull, const VectorXd& mass, const std::vector<int>& of, int nu, int t) {
+  MatrixXd W = MatrixXd::Zero(Afull.rows(), nu);  // [M, nu] attention weight per distinct key
+  for (int i = 0; i < Afull.cols(); ++i) W.col(of[i]) += Afull.col(i).cwiseQuotient(mass);
+  VectorXd score = W.colwise().squaredNorm().transpose();  // monotone in the RMS
+  std::vector<int> idx(nu);
+  std::iota(idx.begin(), idx.end(), 0);
+  std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return score(a) > score(b); });
+  idx.resize(std::min(t, nu));
+  return idx;
+}
+
+// Keys picked (distinct-key indices) and their NNLS weights on the mass target.
+void SelectAndWeigh(const MatrixXd& A, const VectorXd& mass, const MatrixXd& Afull, const VectorXd& safe,
+                    const std::vector<int>& of, int t, const AmConfig& c, std::vector<int>* sel, VectorXd* w) {
+  if (c.omp) {
+    numerics::OmpResult r = numerics::OmpNnls(A, mass, t, c.omp_step);
+    *sel = r.support;
+    *w = r.w;
+  }
+  if (sel->empty()) {  // highest attention (or OMP found nothing to pick: no query has mass)
+    *sel = HighestAttention(Afull, safe, of, static_cast<int>(A.cols()), t);
+    MatrixXd As(A.rows(), sel->size());  // [M, t]
+    for (size_t a = 0; a < sel->size(); ++a) As.col(a) = A.col((*sel)[a]);
+    const MatrixXd P = As.transpose() * As;  // [t, t]
+    const VectorXd rhs = As.transpose() * mass;
+    // Warm start from the positive part of the unconstrained fit: most
+    // weights are positive, so Lawson-Hanson needs a few solves, not t.
+    const VectorXd x0 = P.completeOrthogonalDecomposition().solve(rhs).cwiseMax(0.0);
+    *w = numerics::NnlsGram(P, rhs, &x0).x;
+  }
+}
+
+// Values of the kept entries by ridge least squares: softmax over the kept
+// keys with their fitted b, X [M, k], against the full outputs Y [M, d].
+void FitValues(const MatrixXd& S, const VectorXd& shift, const MatrixXd& Y, const std::vector<std::pair<int, double>>& kept,
+               double ridge, BlockFit* f) {
+  MatrixXd X(S.rows(), kept.size());  // [M, k]
+  for (size_t a = 0; a < kept.size(); ++a) X.col(a) = (S.col(kept[a].first) - shift).array() + kept[a].second;
+  const VectorXd xmax = X.rowwise().maxCoeff();
+  X = (X.colwise() - xmax).array().exp().matrix();
+  X = X.array().colwise() / X.rowwise().sum().array();
+  const MatrixXd Vt = numerics::RidgeLstsq(X, Y, ridge);  // [k, d]
+  const bool finite = Vt.allFinite();  // else the original values stay
+  for (size_t a = 0; a < kept.size(); ++a) {
+    f->keep.push_back(kept[a].first);
+    f->logw.push_back(static_cast<float>(kept[a].second));
+    if (finite) {
+      std::vector<float> v(Vt.cols());
+      for (int k = 0; k < Vt.cols(); ++k) v[k] = static_cast<float>(Vt(a, k));
+      f->values.push_back(std::move(v));
+    }
+  }
+}
+
+BlockFit FitBlock(const MatrixXd& Q, const MatrixXd& K, const MatrixXd& V, const VectorXd& b0, int t, const AmConfig& c) {
+  const int n = static_cast<int>(K.rows());
+  const MatrixXd S = Q * K.transpose();  // [M, n] scores q.k/sqrt(d)
+  const MatrixXd Sb = S.rowwise() + b0.transpose();
+  // s_q: the largest score with or without the entries' own b, so neither
+  // the target nor a candidate column can overflow (entries already
+  // compacted may carry any b).
+  const VectorXd shift = Sb.rowwise().maxCoeff().cwiseMax(S.rowwise().maxCoeff());  // [M]
+  const MatrixXd Afull = (Sb.colwise() - shift).array().exp().matrix();  // [M, n] with the entries' own b
+  const VectorXd mass = Afull.rowwise().sum();  // [M] m(q), 0 only if every b underflows
+  const VectorXd safe = mass.cwiseMax(std::numeric_limits<double>::min());
+  const MatrixXd Y = (Afull * V).array().colwise() / safe.array();  // [M, d] full outputs (0 for a massless query)
+  std::vector<int> rep, of;
+  UniqueKeys(K, &rep, &of);
+  const int nu = static_cast<int>(rep.size());
+  MatrixXd A(Q.rows(), nu);  // [M, nu] A_qj = exp(q k_j/sqrt d - s_q), one column per distinct key
+  for (int u = 0; u < nu; ++u) A.col(u) = (S.col(rep[u]) - shift).array().exp().matrix();
+  std::vector<int> sel;
+  VectorXd w;
+  SelectAndWeigh(A, mass, Afull, safe, of, t, c, &sel, &w);
+  BlockFit f;
+  const double wmax = w.size() ? w.maxCoeff() : 0.0;
+  std::vector<std::pair<int, double>> kept;  // (entry, b = log w)
+  for (size_t a = 0; a < sel.size(); ++a) {
+    const double lw = std::log(w(a));
+    if (w(a) > 0 && w(a) >= 1e-12 * wmax && std::isfinite(static_cast<float>(lw))) kept.push_back({rep[sel[a]], lw});
+    else ++f.dropped;
+  }
+  if (kept.empty()) {  // all weights zero: the picked keys with their own cardinality
+    for (int u : sel) {
+      double card = 0;
+      for (int i = 0; i < n; ++i) card += of[i] == u ? std::exp(b0(i)) : 0.0;
+      const double lc = std::log(card);
+      kept.push_back({rep[u], std::isfinite(static_cast<float>(lc)) ? lc : 0.0});
+    }
+    f.dropped = 0;
+  }
+  std::sort(kept.begin(), kept.end());
+  FitValues(S, shift, Y, kept, c.ridge, &f);
+  return f;
+}
+
+}  // namespace
+
+AmPolicy::AmPolicy(const AmConfig& c) : c_(std::make_unique<AmConfig>(c)) {}
+AmPolicy::~AmPolicy() = default;
+
+StatsNeeds AmPolicy::needs() const {
+  StatsNeeds n;
+  n.prefill_qk = true;
+  return n;
+}
+
+ReferencePass AmPolicy::reference_pass() const { return {c_->repeat, c_->repeat_past_ctx, c_->repeat && c_->onpolicy}; }
+
+Plan AmPolicy::Compress(const PolicyContext& ctx) {
+  const HeadStore& s = *ctx.store;
+  const int n = s.size(), d = s.head_dim();
+  if (ctx.budget <= 0) return {};
+  const MatrixXd Q = ReferenceQueries(ctx, *c_);
+  std::vector<float> row(d);
+  Plan plan;
+  plan.noop = false;
+  for (int c0 = 0; c0 < n; c0 += c_->chunk) {  // chunks compacted independently
+    const int c1 = std::min(n, c0 + c_->chunk);
+    const int t = static_cast<int>(std::ceil(static_cast<double>(ctx.budget) * c1 / n - 1e-9)) -
+                  static_cast<int>(std::ceil(static_cast<double>(ctx.budget) * c0 / n - 1e-9));
+    if (t <= 0) continue;
+    MatrixXd K(c1 - c0, d), V(c1 - c0, d);  // [nc, d]
+    VectorXd b0(c1 - c0);
+    for (int i = c0; i < c1; ++i) {
+      s.ReadKey(i, row.data());
+      for (int k = 0; k < d; ++k) K(i - c0, k) = row[k];
+      s.ReadValue(i, row.data());
+      for (int k = 0; k < d; ++k) V(i - c0, k) = row[k];
+      b0(i - c0) = s.logw(i);
+    }
+    BlockFit f = FitBlock(Q, K, V, b0, t, *c_);
+    dropped_ += f.dropped;
+    for (size_t a = 0; a < f.keep.size(); ++a) {
+      const int i = c0 + f.keep[a];
+      plan.keep.push_back(i);
+      plan.set_logw.push_back({i, f.logw[a]});
+      if (!f.values.empty()) plan.set_value.push_back({i, f.values[a]});
+    }
+  }
+  return plan;
+}
+
+PolicyInfo AmPolicyInfo() {
+  return {"am",
+          "Attention Matching: keep t keys, fit log-weights (NNLS on the attention mass) and values (least squares on "
+          "the outputs) to reference queries; prefill-time.",
+          {{"am-queries", 1, "reference queries: 0 context (prefill queries), 1 repeat (also a repeat-the-context pass)", 0, 1},
+           {"am-select", 0, "key selection: 0 highest (RMS attention), 1 omp (matching pursuit on the mass)", 0, 1},
+           {"am-omp-step", 4, "OMP: keys picked per refit", 1, 1e6},
+           {"am-max-queries", 4096, "reference queries per KV head at most (seeded sample above)", 1, 1e7},
+           {"am-chunk", 4096, "compact chunks of this many entries independently", 1, 1e9},
+           {"am-ridge", 1e-6, "value fit ridge, relative to the mean squared column norm", 0, 1},
+           {"am-repeat-past-ctx", 1, "repeat pass: 1 teacher-forces the whole context again, past the model's trained "
+                                     "context if need be (RoPE extrapolation); 0 stops at the trained context", 0, 1},
+           {"am-onpolicy", 0, "1: compact layer by layer, the repeat pass re-run over the compacted lower layers", 0, 1},
+           {"kv-seed", 0, "sampling seed of the kept sample"}},
+          [](const Params& p) {
+            AmConfig c;
+            c.repeat = p.at("am-queries") >= 0.5;
+            c.omp = p.at("am-select") >= 0.5;
+            c.omp_step = static_cast<int>(p.at("am-omp-step"));
+            c.max_queries = static_cast<int>(p.at("am-max-queries"));
+            c.chunk = static_cast<int>(p.at("am-chunk"));
+            c.ridge = p.at("am-ridge");
+            c.repeat_past_ctx = p.at("am-repeat-past-ctx") >= 0.5;
+            c.onpolicy = p.at("am-onpolicy") >= 0.5;
+            c.seed = static_cast<uint64_t>(p.at("kv-seed"));
+            return std::make_unique<AmPolicy>(c);
+          }};
+}
+
+}  // namespace kvtrim::kv

@@ -1,0 +1,450 @@
+// Attention Matching (METHODS.md section 4): the numerics module (NNLS,
+// ridge least squares, OMP) against closed forms and brute force, and the
+// `am` policy on constructed heads (planted recovery, t = N, degenerate
+// inputs), then end to end on the needle model.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "kv/cache.h"
+#include "kv/numerics/lstsq.h"
+#include "kv/numerics/nnls.h"
+#include "kv/numerics/omp.h"
+#include "kv/plan.h"
+#include "kv/policies/policies.h"
+#include "kv/policy.h"
+#include "kv/stats.h"
+#include "kvtrim/engine.h"
+#include "model/config.h"
+#include "io/tokenizer.h"
+#include "test_util.h"
+
+namespace kvtrim::kv {
+namespace {
+
+// KV options for one policy at a ratio (other fields at their defaults).
+KvOptions Kv(const std::string& policy, std::map<std::string, double> params, double ratio) {
+  KvOptions o;
+  o.policy = policy;
+  o.params = std::move(params);
+  o.ratio = ratio;
+  return o;
+}
+
+
+using Eigen::MatrixXd;
+using Eigen::VectorXd;
+
+MatrixXd Gaussian(int r, int c, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::normal_distribution<double> N(0.0, 1.0);
+  MatrixXd m(r, c);
+  for (int i = 0; i < r; ++i)
+    for (int j = 0; j < c; ++j) m(i, j) = N(g);
+  return m;
+}
+
+// Independent reference: the best least-squares fit over every support whose
+// unconstrained solution is non-negative (exact for small n).
+VectorXd BruteNnls(const MatrixXd& A, const VectorXd& b) {
+  const int n = static_cast<int>(A.cols());
+  VectorXd best = VectorXd::Zero(n);
+  double best_r = b.squaredNorm();
+  for (int mask = 1; mask < (1 << n); ++mask) {
+    std::vector<int> S;
+    for (int i = 0; i < n; ++i)
+      if (mask >> i & 1) S.push_back(i);
+    MatrixXd As(A.rows(), S.size());
+    for (size_t a = 0; a < S.size(); ++a) As.col(a) = A.col(S[a]);
+    VectorXd z = As.householderQr().solve(b);
+    if (z.minCoeff() < 0) continue;
+    VectorXd x = VectorXd::Zero(n);
+    for (size_t a = 0; a < S.size(); ++a) x(S[a]) = z(a);
+    const double r = (A * x - b).squaredNorm();
+    if (r < best_r) best_r = r, best = x;
+  }
+  return best;
+}
+
+TEST(AmNumerics, NnlsIdentityClosedForm) {
+  // min ||x - b||, x >= 0 is max(b, 0).
+  VectorXd b(4);
+  b << 1.5, -2.0, 3.0, 0.0;
+  auto r = numerics::Nnls(MatrixXd::Identity(4, 4), b);
+  EXPECT_TRUE(r.converged);
+  EXPECT_NEAR(r.x(0), 1.5, 1e-14);
+  EXPECT_EQ(r.x(1), 0.0);
+  EXPECT_NEAR(r.x(2), 3.0, 1e-14);
+  EXPECT_EQ(r.x(3), 0.0);
+}
+
+TEST(AmNumerics, NnlsRecoversPlantedWeights) {
+  MatrixXd A = Gaussian(40, 10, 1).cwiseAbs();
+  VectorXd x(10);
+  x << 0.5, 0, 2, 0, 0, 1.25, 3, 0, 0.1, 0;
+  auto r = numerics::Nnls(A, A * x);
+  for (int i = 0; i < 10; ++i) EXPECT_NEAR(r.x(i), x(i), 1e-9) << i;
+  VectorXd x0 = VectorXd::Constant(10, 1.0);  // a warm start reaches the same point
+  auto w = numerics::NnlsGram(A.transpose() * A, A.transpose() * (A * x), &x0);
+  for (int i = 0; i < 10; ++i) EXPECT_NEAR(w.x(i), x(i), 1e-9) << i;
+}
+
+TEST(AmNumerics, NnlsActiveConstraintsMatchBruteForce) {
+  for (uint32_t seed = 2; seed < 8; ++seed) {
+    MatrixXd A = Gaussian(12, 6, seed);
+    VectorXd b = Gaussian(12, 1, seed + 100);
+    VectorXd ref = BruteNnls(A, b);
+    auto r = numerics::Nnls(A, b);
+    EXPECT_GE(r.x.minCoeff(), 0.0);
+    for (int i = 0; i < 6; ++i) EXPECT_NEAR(r.x(i), ref(i), 1e-9) << "seed " << seed << " i " << i;
+    // KKT: gradient zero on the free set, non-negative on the active set.
+    VectorXd g = A.transpose() * (A * r.x - b);
+    for (int i = 0; i < 6; ++i) {
+      if (r.x(i) > 0) EXPECT_NEAR(g(i), 0.0, 1e-9);
+      else EXPECT_GE(g(i), -1e-9);
+    }
+  }
+}
+
+TEST(AmNumerics, NnlsDuplicateColumnsFinite) {
+  MatrixXd A = Gaussian(20, 3, 9).cwiseAbs();
+  MatrixXd D(20, 5);
+  D << A.col(0), A.col(0), A.col(1), A.col(2), A.col(1);
+  VectorXd x(3);
+  x << 1, 2, 3;
+  auto r = numerics::Nnls(D, A * x);
+  EXPECT_TRUE(r.x.allFinite());
+  EXPECT_NEAR(r.x(0) + r.x(1), 1.0, 1e-9);
+  EXPECT_NEAR(r.x(2) + r.x(4), 2.0, 1e-9);
+  EXPECT_NEAR(r.x(3), 3.0, 1e-9);
+}
+
+TEST(AmNumerics, RidgeMatchesAugmentedQr) {
+  MatrixXd X = Gaussian(30, 5, 3), Y = Gaussian(30, 4, 4);
+  const double rel = 0.1;
+  const double lambda = rel * (X.transpose() * X).trace() / 5;
+  MatrixXd Xa(35, 5), Ya(35, 4);  // [X; sqrt(l) I] V = [Y; 0]
+  Xa << X, std::sqrt(lambda) * MatrixXd::Identity(5, 5);
+  Ya << Y, MatrixXd::Zero(5, 4);
+  MatrixXd ref = Xa.householderQr().solve(Ya);
+  EXPECT_LT((numerics::RidgeLstsq(X, Y, rel) - ref).cwiseAbs().maxCoeff(), 1e-12);
+  MatrixXd V = Gaussian(5, 4, 5);  // exact data, no ridge: recovered
+  EXPECT_LT((numerics::RidgeLstsq(X, X * V, 0.0) - V).cwiseAbs().maxCoeff(), 1e-10);
+  MatrixXd Z = X;
+  Z.col(2).setZero();  // rank deficient: finite
+  EXPECT_TRUE(numerics::RidgeLstsq(Z, Y, 1e-6).allFinite());
+}
+
+TEST(AmNumerics, OmpFindsPlantedSupport) {
+  MatrixXd A = Gaussian(100, 30, 11);
+  VectorXd x = VectorXd::Zero(30);
+  x(3) = 2, x(17) = 1, x(22) = 0.5, x(29) = 1.5;
+  for (int step : {1, 2}) {
+    auto r = numerics::OmpNnls(A, A * x, 4, step);
+    std::vector<int> s = r.support;
+    std::sort(s.begin(), s.end());
+    EXPECT_EQ(s, (std::vector<int>{3, 17, 22, 29})) << "step " << step;
+    VectorXd full = VectorXd::Zero(30);
+    for (size_t a = 0; a < r.support.size(); ++a) full(r.support[a]) = r.w(a);
+    EXPECT_LT((full - x).cwiseAbs().maxCoeff(), 1e-9);
+  }
+  EXPECT_TRUE(numerics::OmpNnls(MatrixXd::Zero(5, 3), VectorXd::Ones(5), 2, 1).support.empty());
+}
+
+// --- the policy ---
+
+struct Head {
+  HeadStore store;
+  HeadStats stats;
+};
+
+// A head of n entries with the given keys/values (rows) and reference
+// queries (G = 1) in the statistics.
+Head MakeHead(const MatrixXd& K, const MatrixXd& V, const MatrixXd& Q, const std::vector<float>& logw = {}) {
+  Head h{HeadStore(static_cast<int>(K.cols()), GgmlType::F32), {}};
+  for (int i = 0; i < K.rows(); ++i) {
+    std::vector<float> k(K.cols()), v(V.cols());
+    for (int j = 0; j < K.cols(); ++j) k[j] = static_cast<float>(K(i, j)), v[j] = static_cast<float>(V(i, j));
+    h.store.Append(k.data(), v.data(), i, logw.empty() ? 0.f : logw[i]);
+  }
+  for (int r = 0; r < Q.rows(); ++r)
+    for (int j = 0; j < Q.cols(); ++j) h.stats.q_rot.push_back(static_cast<float>(Q(r, j)));
+  return h;
+}
+
+Plan RunAm(const Head& h, int budget, const Params& p, int64_t* dropped = nullptr) {
+  auto pol = MakePolicy("am", p);
+  EXPECT_TRUE(pol.ok());
+  PolicyContext ctx;
+  ctx.store = &h.store;
+  ctx.stats = &h.stats;
+  ctx.budget = budget;
+  ctx.logical_len = h.store.size();
+  Plan plan = pol.value()->Compress(ctx);
+  if (dropped) *dropped = dynamic_cast<AmPolicy&>(*pol.value()).dropped();
+  return plan;
+}
+
+// Attention outputs of every query over a head: softmax(q.k/sqrt d + b) V.
+MatrixXd Outputs(const HeadStore& s, const MatrixXd& Q) {
+  const int d = s.head_dim();
+  MatrixXd out(Q.rows(), d);
+  std::vector<float> k(d), v(d);
+  for (int r = 0; r < Q.rows(); ++r) {
+    std::vector<double> sc(s.size());
+    double mx = -1e300, z = 0;
+    for (int i = 0; i < s.size(); ++i) {
+      s.ReadKey(i, k.data());
+      double dot = 0;
+      for (int j = 0; j < d; ++j) dot += Q(r, j) * k[j];
+      sc[i] = dot / std::sqrt(double(d)) + s.logw(i);
+      mx = std::max(mx, sc[i]);
+    }
+    out.row(r).setZero();
+    for (int i = 0; i < s.size(); ++i) {
+      s.ReadValue(i, v.data());
+      const double e = std::exp(sc[i] - mx);
+      z += e;
+      for (int j = 0; j < d; ++j) out(r, j) += e * v[j];
+    }
+    out.row(r) /= z;
+  }
+  return out;
+}
+
+bool AllFinite(const Plan& p) {
+  for (auto& [i, b] : p.set_logw)
+    if (!std::isfinite(b)) return false;
+  for (auto& [i, v] : p.set_value)
+    for (float x : v)
+      if (!std::isfinite(x)) return false;
+  return true;
+}
+
+TEST(AmPolicy, PlantedRecovery) {
+  // 5 distinct keys with multiplicities 1, 2, 3, 4, 6 (copies share a value).
+  const std::vector<int> mult = {1, 2, 3, 4, 6};
+  MatrixXd K0 = Gaussian(5, 8, 21), V0 = Gaussian(5, 8, 22);
+  std::vector<int> order;
+  for (int u = 0; u < 5; ++u)
+    for (int c = 0; c < mult[u]; ++c) order.push_back(u);
+  std::shuffle(order.begin(), order.end(), std::mt19937(5));
+  MatrixXd K(order.size(), 8), V(order.size(), 8);
+  std::vector<int> first(5, -1);
+  for (size_t i = 0; i < order.size(); ++i) {
+    K.row(i) = K0.row(order[i]), V.row(i) = V0.row(order[i]);
+    if (first[order[i]] < 0) first[order[i]] = static_cast<int>(i);
+  }
+  MatrixXd Q = 1.5 * Gaussian(64, 8, 23);
+  Head h = MakeHead(K, V, Q);
+  for (double sel : {0.0, 1.0}) {
+    Plan plan = RunAm(h, 5, {{"am-select", sel}, {"am-queries", 0}});
+    std::vector<int> want(first);
+    std::sort(want.begin(), want.end());
+    ASSERT_EQ(plan.keep, want) << "select " << sel;
+    for (auto& [i, b] : plan.set_logw) EXPECT_NEAR(b, std::log(double(mult[order[i]])), 1e-5) << "select " << sel;
+    HeadStore out = h.store;
+    out.Apply(plan);
+    EXPECT_EQ(out.size(), 5);
+    EXPECT_LT((Outputs(out, Q) - Outputs(h.store, Q)).cwiseAbs().maxCoeff(), 1e-4) << "select " << sel;
+  }
+}
+
+TEST(AmPolicy, FullBudgetReproducesHead) {
+  MatrixXd K = Gaussian(12, 8, 31), V = Gaussian(12, 8, 32), Q = Gaussian(48, 8, 33);
+  Head h = MakeHead(K, V, Q);
+  for (double sel : {0.0, 1.0}) {
+    Plan plan = RunAm(h, 12, {{"am-select", sel}});
+    ASSERT_EQ(plan.keep.size(), 12u);
+    for (auto& [i, b] : plan.set_logw) EXPECT_NEAR(b, 0.0, 1e-6);
+    HeadStore out = h.store;
+    out.Apply(plan);
+    EXPECT_LT((Outputs(out, Q) - Outputs(h.store, Q)).cwiseAbs().maxCoeff(), 1e-4);
+  }
+}
+
+TEST(AmPolicy, CompactionBeatsEvictionOnTheReferenceQueries) {
+  // 40 keys to 8: the fitted head reproduces the outputs far better than the
+  // same keys kept as they are.
+  MatrixXd K = Gaussian(40, 8, 41), V = Gaussian(40, 8, 42), Q = Gaussian(200, 8, 43);
+  Head h = MakeHead(K, V, Q);
+  Plan plan = RunAm(h, 8, {});
+  HeadStore fitted = h.store, plain = h.store;
+  fitted.Apply(plan);
+  plain.Apply(Plan::Keep(plan.keep));
+  const MatrixXd ref = Outputs(h.store, Q);
+  const double e_fit = (Outputs(fitted, Q) - ref).norm(), e_plain = (Outputs(plain, Q) - ref).norm();
+  EXPECT_LT(e_fit, 0.5 * e_plain) << e_fit << " vs " << e_plain;
+}
+
+TEST(AmPolicy, DegenerateInputsStayFinite) {
+  MatrixXd K = Gaussian(10, 8, 51), V = Gaussian(10, 8, 52);
+  // All keys identical: one entry of cardinality 10.
+  MatrixXd Ksame = K.row(0).replicate(10, 1);
+  Plan p1 = RunAm(MakeHead(Ksame, V, Gaussian(20, 8, 53)), 3, {});
+  ASSERT_EQ(p1.keep, std::vector<int>{0});
+  EXPECT_NEAR(p1.set_logw[0].second, std::log(10.0), 1e-5);
+  EXPECT_TRUE(AllFinite(p1));
+  // Rank-deficient query sets: one query repeated; zero queries.
+  for (const MatrixXd& Q : {MatrixXd(Gaussian(1, 8, 54).replicate(30, 1)), MatrixXd(MatrixXd::Zero(30, 8))})
+    for (double sel : {0.0, 1.0}) {
+      Plan p = RunAm(MakeHead(K, V, Q), 4, {{"am-select", sel}});
+      EXPECT_GE(p.keep.size(), 1u);
+      EXPECT_LE(p.keep.size(), 4u);
+      EXPECT_TRUE(AllFinite(p));
+    }
+  // No query has any mass (every entry's b underflows): all weights zero.
+  std::vector<float> none(10, -1e30f);
+  for (double sel : {0.0, 1.0}) {
+    Plan p = RunAm(MakeHead(K, V, Gaussian(20, 8, 55), none), 4, {{"am-select", sel}});
+    EXPECT_EQ(p.keep.size(), 4u);
+    EXPECT_TRUE(AllFinite(p));
+  }
+  // A query whose mass sits far from every kept key (huge norm): finite.
+  MatrixXd Qbig = Gaussian(20, 8, 56);
+  Qbig.row(0) = 1e4 * K.row(9);
+  EXPECT_TRUE(AllFinite(RunAm(MakeHead(K, V, Qbig), 3, {})));
+}
+
+TEST(AmPolicy, ZeroWeightKeysAreDroppedAndCounted) {
+  // Entries 1 and 2 carry no mass (b = -1e30): a picked one gets w = 0.
+  MatrixXd K = Gaussian(3, 8, 61), V = Gaussian(3, 8, 62);
+  int64_t dropped = 0;
+  Plan p = RunAm(MakeHead(K, V, Gaussian(16, 8, 63), {0.f, -1e30f, -1e30f}), 2, {}, &dropped);
+  EXPECT_EQ(p.keep, std::vector<int>{0});
+  EXPECT_EQ(dropped, 1);
+  EXPECT_NEAR(p.set_logw[0].second, 0.0, 1e-9);
+  for (int j = 0; j < 8; ++j) EXPECT_NEAR(p.set_value[0].second[j], V(0, j), 1e-5);
+}
+
+TEST(AmPolicy, ChunksAreCompactedIndependently) {
+  MatrixXd K = Gaussian(40, 8, 71), V = Gaussian(40, 8, 72), Q = Gaussian(64, 8, 73);
+  Head h = MakeHead(K, V, Q);
+  Plan p = RunAm(h, 10, {{"am-chunk", 16}});  // chunks 16, 16, 8 get 4, 4, 2
+  int c[3] = {0, 0, 0};
+  for (int i : p.keep) ++c[i / 16];
+  EXPECT_EQ(c[0], 4);
+  EXPECT_EQ(c[1], 4);
+  EXPECT_EQ(c[2], 2);
+}
+
+TEST(AmPolicy, QueryCapIsSeeded) {
+  MatrixXd K = Gaussian(30, 8, 81), V = Gaussian(30, 8, 82), Q = Gaussian(300, 8, 83);
+  Head h = MakeHead(K, V, Q);
+  Plan a = RunAm(h, 6, {{"am-max-queries", 20}}), b = RunAm(h, 6, {{"am-max-queries", 20}});
+  Plan c = RunAm(h, 6, {{"am-max-queries", 20}, {"kv-seed", 7}});
+  EXPECT_EQ(a.keep, b.keep);
+  EXPECT_EQ(a.set_logw, b.set_logw);
+  EXPECT_NE(a.set_logw, c.set_logw);
+}
+
+}  // namespace
+}  // namespace kvtrim::kv
+
+namespace kvtrim {
+namespace {
+
+// KL(full || compressed) per teacher-forced token after compressing a
+// Frankenstein prefix of the needle v1 model at retention `ratio`.
+double ForcedKl(const Engine& e, const KvOptions& kv, const std::vector<int>& ctx, const std::vector<int>& cont,
+                const std::vector<float>& ref, std::vector<float>* rows_out = nullptr) {
+  SessionOptions so;
+  so.kv = kv;
+  auto s = Session::Create(e, so);
+  EXPECT_TRUE(s.ok());
+  EXPECT_TRUE(s.value()->Prefill(ctx).ok());
+  EXPECT_TRUE(s.value()->Compress().ok());
+  auto rows = s.value()->ForwardAll(cont);
+  EXPECT_TRUE(rows.ok());
+  if (rows_out) *rows_out = rows.value();
+  if (ref.empty()) return 0;
+  const size_t V = e.config().vocab;
+  double kl = 0;
+  for (size_t t = 0; t < cont.size(); ++t) {
+    const float* p = ref.data() + t * V;
+    const float* q = rows.value().data() + t * V;
+    double mp = *std::max_element(p, p + V), mq = *std::max_element(q, q + V), zp = 0, zq = 0;
+    for (size_t i = 0; i < V; ++i) zp += std::exp(p[i] - mp), zq += std::exp(q[i] - mq);
+    for (size_t i = 0; i < V; ++i) {
+      const double lp = p[i] - mp - std::log(zp), lq = q[i] - mq - std::log(zq);
+      kl += std::exp(lp) * (lp - lq);
+    }
+  }
+  return kl / cont.size();
+}
+
+TEST(AmEndToEnd, FittedCacheBeatsEvictionOnTheNeedleModel) {
+  auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
+  ASSERT_TRUE(e);
+  const std::string text = test::ReadFile(test::SharedPath("data/frankenstein.txt")).substr(20000, 6000);
+  std::vector<int> toks = e->tokenizer().Encode(text, true);
+  ASSERT_GT(toks.size(), 400u);
+  const std::vector<int> ctx(toks.begin(), toks.begin() + 320), cont(toks.begin() + 320, toks.begin() + 352);
+  std::vector<float> ref;
+  ForcedKl(*e, {}, ctx, cont, {}, &ref);
+  KvOptions am = kv::Kv("am", {{"am-queries", 0}}, 0.1);
+  KvOptions am_rep = kv::Kv("am", {{"am-queries", 1}}, 0.1);
+  KvOptions snap = kv::Kv("snapkv", {}, 0.1), h2o = kv::Kv("h2o", {}, 0.1);
+  const double k_am = ForcedKl(*e, am, ctx, cont, ref), k_rep = ForcedKl(*e, am_rep, ctx, cont, ref);
+  const double k_snap = ForcedKl(*e, snap, ctx, cont, ref), k_h2o = ForcedKl(*e, h2o, ctx, cont, ref);
+  EXPECT_TRUE(std::isfinite(k_am) && std::isfinite(k_rep));
+  EXPECT_NE(k_am, k_rep);  // the repeat pass adds reference queries
+  EXPECT_LT(k_am, std::min(k_snap, k_h2o)) << k_am << " snapkv " << k_snap << " h2o " << k_h2o;
+  EXPECT_LT(k_rep, std::min(k_snap, k_h2o)) << k_rep << " snapkv " << k_snap << " h2o " << k_h2o;
+}
+
+}  // namespace
+}  // namespace kvtrim
+
+namespace kvtrim {
+namespace {
+
+std::unique_ptr<Session> Compressed(const Engine& e, const KvOptions& kv, const std::vector<int>& ctx) {
+  SessionOptions so;
+  so.kv = kv;
+  auto s = Session::Create(e, so);
+  EXPECT_TRUE(s.ok());
+  EXPECT_TRUE(s.value()->Prefill(ctx).ok());
+  EXPECT_TRUE(s.value()->Compress().ok());
+  return std::move(s.value());
+}
+
+std::vector<float> HeadRows(const kv::HeadStore& h) {
+  std::vector<float> out, row(h.head_dim());
+  for (int i = 0; i < h.size(); ++i) {
+    h.ReadKey(i, row.data());
+    out.insert(out.end(), row.begin(), row.end());
+    h.ReadValue(i, row.data());
+    out.insert(out.end(), row.begin(), row.end());
+    out.push_back(h.logw(i));
+  }
+  return out;
+}
+
+TEST(AmEndToEnd, OnPolicyRecollectsQueriesAboveTheFirstLayer) {
+  auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
+  ASSERT_TRUE(e);
+  const std::string text = test::ReadFile(test::SharedPath("data/frankenstein.txt")).substr(30000, 4000);
+  std::vector<int> toks = e->tokenizer().Encode(text, true);
+  toks.resize(200);
+  auto off = Compressed(*e, kv::Kv("am", {{"am-queries", 1}}, 0.1), toks);
+  auto on = Compressed(*e, kv::Kv("am", {{"am-queries", 1}, {"am-onpolicy", 1}}, 0.1), toks);
+  const int L = e->config().n_layer, Hkv = e->config().n_head_kv;
+  // Layer 0's pass sees nothing compacted yet: the same cache, bit for bit.
+  for (int h = 0; h < Hkv; ++h) EXPECT_EQ(HeadRows(on->cache().head(0, h)), HeadRows(off->cache().head(0, h))) << h;
+  int differ = 0;
+  for (int h = 0; h < Hkv; ++h) differ += HeadRows(on->cache().head(L - 1, h)) != HeadRows(off->cache().head(L - 1, h));
+  EXPECT_GT(differ, 0);
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < Hkv; ++h) {
+      EXPECT_LE(on->cache().head(l, h).size(), 20);
+      for (float x : HeadRows(on->cache().head(l, h))) ASSERT_TRUE(std::isfinite(x));
+    }
+}
+
+}  // namespace
+}  // namespace kvtrim
