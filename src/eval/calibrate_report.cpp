@@ -13,6 +13,8 @@
 
 #include "eval/calibrate.h"
 
+#include "eval/gnuplot.h"
+
 namespace kvtrim::eval {
 namespace {
 
@@ -25,30 +27,9 @@ double Quantile(std::vector<double> v, double q) {
   return i + 1 < v.size() ? v[i] * (1 - f) + v[i + 1] * f : v[i];
 }
 
-std::string ShQuote(const std::string& s) {
-  std::string o = "'";
-  for (char c : s) o += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return o + "'";
-}
-
-Status RunGnuplot(const std::string& dir, const std::string& script) {
-  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0)
-    return MakeError("gnuplot is missing from PATH; install it (e.g. `apt-get install gnuplot-nox`)");
-  const std::string cmd = "cd " + ShQuote(dir) + " && gnuplot " + ShQuote(script) + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return MakeError("cannot run gnuplot: " + std::string(std::strerror(errno)));
-  std::string out;
-  char buf[512];
-  while (std::fgets(buf, sizeof(buf), pipe)) out += buf;
-  const int st = pclose(pipe);
-  if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-    return MakeError("gnuplot failed on " + dir + "/" + script + ": " + out);
-  return {};
-}
-
 std::string Terminal() {
-  return std::system("gnuplot -e 'set terminal pngcairo' >/dev/null 2>&1") == 0 ? "pngcairo size 900,600"
-                                                                                : "png size 900,600";
+  auto t = PickPngTerminal();
+  return (t.ok() ? t.value() : std::string("png")) + " size 900,600";
 }
 
 // The r* each context gets from its method's fit at tau.

@@ -1,5 +1,7 @@
 #include "eval/heatmap.h"
 
+#include "eval/gnuplot.h"
+
 #include <sys/wait.h>
 
 #include <cerrno>
@@ -13,34 +15,6 @@ namespace kvtrim::eval {
 
 namespace {
 
-std::string Quote(const std::string& s, const std::string& esc) {
-  std::string out = "'";
-  for (char ch : s) out += (ch == '\'') ? esc : std::string(1, ch);
-  return out + "'";
-}
-std::string GpQ(const std::string& s) { return Quote(s, "''"); }
-std::string ShQ(const std::string& s) { return Quote(s, "'\\''"); }
-
-Expected<std::string> Terminal() {
-  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0)
-    return MakeError("gnuplot is missing from PATH; install it (e.g. `apt-get install gnuplot-nox`)");
-  if (std::system("gnuplot -e 'set terminal pngcairo' >/dev/null 2>&1") == 0) return std::string("pngcairo");
-  return std::string("png");
-}
-
-Status Render(const std::string& dir, const std::string& script) {
-  const std::string cmd = "cd " + ShQ(dir) + " && gnuplot " + ShQ(script) + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return MakeError("cannot run gnuplot: " + std::string(std::strerror(errno)));
-  std::string out;
-  char buf[512];
-  while (std::fgets(buf, sizeof(buf), pipe)) out += buf;
-  const int st = pclose(pipe);
-  if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-    return MakeError("gnuplot failed on " + dir + "/" + script + ": " + out);
-  return {};
-}
-
 }  // namespace
 
 std::string HeatmapScript(const Heatmap& h, const std::string& terminal) {
@@ -48,9 +22,9 @@ std::string HeatmapScript(const Heatmap& h, const std::string& terminal) {
   os << "# " << h.title << ": rows = " << h.y_label << ", columns = " << h.x_label << "\n"
      << "# Re-render: cd into this directory and run: gnuplot plot_" << h.name << ".gp\n"
      << "set terminal " << terminal << " size " << 160 + 70 * h.cols << "," << 140 + 60 * h.rows << "\n"
-     << "set output " << GpQ(h.name + ".png") << "\n"
-     << "set title " << GpQ(h.title) << "\n"
-     << "set xlabel " << GpQ(h.x_label) << "\nset ylabel " << GpQ(h.y_label) << "\n"
+     << "set output " << GnuplotQuote(h.name + ".png") << "\n"
+     << "set title " << GnuplotQuote(h.title) << "\n"
+     << "set xlabel " << GnuplotQuote(h.x_label) << "\nset ylabel " << GnuplotQuote(h.y_label) << "\n"
      << "set xrange [-0.5:" << h.cols - 0.5 << "]\nset yrange [-0.5:" << h.rows - 0.5 << "]\n"
      << "set xtics 1\nset ytics 1\nset cbrange [0:*]\nset palette defined (0 'white', 1 '#fdae61', 2 '#d7191c')\n"
      << "unset key\n";
@@ -60,7 +34,7 @@ std::string HeatmapScript(const Heatmap& h, const std::string& terminal) {
       if (!h.marked.empty() && h.marked[static_cast<size_t>(r) * h.cols + c])
         os << "set object " << obj++ << " rect from " << c - 0.5 << "," << r - 0.5 << " to " << c + 0.5 << ","
            << r + 0.5 << " front fillstyle empty border lc rgb 'black' lw 3\n";
-  os << "plot " << GpQ(h.name + ".dat") << " matrix with image, '' matrix using 1:2:(sprintf('%.3f', $3)) "
+  os << "plot " << GnuplotQuote(h.name + ".dat") << " matrix with image, '' matrix using 1:2:(sprintf('%.3f', $3)) "
      << "with labels font ',9'\n";
   return os.str();
 }
@@ -69,7 +43,7 @@ Expected<std::vector<std::string>> WriteHeatmap(const Heatmap& h, const std::str
   if (h.rows <= 0 || h.cols <= 0 || h.values.size() != static_cast<size_t>(h.rows) * h.cols)
     return MakeError("heatmap '" + h.name + "': " + std::to_string(h.values.size()) + " values for " +
                      std::to_string(h.rows) + " x " + std::to_string(h.cols));
-  auto term = Terminal();
+  auto term = PickPngTerminal();
   if (!term.ok()) return term.error();
   const std::string dat = dir + "/" + h.name + ".dat", gp = "plot_" + h.name + ".gp";
   {
@@ -86,7 +60,7 @@ Expected<std::vector<std::string>> WriteHeatmap(const Heatmap& h, const std::str
     if (!f) return MakeError("cannot write " + dir + "/" + gp);
     f << HeatmapScript(h, term.value());
   }
-  KVTRIM_RETURN_IF_ERROR(Render(dir, gp));
+  KVTRIM_RETURN_IF_ERROR(RunGnuplot(dir, gp));
   return std::vector<std::string>{dat, dir + "/" + gp, dir + "/" + h.name + ".png"};
 }
 

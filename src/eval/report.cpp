@@ -1,6 +1,8 @@
 // Renderings of an eval sweep: stdout table, JSON, CSV, gnuplot plots.
 #include "eval/report.h"
 
+#include "eval/gnuplot.h"
+
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -192,25 +194,13 @@ std::string SafeName(const std::string& s) {
   return out;
 }
 
-std::string GpQuote(const std::string& s) {  // gnuplot single-quoted string
-  std::string out = "'";
-  for (char ch : s) out += (ch == '\'') ? std::string("''") : std::string(1, ch);
-  return out + "'";
-}
-
 // A title whose lines are joined with gnuplot's "\n" (string concatenation).
 std::string GpTitle(const std::string& s) {
   std::string out;
   size_t start = 0;
   for (size_t nl; (nl = s.find('\n', start)) != std::string::npos; start = nl + 1)
-    out += GpQuote(s.substr(start, nl - start)) + ".\"\\n\".";
-  return out + GpQuote(s.substr(start));
-}
-
-std::string ShQuote(const std::string& s) {
-  std::string out = "'";
-  for (char ch : s) out += (ch == '\'') ? std::string("'\\''") : std::string(1, ch);
-  return out + "'";
+    out += GnuplotQuote(s.substr(start, nl - start)) + ".\"\\n\".";
+  return out + GnuplotQuote(s.substr(start));
 }
 
 // Gathers one metric of one task into per-method series; the reference
@@ -255,50 +245,28 @@ std::string GpScript(const PlotSpec& p, const std::string& terminal) {
   std::ostringstream os;
   os << "# Re-render: cd into this directory and run: gnuplot plot_" << p.name << ".gp\n"
      << "set terminal " << terminal << " size 900,600 noenhanced\n"
-     << "set output " << GpQuote(p.name + ".png") << "\n"
+     << "set output " << GnuplotQuote(p.name + ".png") << "\n"
      << "set title " << GpTitle(p.title) << "\n"
-     << "set xlabel 'retention ratio'\nset ylabel " << GpQuote(p.ylabel) << "\n"
+     << "set xlabel 'retention ratio'\nset ylabel " << GnuplotQuote(p.ylabel) << "\n"
      << "set logscale x 2\nset grid\nset key outside right top\n"
      << "set xrange [" << Exact(*xs.begin() / 1.25) << ":" << Exact(*xs.rbegin() * 1.25) << "]\n";
   if (p.yrange.empty()) os << "set offsets 0, 0, graph 0.05, graph 0.05\n";
   else os << "set yrange " << p.yrange << "\n";
   os << "set xtics (";
   for (auto it = xs.begin(); it != xs.end(); ++it)
-    os << (it == xs.begin() ? "" : ", ") << GpQuote(Printf("%g", *it)) << " " << Exact(*it);
+    os << (it == xs.begin() ? "" : ", ") << GnuplotQuote(Printf("%g", *it)) << " " << Exact(*it);
   os << ")\nS = " << Exact(p.scale) << "\nplot ";
   std::string sep;
   for (size_t i = 0; i < p.series.size(); ++i) {
     if (p.series[i].method == "full") continue;
-    os << sep << GpQuote(p.dat) << " index " << i << " using 1:($2*S):($3*S) with yerrorlines"
-       << " lw 2 pt 7 ps 1.2 title " << GpQuote(p.series[i].method);
+    os << sep << GnuplotQuote(p.dat) << " index " << i << " using 1:($2*S):($3*S) with yerrorlines"
+       << " lw 2 pt 7 ps 1.2 title " << GnuplotQuote(p.series[i].method);
     sep = ", \\\n     ";
   }
   if (p.has_ref)
     os << sep << Exact(p.ref_y) << "*S with lines dt 2 lw 2 lc rgb 'black' title 'full (ratio 1)'";
   os << "\n";
   return os.str();
-}
-
-// Runs gnuplot on the script inside dir; returns its output on failure.
-Status RunGnuplot(const std::string& dir, const std::string& script) {
-  std::string cmd = "cd " + ShQuote(dir) + " && gnuplot " + ShQuote(script) + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return MakeError("cannot run gnuplot: " + std::string(std::strerror(errno)));
-  std::string out;
-  char buf[512];
-  while (std::fgets(buf, sizeof(buf), pipe)) out += buf;
-  int st = pclose(pipe);
-  if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-    return MakeError("gnuplot failed on " + dir + "/" + script + ": " + out);
-  return Status::Ok();
-}
-
-Expected<std::string> PickTerminal() {
-  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0)
-    return MakeError("gnuplot is missing from PATH; install it (e.g. `apt-get install gnuplot-nox`)");
-  if (std::system("gnuplot -e 'set terminal pngcairo' >/dev/null 2>&1") == 0)
-    return std::string("pngcairo");
-  return std::string("png");
 }
 
 std::string Subtitle(const ReportMeta& m) {
@@ -427,7 +395,7 @@ Status WriteCsv(const Report& r, const std::string& path) {
 }
 
 Expected<std::vector<std::string>> WritePlots(const Report& r, const std::string& dir) {
-  auto terminal = PickTerminal();
+  auto terminal = PickPngTerminal();
   if (!terminal) return terminal.error();
   std::error_code ec;
   fs::create_directories(dir, ec);

@@ -14,14 +14,6 @@
 namespace kvtrim::cli {
 namespace {
 
-std::string DefaultCalibHaystack() {
-  for (std::string base : {std::string("../shared"), std::string(KVTRIM_SOURCE_DIR) + "/../shared"}) {
-    std::string p = base + "/data/frankenstein.txt";
-    if (std::filesystem::exists(p)) return p;
-  }
-  return "../shared/data/frankenstein.txt";
-}
-
 struct CalibOpts {
   std::string model, out = "calib.json", plots;
   std::vector<std::string> methods = {"compactor"}, tasks = {"niah", "passkey"}, haystacks;
@@ -52,7 +44,7 @@ int Run(const CalibOpts& o) {
     co.tasks.push_back(k.value());
   }
   co.fidelity = !o.no_fidelity;
-  co.haystacks = o.haystacks.empty() ? std::vector<std::string>{DefaultCalibHaystack()} : o.haystacks;
+  co.haystacks = o.haystacks.empty() ? std::vector<std::string>{DefaultHaystackPath()} : o.haystacks;
   co.samples = o.samples;
   co.seed = o.seed;
   co.context_tokens = o.context;

@@ -18,14 +18,6 @@
 namespace kvtrim::cli {
 namespace {
 
-std::string DefaultHaystack() {
-  for (std::string base : {std::string("../shared"), std::string(KVTRIM_SOURCE_DIR) + "/../shared"}) {
-    std::string p = base + "/data/frankenstein.txt";
-    if (std::filesystem::exists(p)) return p;
-  }
-  return "../shared/data/frankenstein.txt";
-}
-
 std::string Timestamp() {
   std::time_t t = std::time(nullptr);
   char buf[32];
@@ -127,7 +119,7 @@ Expected<eval::SweepOptions> ToSweepOptions(const EvalOpts& o) {
 Command AddEval(CLI::App& app) {
   auto o = std::make_shared<EvalOpts>();
   o->model = DefaultModelPath();
-  o->haystack = DefaultHaystack();
+  o->haystack = DefaultHaystackPath();
   // Every policy but `am`: Attention Matching fits each head by NNLS and
   // least squares and costs 6-15 prefills per context (docs/results/am.md),
   // more than the rest of the default sweep together; name it to run it.

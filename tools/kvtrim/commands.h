@@ -16,6 +16,9 @@ struct Command {
 
 // Model path used when -m is not given.
 std::string DefaultModelPath();
+// Haystack used when --haystack is not given: ../shared/data/frankenstein.txt
+// beside the working directory or beside the source tree.
+std::string DefaultHaystackPath();
 // The process's arguments (set by main), for reports that record their command.
 const std::vector<std::string>& Argv();
 void SetArgv(int argc, char** argv);

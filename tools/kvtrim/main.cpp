@@ -17,6 +17,14 @@ std::string DefaultModelPath() {
   return std::string(KVTRIM_SOURCE_DIR) + "/" + rel;
 }
 
+std::string DefaultHaystackPath() {
+  for (std::string base : {std::string("../shared"), std::string(KVTRIM_SOURCE_DIR) + "/../shared"}) {
+    std::string p = base + "/data/frankenstein.txt";
+    if (std::filesystem::exists(p)) return p;
+  }
+  return "../shared/data/frankenstein.txt";
+}
+
 namespace {
 std::vector<std::string>& ArgvStore() {
   static std::vector<std::string> a;
