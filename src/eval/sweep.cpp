@@ -145,7 +145,8 @@ class Sweep {
   Status ForEachVariant(const Session& base, const Unit& u, Measure measure) {
     const bool decode_protocol =
         u.kind == Unit::kFidelityDecode || (o_.stream_context && (u.kind == Unit::kNeedle || u.kind == Unit::kExternal));
-    const double full_bytes = static_cast<double>(base.cache().BytesHeld());
+    // Bytes the entries occupy (allocation slack aside), as `run` reports them.
+    const double full_bytes = static_cast<double>(base.cache().BytesUsed());
     for (const auto& method : o_.methods)
       for (double r : RatiosOf(method)) {
         double chosen = NAN;
@@ -173,7 +174,7 @@ class Sweep {
         if (!st.ok()) {
           rec.note = "unreachable: " + st.message();
         } else {
-          rec.kv_bytes = static_cast<double>(s.value()->cache().BytesHeld());
+          rec.kv_bytes = static_cast<double>(s.value()->cache().BytesUsed());
           rec.kv_bytes_full = full_bytes;
           rec.entries_compressed = static_cast<long long>(s.value()->cache().EntriesHeld());
           Expected<Measured> m = measure(kv, *s.value());
@@ -216,7 +217,7 @@ class Sweep {
       for (int t : streamed) KVTRIM_RETURN_IF_ERROR(ses.Decode(t));
       double bytes = NAN;
       if (!streamed.empty()) {
-        bytes = static_cast<double>(ses.cache().BytesHeld());
+        bytes = static_cast<double>(ses.cache().BytesUsed());
         if (kv.policy == "full") stream_full_bytes_ = bytes;  // "full" comes first
       }
       if (!o_.query_aware) KVTRIM_RETURN_IF_ERROR(ses.Prefill(question));
