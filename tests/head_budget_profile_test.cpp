@@ -236,7 +236,9 @@ TEST(HeadBudgetProfile, MeasuredBaselineIsThePlainCompressedRunsKl) {
   auto hb = MeasureHeadBudgets(*e, {ctx}, mo);
   ASSERT_TRUE(hb.ok()) << hb.error().message;
   const kv::StoredHeadBudgets& b = hb.value();
-  ASSERT_EQ(b.sensitivity.ratios, kv::DefaultRatioGrid(0.1));
+  std::vector<double> grid = kv::DefaultRatioGrid(0.1);
+  grid.push_back(1.0);  // measured, not assumed 0: the other heads stay at r
+  ASSERT_EQ(b.sensitivity.ratios, grid);
   ASSERT_EQ(b.units.size(), 16u);
   EXPECT_EQ(std::accumulate(b.units.begin(), b.units.end(), 0), static_cast<int>(std::lround(0.1 * 32 * 16)));
   for (int u : b.units) EXPECT_GE(u, 1);

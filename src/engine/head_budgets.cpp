@@ -4,6 +4,7 @@
 // ratio) assemble the cache "this head at that ratio, every other head at the
 // baseline r" from those compacted heads and teacher-force the continuation;
 // the head's loss is the mean KL(full || assembled) per continuation token.
+// Ratio 1 (the head whole, the others at r) is measured as the curve's end.
 // Exact for policies that compact heads independently (am off-policy).
 #include <chrono>
 #include <cmath>
@@ -123,7 +124,10 @@ Expected<kv::StoredHeadBudgets> MeasureHeadBudgets(const Engine& engine, const s
   kv::StoredHeadBudgets out;
   out.ratio = o.ratio;
   out.units_per_head = o.units_per_head;
+  // The grid, and ratio 1 measured too: with the other heads at r, a head
+  // left whole still loses something (InterpolateLoss would assume 0 there).
   out.sensitivity.ratios = kv::DefaultRatioGrid(o.ratio);
+  if (out.sensitivity.ratios.back() < 1.0) out.sensitivity.ratios.push_back(1.0);
   const std::vector<double>& grid = out.sensitivity.ratios;
   int base_idx = 0;
   for (size_t i = 0; i < grid.size(); ++i)

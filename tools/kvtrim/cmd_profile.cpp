@@ -79,7 +79,7 @@ std::string DefaultProfileHaystack() {
 struct HeadBudgetFlags {
   bool on = false;
   double ratio = 0.1;
-  int contexts = 4, tokens = 896, continuation = 64;
+  int contexts = 4, tokens = 832, continuation = 128;
   uint64_t seed = 1;
   std::string haystack = DefaultProfileHaystack();
 };
