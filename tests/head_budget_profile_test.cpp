@@ -93,6 +93,30 @@ TEST(HeadBudgetProfile, BudgetsSumToUniformTotalAndKeepMinima) {
   EXPECT_FALSE(c.value()->SetHeadUnits({1, 2, 3}).ok());  // 3 units for 16 heads
 }
 
+TEST(HeadBudgetProfile, NonIncreasingMajorantAndItsEffectOnTheSearch) {
+  kv::HeadSensitivity s;
+  s.ratios = {0.025, 0.05, 0.1, 0.2, 0.4, 1.0};
+  s.loss = {{0.0107, 0.0104, 0.0121, 0.0092, 0.0092, 0.0092}, {0.3, 0.2, 0.1, 0.05, 0.06, 0.0}};
+  const kv::HeadSensitivity m = kv::NonIncreasing(s);
+  EXPECT_EQ(m.loss[0], (std::vector<double>{0.0121, 0.0121, 0.0121, 0.0092, 0.0092, 0.0092}));
+  EXPECT_EQ(m.loss[1], (std::vector<double>{0.3, 0.2, 0.1, 0.06, 0.06, 0.0}));
+  // Two heads, 2 units each at the start (x = 0.1, loss 1 each). Raw: head 0
+  // "loses nothing" at 0.05, so it gives a unit to head 1 (-1.0 - 0.05). On the
+  // majorant head 0 is flat below 0.1 but gains 0.25 from a third unit while
+  // head 1 loses only 0.2 giving it: the units go the other way.
+  kv::HeadSensitivity two;
+  two.ratios = {0.05, 0.1, 0.2, 1.0};
+  two.loss = {{0.0, 1.0, 0.5, 0.0}, {1.2, 1.0, 0.9, 0.0}};
+  kv::HeadBudgetOptions o;
+  o.ratio = 0.1;
+  o.units_per_head = 20;
+  auto raw = kv::SearchHeadBudgets(two, o);
+  auto mono = kv::SearchHeadBudgets(kv::NonIncreasing(two), o);
+  ASSERT_TRUE(raw.ok() && mono.ok());
+  EXPECT_EQ(raw.value(), (std::vector<int>{1, 3}));
+  EXPECT_EQ(mono.value(), (std::vector<int>{3, 1}));
+}
+
 TEST(HeadBudgetProfile, ProfileRoundTripsHeadBudgetsAndReadersAcceptNone) {
   kv::StoredHeadBudgets b;
   b.ratio = 0.1;

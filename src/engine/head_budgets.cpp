@@ -144,7 +144,8 @@ Expected<kv::StoredHeadBudgets> MeasureHeadBudgets(const Engine& engine, const s
   kv::HeadBudgetOptions ho;
   ho.ratio = o.ratio;
   ho.units_per_head = o.units_per_head;
-  auto units = kv::SearchHeadBudgets(out.sensitivity, ho);
+  // Searched on the non-increasing majorant; the raw curves are stored.
+  auto units = kv::SearchHeadBudgets(kv::NonIncreasing(out.sensitivity), ho);
   if (!units.ok()) return units.error();
   out.units = std::move(units.value());
   out.contexts = static_cast<int>(contexts.size());

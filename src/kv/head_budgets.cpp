@@ -26,6 +26,12 @@ double InterpolateLoss(const HeadSensitivity& s, int h, double x) {
   return L.back() + (0.0 - L.back()) * (x - R.back()) / (1.0 - R.back());  // to 0 at ratio 1
 }
 
+HeadSensitivity NonIncreasing(HeadSensitivity s) {
+  for (auto& l : s.loss)
+    for (size_t i = l.size(); i-- > 1;) l[i - 1] = std::max(l[i - 1], l[i]);
+  return s;
+}
+
 Expected<std::vector<int>> SearchHeadBudgets(const HeadSensitivity& s, const HeadBudgetOptions& o) {
   const int H = static_cast<int>(s.loss.size());
   if (H == 0 || s.ratios.empty()) return MakeError("head budgets: no heads or no ratios measured");

@@ -37,6 +37,12 @@ std::vector<double> DefaultRatioGrid(double r);
 // x = 1 (an uncompressed head loses nothing), the first grid value below it.
 double InterpolateLoss(const HeadSensitivity& s, int h, double x);
 
+// The least non-increasing majorant of each head's curve over the grid
+// (loss[i] = max over j >= i of loss[j]): more budget never costs more. A
+// measured curve that dips at a small ratio (noise, or a fit that happens to
+// land well) would otherwise make a sensitive head look like a free donor.
+HeadSensitivity NonIncreasing(HeadSensitivity s);
+
 // Units per head: start uniform (round(r * units_per_head) each, the
 // remainder spread over the first heads), then repeatedly make the single
 // move of one unit (donor -> receiver) that lowers the summed interpolated
