@@ -64,8 +64,9 @@ Expected<kv::ModelProfile> ProfileModel(const Engine& engine, const ProfileOptio
 // is the mean KL(full || compressed) of the next-token distributions over a
 // teacher-forced continuation when only that head is compacted with `policy`
 // (am) at each ratio of kv::DefaultRatioGrid(ratio) and at 1 (whole), every
-// other head at `ratio`; then kv::SearchHeadBudgets. Each context is a prefix (BOS + text)
-// followed by `continuation` tokens. The policy must compact heads
+// other head at `ratio`; then kv::SearchHeadBudgets on the kv::NonIncreasing
+// curves. Each context is a prefix (BOS + text) followed by `continuation`
+// tokens. The policy must compact heads
 // independently (not on-policy): each (head, ratio) is compacted once per
 // context and the caches are assembled from those heads.
 struct HeadBudgetMeasureOptions {
