@@ -15,7 +15,7 @@ namespace kvtrim {
 namespace io { class GgufFile; class Tokenizer; }
 namespace model { struct ModelConfig; struct Weights; class Transformer; }
 namespace kernels { class ThreadPool; }
-namespace kv { class KvCache; class Compressor; struct ModelProfile; struct ModelId; }
+namespace kv { class KvCache; class Compressor; struct ModelProfile; struct ModelId; struct StoredHeadBudgets; }
 
 // The RazorAttention probe (METHODS.md section 2): BOS + 4 copies of a block
 // of probe_len random ordinary token ids (0: min(2500, ctx/4 - 1)), seeded.
@@ -59,6 +59,26 @@ class Engine {
 
 // Runs the probe on the model and scores every (layer, query head).
 Expected<kv::ModelProfile> ProfileModel(const Engine& engine, const ProfileOptions& o);
+
+// Nonuniform head budgets (METHODS.md section 4): each KV head's sensitivity
+// is the mean KL(full || compressed) of the next-token distributions over a
+// teacher-forced continuation when only that head is compacted with `policy`
+// (am) at each ratio of kv::DefaultRatioGrid(ratio) and at 1 (whole), every
+// other head at `ratio`; then kv::SearchHeadBudgets on the kv::NonIncreasing
+// curves. Each context is a prefix (BOS + text) followed by `continuation`
+// tokens. The policy must compact heads
+// independently (not on-policy): each (head, ratio) is compacted once per
+// context and the caches are assembled from those heads.
+struct HeadBudgetMeasureOptions {
+  double ratio = 0.1;
+  KvOptions policy = [] { KvOptions k; k.policy = "am"; return k; }();  // its ratio is ignored
+  int continuation = 64;
+  int units_per_head = 32;
+  uint64_t seed = 0;  // recorded only (the contexts carry the randomness)
+};
+Expected<kv::StoredHeadBudgets> MeasureHeadBudgets(const Engine& engine, const std::vector<std::vector<int>>& contexts,
+                                                   const HeadBudgetMeasureOptions& o,
+                                                   const std::function<void(const std::string&)>& progress = {});
 
 // One sequence: its KV cache, logits of the last position, timing.
 class Session {

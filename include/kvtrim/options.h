@@ -25,6 +25,10 @@ struct KvOptions {
   int budget_tokens = 0;     // ... or a per-head token budget (> 0 wins)
   std::string quant = "f32";  // kept entries stored as f32, f16, q8_0 or q4_0 (after eviction)
   std::string profile;        // model profile file (razor); empty: profiled in-process once per Engine
+  // Nonuniform per-head budgets from the profile's head_budgets (kvtrim
+  // profile --head-budgets), scaled to the ratio: 1 on (an error when the
+  // profile has none), 0 off, -1 auto: on for `am` with a --profile that has them.
+  int head_budgets = -1;
   // Context-calibrated compression: with quality > 0 the ratio is chosen per
   // context at Compress() as r* for this quality target (in (0, 1]) from the
   // policy's fit in the `kvtrim calibrate` file `calibration`.

@@ -7,6 +7,8 @@
 #include "kernels/thread_pool.h"
 #include "kv/calibration.h"
 #include "kv/compressor.h"
+#include "kv/head_budgets.h"
+#include "kv/profile.h"
 #include "kv/numerics/calib_fit.h"
 #include "model/config.h"
 #include "model/transformer.h"
@@ -15,13 +17,27 @@ namespace kvtrim {
 
 namespace {
 
-// Policies built on a model profile (razor) get the engine's.
+// Policies built on a model profile (razor) get the engine's; nonuniform
+// head budgets come from the profile's head_budgets (on with
+// KvOptions::head_budgets = 1, by default for am given a profile that has them).
 Status AttachProfile(const Engine& e, kv::Compressor& c, const KvOptions& kv) {
-  if (!c.policy().wants_profile()) return {};
+  const bool required = kv.head_budgets > 0;
+  const bool head_budgets = required || (kv.head_budgets < 0 && kv.policy == "am" && !kv.profile.empty());
+  if (required && kv.profile.empty())
+    return MakeError("head budgets need a profile that has them: --profile FILE from `kvtrim profile --head-budgets`");
+  if (!c.policy().wants_profile() && !head_budgets) return {};
   auto p = e.Profile(kv.profile);
   if (!p.ok()) return p.error();
-  c.policy().SetProfile(p.value());
-  return {};
+  if (c.policy().wants_profile()) c.policy().SetProfile(p.value());
+  if (!head_budgets) return {};
+  const auto it = p.value()->extra.find(kv::kHeadBudgetsKey);
+  if (it == p.value()->extra.end()) {
+    if (!required) return {};
+    return MakeError("profile '" + kv.profile + "' has no head budgets (make it with `kvtrim profile --head-budgets`)");
+  }
+  auto hb = kv::HeadBudgetsFromJson(*it, p.value()->n_layer * p.value()->n_head_kv);
+  if (!hb.ok()) return MakeError("'" + kv.profile + "': " + hb.error().message);
+  return c.SetHeadUnits(std::move(hb.value().units));
 }
 
 }  // namespace

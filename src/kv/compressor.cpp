@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cmath>
 
+#include "kv/head_budgets.h"
+
 namespace kvtrim::kv {
 
 Expected<GgmlType> ParseKvQuant(const std::string& s) {
@@ -130,6 +132,25 @@ int Compressor::Budget(int layer, int64_t n) const {
   return std::max({1, b, policy_->protected_entries()});
 }
 
+Status Compressor::SetHeadUnits(std::vector<int> units) {
+  if (!units.empty() && static_cast<int>(units.size()) != n_layer_ * n_head_kv_)
+    return MakeError("head budgets: " + std::to_string(units.size()) + " units for " +
+                     std::to_string(n_layer_ * n_head_kv_) + " KV heads");
+  head_units_ = std::move(units);
+  return {};
+}
+
+int Compressor::HeadBudgetAt(int layer, int h, int64_t n) const {
+  if (head_units_.empty()) return policy_->HeadBudget(layer, h, Budget(layer, n));
+  int base = o_.budget_tokens > 0 ? o_.budget_tokens : static_cast<int>(std::ceil(o_.ratio * static_cast<double>(n) - 1e-9));
+  if (base >= n) return static_cast<int>(std::min<int64_t>(n, INT32_MAX));
+  const int nn = static_cast<int>(std::min<int64_t>(n, INT32_MAX));
+  // As the uniform budget: never below what the policy protects.
+  const int min_e = std::max(1, policy_->protected_entries());
+  const std::vector<int> b = DistributeBudget(head_units_, std::max(min_e, base), nn, min_e);
+  return b[static_cast<size_t>(layer) * n_head_kv_ + h];
+}
+
 Status Compressor::CompressHead(KvCache& cache, int layer, int h, Phase phase, int budget) {
   HeadStore& hs = cache.head(layer, h);
   PolicyContext ctx;
@@ -169,12 +190,11 @@ Status Compressor::CompressPrefillLayer(KvCache& cache, int l, kernels::ThreadPo
   if (l == 0)
     KVTRIM_RETURN_IF_ERROR(
         policy_->Prepare({o_.ratio, o_.ratio_explicit, o_.budget_tokens, cache.logical_length(), n_layer_, n_head_kv_}));
-  const int lb = Budget(l, cache.logical_length());
   // Heads are independent (plans, rows and statistics are per head).
   std::vector<Status> st(n_head_kv_);
   auto run = [&](int64_t a, int64_t e) {
     for (int64_t h = a; h < e; ++h) {
-      const int b = policy_->HeadBudget(l, static_cast<int>(h), lb);
+      const int b = HeadBudgetAt(l, static_cast<int>(h), cache.logical_length());
       if (cache.head(l, static_cast<int>(h)).size() > b)
         st[h] = CompressHead(cache, l, static_cast<int>(h), Phase::kPrefill, b);
     }
@@ -200,9 +220,8 @@ Status Compressor::AfterDecodeStep(KvCache& cache, kernels::ThreadPool* pool) {
   struct Job { int layer, head, budget; };
   std::vector<Job> jobs;
   for (int l = 0; l < n_layer_; ++l) {
-    const int lb = Budget(l, cache.logical_length());
     for (int h = 0; h < n_head_kv_; ++h) {
-      const int b = policy_->HeadBudget(l, h, lb);
+      const int b = HeadBudgetAt(l, h, cache.logical_length());
       if (cache.head(l, h).size() > b) jobs.push_back({l, h, b});
     }
   }

@@ -44,6 +44,16 @@ class Compressor {
   AttentionStats& stats() { return *stats_; }
   // Per-head budget of `layer` at logical length n.
   int Budget(int layer, int64_t n) const;
+  // Nonuniform head budgets (METHODS.md section 4): units per KV head, flat
+  // l * n_head_kv + h. From now on head (l, h) may keep
+  // DistributeBudget(units, base, n, max(1, protected))[l * n_head_kv + h]
+  // entries, base the uniform per-head budget: the total stays the uniform
+  // one. They replace the policy's LayerBudget/HeadBudget. Empty: off.
+  Status SetHeadUnits(std::vector<int> units);
+  bool head_budgets() const { return !head_units_.empty(); }
+  // Budget of KV head (layer, h) at logical length n (head budgets, else the
+  // policy's HeadBudget of the layer budget).
+  int HeadBudgetAt(int layer, int h, int64_t n) const;
 
   // The prompt will end at this logical length (SnapKV's observation window).
   void BeginPrompt(int64_t prompt_end) { stats_->SetPromptEnd(prompt_end); }
@@ -76,6 +86,7 @@ class Compressor {
   int n_layer_ = 0, n_head_kv_ = 0, group_ = 1, head_dim_ = 0;
   double compress_s_ = 0;
   std::vector<double> layer_s_;
+  std::vector<int> head_units_;
   std::atomic<int64_t> evicted_{0};
 };
 

@@ -26,6 +26,12 @@ double InterpolateLoss(const HeadSensitivity& s, int h, double x) {
   return L.back() + (0.0 - L.back()) * (x - R.back()) / (1.0 - R.back());  // to 0 at ratio 1
 }
 
+HeadSensitivity NonIncreasing(HeadSensitivity s) {
+  for (auto& l : s.loss)
+    for (size_t i = l.size(); i-- > 1;) l[i - 1] = std::max(l[i - 1], l[i]);
+  return s;
+}
+
 Expected<std::vector<int>> SearchHeadBudgets(const HeadSensitivity& s, const HeadBudgetOptions& o) {
   const int H = static_cast<int>(s.loss.size());
   if (H == 0 || s.ratios.empty()) return MakeError("head budgets: no heads or no ratios measured");
@@ -94,6 +100,49 @@ std::vector<int> DistributeBudget(const std::vector<int>& units, int base, int n
       --b[h];
       ++b[small];
     }
+  return b;
+}
+
+nlohmann::json HeadBudgetsToJson(const StoredHeadBudgets& b) {
+  return {{"ratio", b.ratio},
+          {"units_per_head", b.units_per_head},
+          {"units", b.units},
+          {"ratios", b.sensitivity.ratios},
+          {"loss", b.sensitivity.loss},
+          {"contexts", b.contexts},
+          {"context_tokens", b.context_tokens},
+          {"continuation_tokens", b.continuation_tokens},
+          {"seed", b.seed},
+          {"seconds", b.seconds}};
+}
+
+Expected<StoredHeadBudgets> HeadBudgetsFromJson(const nlohmann::json& j, int n_heads) {
+  StoredHeadBudgets b;
+  try {
+    b.ratio = j.at("ratio").get<double>();
+    b.units_per_head = j.at("units_per_head").get<int>();
+    b.units = j.at("units").get<std::vector<int>>();
+    b.sensitivity.ratios = j.value("ratios", std::vector<double>{});
+    b.sensitivity.loss = j.value("loss", std::vector<std::vector<double>>{});
+    b.contexts = j.value("contexts", 0);
+    b.context_tokens = j.value("context_tokens", 0);
+    b.continuation_tokens = j.value("continuation_tokens", 0);
+    b.seed = j.value("seed", uint64_t{0});
+    b.seconds = j.value("seconds", 0.0);
+  } catch (const nlohmann::json::exception& e) {
+    return MakeError(std::string("head budgets in the profile: ") + e.what());
+  }
+  if (!(b.ratio > 0 && b.ratio <= 1)) return MakeError("head budgets in the profile: ratio outside (0, 1]");
+  if (b.units_per_head < 1) return MakeError("head budgets in the profile: units_per_head must be positive");
+  if (static_cast<int>(b.units.size()) != n_heads)
+    return MakeError("head budgets in the profile: " + std::to_string(b.units.size()) + " units for " +
+                     std::to_string(n_heads) + " KV heads");
+  int64_t sum = 0;
+  for (int u : b.units) {
+    if (u < 0 || u > b.units_per_head) return MakeError("head budgets in the profile: a head's units are out of range");
+    sum += u;
+  }
+  if (sum <= 0) return MakeError("head budgets in the profile: no units");
   return b;
 }
 

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "kvtrim/status.h"
 
 namespace kvtrim::kv {
@@ -35,6 +37,12 @@ std::vector<double> DefaultRatioGrid(double r);
 // x = 1 (an uncompressed head loses nothing), the first grid value below it.
 double InterpolateLoss(const HeadSensitivity& s, int h, double x);
 
+// The least non-increasing majorant of each head's curve over the grid
+// (loss[i] = max over j >= i of loss[j]): more budget never costs more. A
+// measured curve that dips at a small ratio (noise, or a fit that happens to
+// land well) would otherwise make a sensitive head look like a free donor.
+HeadSensitivity NonIncreasing(HeadSensitivity s);
+
 // Units per head: start uniform (round(r * units_per_head) each, the
 // remainder spread over the first heads), then repeatedly make the single
 // move of one unit (donor -> receiver) that lowers the summed interpolated
@@ -47,5 +55,23 @@ Expected<std::vector<int>> SearchHeadBudgets(const HeadSensitivity& s, const Hea
 // remainder so they sum to base * heads exactly; each at least `min_entries`
 // (taken from the largest budgets) and at most n.
 std::vector<int> DistributeBudget(const std::vector<int>& units, int base, int n, int min_entries);
+
+// The search's result as the model profile stores it, under
+// extra["head_budgets"] (a profile without that key has no head budgets):
+// the units per KV head, flat l * n_head_kv + h, found at `ratio`, and the
+// measured curves they came from.
+struct StoredHeadBudgets {
+  double ratio = 0;         // the baseline / target ratio of the search
+  int units_per_head = 32;
+  std::vector<int> units;   // [n_layer * n_head_kv]
+  HeadSensitivity sensitivity;
+  int contexts = 0, context_tokens = 0, continuation_tokens = 0;
+  uint64_t seed = 0;
+  double seconds = 0;       // time the measurement took
+};
+inline constexpr const char* kHeadBudgetsKey = "head_budgets";
+nlohmann::json HeadBudgetsToJson(const StoredHeadBudgets& b);
+// Checks shapes (n_heads units, each in [0, units_per_head], a positive sum) and names the problem.
+Expected<StoredHeadBudgets> HeadBudgetsFromJson(const nlohmann::json& j, int n_heads);
 
 }  // namespace kvtrim::kv

@@ -6,6 +6,9 @@
 
 #include "commands.h"
 #include "eval/heatmap.h"
+#include "eval/tasks.h"
+#include "io/tokenizer.h"
+#include "kv/head_budgets.h"
 #include "kv/profile.h"
 #include "kvtrim/engine.h"
 #include "model/config.h"
@@ -65,6 +68,73 @@ Status DrawHeatmaps(const kv::ModelProfile& p, const std::string& dir) {
   return {};
 }
 
+std::string DefaultProfileHaystack() {
+  for (std::string base : {std::string("../shared"), std::string(KVTRIM_SOURCE_DIR) + "/../shared"}) {
+    std::string p = base + "/data/frankenstein.txt";
+    if (std::filesystem::exists(p)) return p;
+  }
+  return "../shared/data/frankenstein.txt";
+}
+
+struct HeadBudgetFlags {
+  bool on = false;
+  double ratio = 0.1;
+  int contexts = 4, tokens = 832, continuation = 128;
+  uint64_t seed = 1;
+  std::string haystack = DefaultProfileHaystack();
+};
+
+// Calibration contexts: BOS + seeded haystack filler, `tokens` of prefix and
+// `continuation` more (teacher-forced), seeds seed, seed + 1, ...
+Expected<std::vector<std::vector<int>>> CalibContexts(const Engine& e, const HeadBudgetFlags& f) {
+  auto hay = eval::Haystack::Load(f.haystack);
+  if (!hay.ok()) return hay.error();
+  const int n = f.tokens + f.continuation;
+  if (f.tokens < 2 || n > e.config().ctx)
+    return MakeError("calibration context of " + std::to_string(n) + " tokens does not fit the model's context of " +
+                     std::to_string(e.config().ctx));
+  std::vector<std::vector<int>> out;
+  for (int k = 0; k < f.contexts; ++k) {
+    std::vector<int> t{e.tokenizer().bos()};
+    std::vector<int> fill = hay.value().Filler(e.tokenizer(), n + 32, f.seed + static_cast<uint64_t>(k));
+    t.insert(t.end(), fill.begin(), fill.end());
+    if (static_cast<int>(t.size()) < n) return MakeError("the haystack is too short for the calibration contexts");
+    t.resize(n);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+Status AddHeadBudgets(const Engine& e, const HeadBudgetFlags& f, kv::ModelProfile* p) {
+  auto ctxs = CalibContexts(e, f);
+  if (!ctxs.ok()) return ctxs.error();
+  HeadBudgetMeasureOptions mo;
+  mo.ratio = f.ratio;
+  mo.continuation = f.continuation;
+  mo.seed = f.seed;
+  std::printf("head budgets: %d calibration contexts of %d + %d tokens (seed %llu), policy am, baseline ratio %g\n",
+              f.contexts, f.tokens, f.continuation, static_cast<unsigned long long>(f.seed), f.ratio);
+  auto hb = MeasureHeadBudgets(e, ctxs.value(), mo, [](const std::string& s) {
+    std::printf("%s\n", s.c_str());
+    std::fflush(stdout);
+  });
+  if (!hb.ok()) return hb.error();
+  const kv::StoredHeadBudgets& b = hb.value();
+  std::printf("head budgets measured in %.1f s; mean KL per continuation token at each ratio, units of 1/%d:\n",
+              b.seconds, b.units_per_head);
+  std::printf("%-6s", "head");
+  for (double r : b.sensitivity.ratios) std::printf(" %8.4g", r);
+  std::printf(" %6s %8s\n", "units", "share");
+  const double mean = static_cast<double>(b.ratio) * b.units_per_head;
+  for (size_t i = 0; i < b.units.size(); ++i) {
+    std::printf("L%dK%-3d", static_cast<int>(i) / p->n_head_kv, static_cast<int>(i) % p->n_head_kv);
+    for (double v : b.sensitivity.loss[i]) std::printf(" %8.4f", v);
+    std::printf(" %6d %7.2fx\n", b.units[i], b.units[i] / mean);
+  }
+  p->extra[kv::kHeadBudgetsKey] = kv::HeadBudgetsToJson(b);
+  return {};
+}
+
 }  // namespace
 
 Command AddProfile(CLI::App& app) {
@@ -74,6 +144,7 @@ Command AddProfile(CLI::App& app) {
     int64_t depth = 0;
     bool no_plots = false;
     ProfileOptions po;
+    HeadBudgetFlags hb;
   };
   auto o = std::make_shared<Opts>();
   o->model = DefaultModelPath();
@@ -93,6 +164,19 @@ Command AddProfile(CLI::App& app) {
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   sub->add_option("--sinks", o->sinks, "Sinks for the min reachable ratio")->capture_default_str();
   sub->add_option("--min-window", o->min_window, "Minimum window S0 for the min reachable ratio")->capture_default_str();
+  sub->add_flag("--head-budgets", o->hb.on,
+                "Also measure nonuniform per-KV-head budgets for am (METHODS.md section 4) into the profile");
+  sub->add_option("--head-budget-ratio", o->hb.ratio, "Baseline ratio r of the head-budget search")
+      ->capture_default_str()->check(CLI::Range(1e-6, 0.999999));
+  sub->add_option("--calib-contexts", o->hb.contexts, "Head budgets: calibration contexts from the haystack")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_option("--calib-tokens", o->hb.tokens, "Head budgets: tokens per calibration context (BOS included)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_option("--calib-continuation", o->hb.continuation, "Head budgets: teacher-forced tokens the KL is taken on")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_option("--calib-seed", o->hb.seed, "Head budgets: seed of the first calibration context")->capture_default_str();
+  sub->add_option("--haystack", o->hb.haystack, "Head budgets: text the calibration contexts come from")
+      ->capture_default_str();
   sub->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
   auto action = [o]() -> int {
     auto engine = Engine::Load({o->model, o->threads});
@@ -110,6 +194,13 @@ Command AddProfile(CLI::App& app) {
                 1 + p->repeats * p->probe_len, p->seconds, engine.value()->threads());
     PrintScores(p.value());
     PrintHeads(p.value(), o->depth > 0 ? o->depth : engine.value()->config().ctx, o->sinks, o->min_window);
+    if (o->hb.on) {
+      Status hs = AddHeadBudgets(*engine.value(), o->hb, &p.value());
+      if (!hs.ok()) {
+        std::fprintf(stderr, "kvtrim profile: %s\n", hs.message().c_str());
+        return 1;
+      }
+    }
     Status st = kv::WriteProfile(o->out, p.value());
     if (!st.ok()) {
       std::fprintf(stderr, "kvtrim profile: %s\n", st.message().c_str());

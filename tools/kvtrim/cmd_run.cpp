@@ -93,6 +93,12 @@ Command AddRun(CLI::App& app) {
                  cache.BytesHeld(), static_cast<long long>(cache.logical_length()),
                  static_cast<long long>(session.value()->compressor().evictions()),
                  session.value()->compressor().compress_seconds());
+    if (session.value()->compressor().head_budgets()) {
+      std::fprintf(stderr, "head budgets: from profile %s, entries per KV head:", so.kv.profile.c_str());
+      for (int l = 0; l < cache.n_layer(); ++l)
+        for (int h = 0; h < cache.n_head_kv(); ++h) std::fprintf(stderr, "%s%d", h ? "," : " |", cache.head(l, h).size());
+      std::fprintf(stderr, "\n");
+    }
     const auto counters = session.value()->compressor().counters();
     if (!counters.empty()) {
       std::fprintf(stderr, "kv counters:");

@@ -15,6 +15,11 @@ void AddKvFlags(CLI::App* sub, KvFlags* f, bool with_policy, bool with_quality) 
   sub->add_option("--kv-quant", f->quant, "Storage of kept entries: f32, f16, q8_0, q4_0 (after eviction)")
       ->capture_default_str();
   sub->add_option("--profile", f->profile, "Model profile file from `kvtrim profile` (razor; default: profile in-process)");
+  sub->add_flag("--head-budgets", f->head_budgets,
+                "Nonuniform per-head budgets from the --profile (kvtrim profile --head-budgets), scaled to the "
+                "ratio; am uses them by default when the profile has them");
+  sub->add_flag("--no-head-budgets", f->no_head_budgets, "Uniform per-head budgets even for am with such a profile")
+      ->excludes("--head-budgets");
   if (with_quality) {
     sub->add_option("--kv-quality", f->quality,
                     "Quality target TAU in (0, 1]: the retention ratio is chosen per context from --calibration "
@@ -47,6 +52,7 @@ KvOptions ToKvOptions(const KvFlags& f, const std::string& policy) {
   o.budget_tokens = f.budget;
   o.quant = f.quant;
   o.profile = f.profile;
+  o.head_budgets = f.head_budgets ? 1 : f.no_head_budgets ? 0 : -1;
   o.quality = f.quality;
   o.calibration = f.calibration;
   for (const auto& [name, opt] : f.options)

@@ -18,6 +18,7 @@ struct KvFlags {
   int budget = 0;
   std::string quant = "f32";
   std::string profile;
+  bool head_budgets = false, no_head_budgets = false;  // --head-budgets / --no-head-budgets
   double quality = 0;        // --kv-quality TAU (0: off)
   std::string calibration;   // --calibration FILE
   std::map<std::string, double> params;          // values of the policy flags
