@@ -185,6 +185,8 @@ class Sweep {
           rec.entries_end = static_cast<long long>(s.value()->cache().EntriesHeld());
           for (const auto& [name, v] : s.value()->compressor().counters())
             rec.counters.emplace_back(name, static_cast<double>(v));
+          // Nonuniform head budgets from the profile: shown in the cell (1 = on).
+          if (s.value()->compressor().head_budgets()) rec.counters.emplace_back("head-budgets", 1.0);
         }
         records_.push_back(std::move(rec));
       }
@@ -371,7 +373,8 @@ std::string Fingerprint(const SweepOptions& o) {
      << ";fidelity=" << o.fidelity << o.fidelity_decode << ";samples=" << o.samples << ";seed=" << o.seed
      << ";context=" << o.context_tokens << ";aware=" << o.query_aware << ";stream=" << o.stream_context << ";haystack=" << o.haystack
      << ";cont=" << o.fidelity_continuation << ";needles=" << o.task.needles << ";queries=" << o.task.queries
-     << ";quant=" << o.kv.quant << ";quality=" << o.quality << ":" << o.calibration << ";params=";
+     << ";quant=" << o.kv.quant << ";quality=" << o.quality << ":" << o.calibration
+     << ";profile=" << o.kv.profile << ";head_budgets=" << o.kv.head_budgets << ";params=";
   for (const auto& [k, v] : o.kv.params) os << k << ":" << v << ",";
   return os.str();
 }
