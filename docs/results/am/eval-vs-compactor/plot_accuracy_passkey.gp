@@ -1,0 +1,18 @@
+# Re-render: cd into this directory and run: gnuplot plot_accuracy_passkey.gp
+set terminal pngcairo size 900,600 noenhanced
+set output 'accuracy_passkey.png'
+set title 'accuracy vs retention ratio: passkey'."\n".'needle-v1-3.7M-f32.gguf, 976 tokens, query-agnostic'
+set xlabel 'retention ratio'
+set ylabel 'accuracy (%)'
+set logscale x 2
+set grid
+set key outside right top
+set xrange [0.04:1.25]
+set yrange [-2:102]
+set xtics ('0.05' 0.05, '0.1' 0.1, '0.25' 0.25, '1' 1)
+S = 100
+plot 'accuracy_passkey.dat' index 1 using 1:($2*S):($3*S) with yerrorlines lw 2 pt 7 ps 1.2 title 'am', \
+     'accuracy_passkey.dat' index 2 using 1:($2*S):($3*S) with yerrorlines lw 2 pt 7 ps 1.2 title 'compactor', \
+     'accuracy_passkey.dat' index 3 using 1:($2*S):($3*S) with yerrorlines lw 2 pt 7 ps 1.2 title 'h2o', \
+     'accuracy_passkey.dat' index 4 using 1:($2*S):($3*S) with yerrorlines lw 2 pt 7 ps 1.2 title 'snapkv', \
+     1*S with lines dt 2 lw 2 lc rgb 'black' title 'full (ratio 1)'
