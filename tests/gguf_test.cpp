@@ -117,10 +117,10 @@ TEST(Gguf, CorruptedTensorInfos) {
   std::string s = full;
   size_t t = TensorTypeOffset(s, "blk.0.attn_q.weight");
   s[t] = 99;
-  ExpectError(s, "tensor 'blk.0.attn_q.weight' has unsupported type id 99");
+  ExpectError(s, "tensor 'blk.0.attn_q.weight' has unsupported type type#99 (id 99");
   s = full;
-  s[t] = 10;  // Q2_K: a real ggml type we do not read
-  ExpectError(s, "unsupported type id 10");
+  s[t] = 20;  // IQ4_NL: a real ggml type we do not read; the message names it and the tensor
+  ExpectError(s, "tensor 'blk.0.attn_q.weight' has unsupported type IQ4_NL (id 20");
   s = full;
   s[t + 4] = 3;  // offset no longer aligned
   ExpectError(s, "is not aligned");

@@ -218,8 +218,9 @@ Status GgufFile::ParseTensorInfos(Cursor& c, uint64_t n_tensors) {
     if (auto st = c.Read(&type, "tensor type"); !st.ok()) return st;
     const TypeTraits* tt = GetTypeTraits(type);
     if (!tt) {
-      return MakeError("tensor '" + ti.name + "' has unsupported type id " + std::to_string(type) +
-                       " (supported: F32, F16, BF16, Q8_0, Q4_0)");
+      return MakeError("tensor '" + ti.name + "' has unsupported type " + GgmlTypeIdName(type) + " (id " +
+                       std::to_string(type) +
+                       "; supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)");
     }
     ti.type = static_cast<GgmlType>(type);
     if (ti.shape[0] % tt->block_elems != 0) {

@@ -1,6 +1,7 @@
 #include "kernels/quant.h"
 
 #include <algorithm>
+#include "kernels/kquant.h"
 #include <cmath>
 #include <cstring>
 
@@ -47,6 +48,49 @@ inline float Q80At(const uint8_t* blk, int j) { return F16ToF32(Load16(blk)) * s
 inline float Q40At(const uint8_t* blk, int j) {
   int q = j < 16 ? (blk[2 + j] & 0xF) : (blk[2 + j - 16] >> 4);
   return F16ToF32(Load16(blk)) * (q - 8);
+}
+
+// Q4_1/Q5_x/K-quant rows: one block at a time through a stack buffer (the
+// weights stay in their stored blocks; only 256 floats are ever expanded).
+void DequantBlockRow(GgmlType t, const uint8_t* p, float* out, int n) {
+  const TypeTraits* tt = GetTypeTraits(static_cast<uint32_t>(t));
+  const int be = static_cast<int>(tt->block_elems);
+  int i = 0;
+  for (; i + be <= n; i += be, p += tt->block_bytes) DequantBlock(t, p, out + i);
+  if (i < n) {
+    float buf[kQKK];
+    DequantBlock(t, p, buf);
+    std::memcpy(out + i, buf, sizeof(float) * (n - i));
+  }
+}
+
+float DotBlockRow(GgmlType t, const uint8_t* p, const float* x, int n) {
+  const TypeTraits* tt = GetTypeTraits(static_cast<uint32_t>(t));
+  const int be = static_cast<int>(tt->block_elems);
+  alignas(32) float buf[kQKK];
+  float s = 0.f;
+  int i = 0;
+#ifdef KVTRIM_AVX2
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  for (; i + be <= n; i += be, p += tt->block_bytes) {
+    DequantBlock(t, p, buf);
+    for (int j = 0; j < be; j += 16) {
+      acc0 = _mm256_fmadd_ps(_mm256_load_ps(buf + j), _mm256_loadu_ps(x + i + j), acc0);
+      acc1 = _mm256_fmadd_ps(_mm256_load_ps(buf + j + 8), _mm256_loadu_ps(x + i + j + 8), acc1);
+    }
+  }
+  s = Hsum(_mm256_add_ps(acc0, acc1));
+#else
+  for (; i + be <= n; i += be, p += tt->block_bytes) {
+    DequantBlock(t, p, buf);
+    for (int j = 0; j < be; ++j) s += buf[j] * x[i + j];
+  }
+#endif
+  if (i < n) {
+    DequantBlock(t, p, buf);
+    for (int j = 0; i + j < n; ++j) s += buf[j] * x[i + j];
+  }
+  return s;
 }
 
 }  // namespace
@@ -102,6 +146,7 @@ size_t RowBytesPadded(GgmlType t, int n) {
 
 void DequantRow(GgmlType t, const void* row, float* out, int n) {
   const auto* p = static_cast<const uint8_t*>(row);
+  if (IsBlockType(t)) return DequantBlockRow(t, p, out, n);
   int done = 0;  // elements written by the vector paths
 #ifdef KVTRIM_AVX2
   switch (t) {
@@ -146,11 +191,13 @@ void DequantRow(GgmlType t, const void* row, float* out, int n) {
         for (int j = 0; j < m; ++j) out[b * kQK + j] = Q40At(blk, j);
       }
       return;
+    default: return;  // IsBlockType types: handled above
   }
 }
 
 float DotRow(GgmlType t, const void* row, const float* x, int n) {
   const auto* p = static_cast<const uint8_t*>(row);
+  if (IsBlockType(t)) return DotBlockRow(t, p, x, n);
   int i = 0;
   float s = 0.f;
 #ifdef KVTRIM_AVX2
@@ -207,7 +254,7 @@ float DotRow(GgmlType t, const void* row, const float* x, int n) {
       for (int j = b * kQK; j < n; ++j) s += Q40At(p + 18 * b, j - b * kQK) * x[j];
       return s;
     }
-    case GgmlType::BF16: break;
+    default: break;
   }
 #endif
   switch (t) {
@@ -220,6 +267,7 @@ float DotRow(GgmlType t, const void* row, const float* x, int n) {
     case GgmlType::BF16: for (; i < n; ++i) s += Bf16ToF32(Load16(p + 2 * i)) * x[i]; return s;
     case GgmlType::Q8_0: for (; i < n; ++i) s += Q80At(p + 34 * (i / kQK), i % kQK) * x[i]; return s;
     case GgmlType::Q4_0: for (; i < n; ++i) s += Q40At(p + 18 * (i / kQK), i % kQK) * x[i]; return s;
+    default: return s;  // IsBlockType types: handled above
   }
   return s;
 }
@@ -289,6 +337,7 @@ void QuantizeRow(GgmlType t, const float* x, void* row, int n) {
         }
       }
       return;
+    default: return;  // weight-only types (Q4_1, Q5_x, K-quants) are never written
   }
 }
 

@@ -22,6 +22,7 @@ float DotRow(GgmlType t, const void* row, const float* x, int n);
 // y += a * row
 void AxpyRow(GgmlType t, const void* row, float a, float* y, int n);
 // Quantize n floats into a row of type t (F32, F16, Q8_0, Q4_0; ggml rounding).
+// Other types are read-only (weights): the call writes nothing.
 void QuantizeRow(GgmlType t, const float* x, void* row, int n);
 
 }  // namespace kvtrim::kernels

@@ -22,6 +22,7 @@ uint16_t Load16(const uint8_t* p) { uint16_t h; std::memcpy(&h, p, 2); return h;
 }  // namespace
 
 void DequantRow(GgmlType t, const void* row, float* out, int n) {
+  if (DequantRowBlockTypes(t, row, out, n)) return;
   const auto* p = static_cast<const uint8_t*>(row);
   switch (t) {
     case GgmlType::F32: std::memcpy(out, p, sizeof(float) * n); return;
@@ -50,6 +51,7 @@ void DequantRow(GgmlType t, const void* row, float* out, int n) {
         }
       }
       return;
+    default: return;  // the other block types: DequantRowBlockTypes
   }
 }
 

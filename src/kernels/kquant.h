@@ -1,0 +1,17 @@
+// Block dequantizers for the ggml types Q4_1, Q5_0, Q5_1 (32 elements) and the
+// K-quants Q2_K..Q6_K (256 elements): one block into a float buffer. Used by
+// DequantRow/DotRow/AxpyRow in quant.cpp (decode dots one block at a time from a
+// stack buffer; prefill dequantizes row blocks for the GEMM).
+#pragma once
+#include <cstdint>
+
+#include "io/ggml_types.h"
+
+namespace kvtrim::kernels {
+
+// True for the types handled here.
+bool IsBlockType(GgmlType t);
+// Writes the block's block_elems values to out.
+void DequantBlock(GgmlType t, const uint8_t* blk, float* out);
+
+}  // namespace kvtrim::kernels
