@@ -129,3 +129,154 @@ void DequantBlock(GgmlType t, const uint8_t* blk, float* out) {
 }
 
 }  // namespace kvtrim::kernels
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+
+namespace kvtrim::kernels {
+namespace {
+
+// 8 consecutive int8 codes of a 32-byte vector (group k of 4) as floats.
+inline __m256 Lane(__m256i v, int k) {
+  __m128i h = k < 2 ? _mm256_castsi256_si128(v) : _mm256_extracti128_si256(v, 1);
+  if (k & 1) h = _mm_srli_si128(h, 8);
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(h));
+}
+inline __m256i Load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline __m256i Bits(__m256i v, int shift, int mask) {  // (byte >> shift) & mask, per byte
+  return _mm256_and_si256(_mm256_srli_epi16(v, shift), _mm256_set1_epi8(static_cast<char>(mask)));
+}
+// 32 bits -> 32 bytes, 0x10 where the bit is set (the fifth bit of Q5 codes).
+inline __m256i FifthBits(uint32_t x) {
+  const __m256i shuf = _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303);
+  const __m256i sel = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
+  __m256i b = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(x)), shuf), sel);
+  return _mm256_and_si256(_mm256_cmpeq_epi8(b, sel), _mm256_set1_epi8(0x10));
+}
+// Sum of q*x over 16 codes (lanes 2h, 2h+1 of q) as a vector.
+inline __m256 Dot16(__m256i q, int h, const float* x) {
+  return _mm256_fmadd_ps(Lane(q, 2 * h + 1), _mm256_loadu_ps(x + 8), _mm256_mul_ps(Lane(q, 2 * h), _mm256_loadu_ps(x)));
+}
+inline __m256 Sum16(const float* x) { return _mm256_add_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(x + 8)); }
+// acc += sa * (q.x over elements 0..15) + sb * (elements 16..31)
+inline __m256 Acc32(__m256 acc, __m256i q, const float* x, float sa, float sb) {
+  acc = _mm256_fmadd_ps(_mm256_set1_ps(sa), Dot16(q, 0, x), acc);
+  return _mm256_fmadd_ps(_mm256_set1_ps(sb), Dot16(q, 1, x + 16), acc);
+}
+// acc -= ma * sum(x[0..15]) + mb * sum(x[16..31])
+inline __m256 Min32(__m256 acc, const float* x, float ma, float mb) {
+  acc = _mm256_fnmadd_ps(_mm256_set1_ps(ma), Sum16(x), acc);
+  return _mm256_fnmadd_ps(_mm256_set1_ps(mb), Sum16(x + 16), acc);
+}
+float Hsum(__m256 v) {
+  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+  return _mm_cvtss_f32(_mm_add_ss(lo, _mm_movehdup_ps(lo)));
+}
+
+__m256 Q4_1Or5(const uint8_t* b, const float* x, __m256 acc, GgmlType t) {
+  const float d = H(b), m = t == GgmlType::Q5_0 ? 0.f : H(b + 2);
+  const uint8_t* qs = b + (t == GgmlType::Q4_1 ? 4 : t == GgmlType::Q5_0 ? 6 : 8);
+  __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0xF)), _mm_and_si128(raw, _mm_set1_epi8(0xF)));
+  if (t != GgmlType::Q4_1) {
+    uint32_t qh;
+    std::memcpy(&qh, b + (t == GgmlType::Q5_0 ? 2 : 4), 4);
+    q = _mm256_or_si256(q, FifthBits(qh));
+    if (t == GgmlType::Q5_0) q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+  }
+  acc = Acc32(acc, q, x, d, d);
+  return m != 0.f ? Min32(acc, x, -m, -m) : acc;
+}
+__m256 Q2K(const uint8_t* b, const float* x, __m256 acc) {
+  const float d = H(b + 80), dmin = H(b + 82);
+  for (int half = 0; half < 2; ++half) {
+    const __m256i q = Load32(b + 16 + 32 * half);
+    for (int j = 0; j < 4; ++j, x += 32) {
+      const uint8_t sa = b[8 * half + 2 * j], sb = b[8 * half + 2 * j + 1];
+      acc = Acc32(acc, Bits(q, 2 * j, 3), x, d * (sa & 0xF), d * (sb & 0xF));
+      acc = Min32(acc, x, dmin * (sa >> 4), dmin * (sb >> 4));
+    }
+  }
+  return acc;
+}
+__m256 Q3K(const uint8_t* b, const float* x, __m256 acc) {
+  const float d = H(b + 108);
+  const uint8_t* s = b + 96;
+  float scale[16];
+  for (int k = 0; k < 16; ++k) {
+    int lo = k < 8 ? s[k] & 0xF : s[k - 8] >> 4;
+    scale[k] = d * ((lo | (((s[8 + (k & 3)] >> (2 * (k >> 2))) & 3) << 4)) - 32);
+  }
+  const __m256i hm = Load32(b);
+  for (int half = 0; half < 2; ++half) {
+    const __m256i q = Load32(b + 32 + 32 * half);
+    for (int j = 0; j < 4; ++j, x += 32) {
+      __m256i minus4 = _mm256_slli_epi16(_mm256_xor_si256(Bits(hm, 4 * half + j, 1), _mm256_set1_epi8(1)), 2);
+      __m256i code = _mm256_sub_epi8(Bits(q, 2 * j, 3), minus4);
+      acc = Acc32(acc, code, x, scale[8 * half + 2 * j], scale[8 * half + 2 * j + 1]);
+    }
+  }
+  return acc;
+}
+// Q4_K (qh == nullptr) and Q5_K.
+__m256 Q45K(const uint8_t* b, const float* x, __m256 acc, const uint8_t* qh, const uint8_t* qs) {
+  const float d = H(b), dmin = H(b + 2);
+  const __m256i h = qh ? Load32(qh) : _mm256_setzero_si256();
+  for (int g = 0; g < 4; ++g, qs += 32, x += 64) {
+    float d1, m1, d2, m2;
+    ScaleMin(b + 4, 2 * g, d, dmin, &d1, &m1);
+    ScaleMin(b + 4, 2 * g + 1, d, dmin, &d2, &m2);
+    const __m256i raw = Load32(qs);
+    __m256i lo = Bits(raw, 0, 0xF), hi = Bits(raw, 4, 0xF);
+    if (qh) {
+      lo = _mm256_or_si256(lo, _mm256_slli_epi16(Bits(h, 2 * g, 1), 4));
+      hi = _mm256_or_si256(hi, _mm256_slli_epi16(Bits(h, 2 * g + 1, 1), 4));
+    }
+    acc = Min32(Acc32(acc, lo, x, d1, d1), x, m1, m1);
+    acc = Min32(Acc32(acc, hi, x + 32, d2, d2), x + 32, m2, m2);
+  }
+  return acc;
+}
+__m256 Q6K(const uint8_t* b, const float* x, __m256 acc) {
+  const float d = H(b + 208);
+  const auto* sc = reinterpret_cast<const int8_t*>(b + 192);
+  const __m256i m32 = _mm256_set1_epi8(32);
+  for (int half = 0; half < 2; ++half, sc += 8) {
+    const __m256i ql0 = Load32(b + 64 * half), ql1 = Load32(b + 64 * half + 32), qh = Load32(b + 128 + 32 * half);
+    for (int k = 0; k < 4; ++k, x += 32) {
+      __m256i nib = Bits(k & 1 ? ql1 : ql0, k < 2 ? 0 : 4, 0xF);
+      __m256i code = _mm256_sub_epi8(_mm256_or_si256(nib, _mm256_slli_epi16(Bits(qh, 2 * k, 3), 4)), m32);
+      acc = Acc32(acc, code, x, d * sc[2 * k], d * sc[2 * k + 1]);
+    }
+  }
+  return acc;
+}
+
+}  // namespace
+
+bool DotBlocksAvx2(GgmlType t, const uint8_t* p, const float* x, int nblocks, float* out) {
+  const TypeTraits* tt = GetTypeTraits(static_cast<uint32_t>(t));
+  const int be = static_cast<int>(tt->block_elems);
+  __m256 acc = _mm256_setzero_ps();
+  for (int i = 0; i < nblocks; ++i, p += tt->block_bytes, x += be) {
+    switch (t) {
+      case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: acc = Q4_1Or5(p, x, acc, t); break;
+      case GgmlType::Q2_K: acc = Q2K(p, x, acc); break;
+      case GgmlType::Q3_K: acc = Q3K(p, x, acc); break;
+      case GgmlType::Q4_K: acc = Q45K(p, x, acc, nullptr, p + 16); break;
+      case GgmlType::Q5_K: acc = Q45K(p, x, acc, p + 16, p + 48); break;
+      case GgmlType::Q6_K: acc = Q6K(p, x, acc); break;
+      default: return false;
+    }
+  }
+  *out = Hsum(acc);
+  return true;
+}
+
+}  // namespace kvtrim::kernels
+#else
+namespace kvtrim::kernels {
+bool DotBlocksAvx2(GgmlType, const uint8_t*, const float*, int, float*) { return false; }
+}  // namespace kvtrim::kernels
+#endif

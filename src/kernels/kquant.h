@@ -13,5 +13,8 @@ namespace kvtrim::kernels {
 bool IsBlockType(GgmlType t);
 // Writes the block's block_elems values to out.
 void DequantBlock(GgmlType t, const uint8_t* blk, float* out);
+// *out = dot of nblocks whole blocks with x, straight on the packed codes
+// (AVX2+FMA builds); false where that path is not compiled in.
+bool DotBlocksAvx2(GgmlType t, const uint8_t* blk, const float* x, int nblocks, float* out);
 
 }  // namespace kvtrim::kernels

@@ -66,26 +66,17 @@ void DequantBlockRow(GgmlType t, const uint8_t* p, float* out, int n) {
 
 float DotBlockRow(GgmlType t, const uint8_t* p, const float* x, int n) {
   const TypeTraits* tt = GetTypeTraits(static_cast<uint32_t>(t));
-  const int be = static_cast<int>(tt->block_elems);
-  alignas(32) float buf[kQKK];
-  float s = 0.f;
+  const int be = static_cast<int>(tt->block_elems), nb = n / be;
+  float s = 0.f, buf[kQKK];
   int i = 0;
-#ifdef KVTRIM_AVX2
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  for (; i + be <= n; i += be, p += tt->block_bytes) {
-    DequantBlock(t, p, buf);
-    for (int j = 0; j < be; j += 16) {
-      acc0 = _mm256_fmadd_ps(_mm256_load_ps(buf + j), _mm256_loadu_ps(x + i + j), acc0);
-      acc1 = _mm256_fmadd_ps(_mm256_load_ps(buf + j + 8), _mm256_loadu_ps(x + i + j + 8), acc1);
-    }
+  if (DotBlocksAvx2(t, p, x, nb, &s)) {
+    i = nb * be;
+    p += nb * tt->block_bytes;
   }
-  s = Hsum(_mm256_add_ps(acc0, acc1));
-#else
   for (; i + be <= n; i += be, p += tt->block_bytes) {
     DequantBlock(t, p, buf);
     for (int j = 0; j < be; ++j) s += buf[j] * x[i + j];
   }
-#endif
   if (i < n) {
     DequantBlock(t, p, buf);
     for (int j = 0; i + j < n; ++j) s += buf[j] * x[i + j];
