@@ -123,8 +123,12 @@ Expected<std::unique_ptr<Compressor>> Compressor::Fork(const CompressionOptions&
   return c;
 }
 
+int Compressor::BaseBudget(int64_t n) const {
+  return o_.budget_tokens > 0 ? o_.budget_tokens : static_cast<int>(std::ceil(o_.ratio * static_cast<double>(n) - 1e-9));
+}
+
 int Compressor::Budget(int layer, int64_t n) const {
-  int base = o_.budget_tokens > 0 ? o_.budget_tokens : static_cast<int>(std::ceil(o_.ratio * static_cast<double>(n) - 1e-9));
+  const int base = BaseBudget(n);
   // A budget covering the whole sequence compresses nothing, in every layer
   // (PyramidKV too: its reference returns the cache untouched then).
   if (base >= n) return static_cast<int>(std::min<int64_t>(n, INT32_MAX));
@@ -140,15 +144,25 @@ Status Compressor::SetHeadUnits(std::vector<int> units) {
   return {};
 }
 
-int Compressor::HeadBudgetAt(int layer, int h, int64_t n) const {
-  if (head_units_.empty()) return policy_->HeadBudget(layer, h, Budget(layer, n));
-  int base = o_.budget_tokens > 0 ? o_.budget_tokens : static_cast<int>(std::ceil(o_.ratio * static_cast<double>(n) - 1e-9));
-  if (base >= n) return static_cast<int>(std::min<int64_t>(n, INT32_MAX));
+std::vector<int> Compressor::HeadBudgets(int64_t n) const {
+  std::vector<int> b(static_cast<size_t>(n_layer_) * n_head_kv_);
+  if (head_units_.empty()) {
+    for (int l = 0; l < n_layer_; ++l) {
+      const int lb = Budget(l, n);
+      for (int h = 0; h < n_head_kv_; ++h) b[static_cast<size_t>(l) * n_head_kv_ + h] = policy_->HeadBudget(l, h, lb);
+    }
+    return b;
+  }
+  const int base = BaseBudget(n);
   const int nn = static_cast<int>(std::min<int64_t>(n, INT32_MAX));
+  if (base >= n) return std::vector<int>(b.size(), nn);
   // As the uniform budget: never below what the policy protects.
   const int min_e = std::max(1, policy_->protected_entries());
-  const std::vector<int> b = DistributeBudget(head_units_, std::max(min_e, base), nn, min_e);
-  return b[static_cast<size_t>(layer) * n_head_kv_ + h];
+  return DistributeBudget(head_units_, std::max(min_e, base), nn, min_e);
+}
+
+int Compressor::HeadBudgetAt(int layer, int h, int64_t n) const {
+  return HeadBudgets(n)[static_cast<size_t>(layer) * n_head_kv_ + h];
 }
 
 Status Compressor::CompressHead(KvCache& cache, int layer, int h, Phase phase, int budget) {
@@ -190,11 +204,12 @@ Status Compressor::CompressPrefillLayer(KvCache& cache, int l, kernels::ThreadPo
   if (l == 0)
     KVTRIM_RETURN_IF_ERROR(
         policy_->Prepare({o_.ratio, o_.ratio_explicit, o_.budget_tokens, cache.logical_length(), n_layer_, n_head_kv_}));
+  const std::vector<int> budgets = HeadBudgets(cache.logical_length());
   // Heads are independent (plans, rows and statistics are per head).
   std::vector<Status> st(n_head_kv_);
   auto run = [&](int64_t a, int64_t e) {
     for (int64_t h = a; h < e; ++h) {
-      const int b = HeadBudgetAt(l, static_cast<int>(h), cache.logical_length());
+      const int b = budgets[static_cast<size_t>(l) * n_head_kv_ + h];
       if (cache.head(l, static_cast<int>(h)).size() > b)
         st[h] = CompressHead(cache, l, static_cast<int>(h), Phase::kPrefill, b);
     }
@@ -219,9 +234,10 @@ Status Compressor::AfterDecodeStep(KvCache& cache, kernels::ThreadPool* pool) {
   auto t0 = std::chrono::steady_clock::now();
   struct Job { int layer, head, budget; };
   std::vector<Job> jobs;
+  const std::vector<int> budgets = HeadBudgets(cache.logical_length());  // once per step, all heads
   for (int l = 0; l < n_layer_; ++l) {
     for (int h = 0; h < n_head_kv_; ++h) {
-      const int b = HeadBudgetAt(l, h, cache.logical_length());
+      const int b = budgets[static_cast<size_t>(l) * n_head_kv_ + h];
       if (cache.head(l, h).size() > b) jobs.push_back({l, h, b});
     }
   }

@@ -51,9 +51,11 @@ class Compressor {
   // one. They replace the policy's LayerBudget/HeadBudget. Empty: off.
   Status SetHeadUnits(std::vector<int> units);
   bool head_budgets() const { return !head_units_.empty(); }
-  // Budget of KV head (layer, h) at logical length n (head budgets, else the
-  // policy's HeadBudget of the layer budget).
-  int HeadBudgetAt(int layer, int h, int64_t n) const;
+  // Budgets of every KV head at logical length n, flat l * n_head_kv + h
+  // (head budgets, else the policy's HeadBudget of the layer budget): one
+  // distribution per call, so a decode step computes it once for all heads.
+  std::vector<int> HeadBudgets(int64_t n) const;
+  int HeadBudgetAt(int layer, int h, int64_t n) const;  // HeadBudgets(n)[l * n_head_kv + h]
 
   // The prompt will end at this logical length (SnapKV's observation window).
   void BeginPrompt(int64_t prompt_end) { stats_->SetPromptEnd(prompt_end); }
@@ -77,6 +79,7 @@ class Compressor {
 
  private:
   Compressor() = default;
+  int BaseBudget(int64_t n) const;  // uniform per-head budget before layer/head shaping
   Status CompressHead(KvCache& cache, int layer, int h, Phase phase, int budget);
   CompressionOptions o_;
   std::unique_ptr<Policy> policy_;
