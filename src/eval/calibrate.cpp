@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "eval/metrics.h"
+#include "eval/sweep.h"
 #include "kv/compressor.h"
 #include "kv/policy.h"
 #include "model/config.h"
@@ -47,19 +48,7 @@ class Calibrator {
       for (double r : o.ratios) targets_.push_back(Options(m, r));
   }
 
-  KvOptions Options(const std::string& method, double ratio) const {
-    KvOptions kv = o_.kv;
-    kv.policy = method;
-    kv.ratio = ratio;
-    kv.budget_tokens = 0;
-    kv.quality = 0;
-    kv.params.clear();
-    if (method == "full") kv.quant = "f32";
-    if (const kv::PolicyInfo* info = kv::FindPolicy(method))  // each policy takes only its own flags
-      for (const auto& spec : info->params)
-        if (o_.kv.params.count(spec.name)) kv.params[spec.name] = o_.kv.params.at(spec.name);
-    return kv;
-  }
+  KvOptions Options(const std::string& method, double ratio) const { return MethodOptions(o_.kv, method, ratio); }
 
   // Grid points for one context; on a held-out context with fits, the checks at r*.
   Status Process(const Context& c, bool held, CalibrateResult* out) {
@@ -71,9 +60,7 @@ class Calibrator {
     b.compressor().BeginPrompt(static_cast<int64_t>(c.context.size()));  // SnapKV's window ends with the context
     auto rows = b.ForwardAll(c.context);
     if (!rows.ok()) return rows.error();
-    double nll_c = 0;
-    for (size_t i = 0; i + 1 < c.context.size(); ++i) nll_c += Nll(&(*rows)[i * V_], V_, c.context[i + 1]);
-    nll_c /= static_cast<double>(std::max<size_t>(1, c.context.size() - 1));
+    const double nll_c = MeanNextTokenNll(rows.value(), c.context, V_);
     out->contexts.push_back({c.task, c.index, held, nll_c});
     auto ref = AnswerNll(b, c, Options("full", 1.0));
     if (!ref.ok()) return ref.error();

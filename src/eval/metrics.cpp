@@ -27,6 +27,13 @@ double KlDivergence(const float* p_logits, const float* q_logits, size_t n) {
 
 double Nll(const float* logits, size_t n, int target) { return LogSumExp(logits, n) - logits[target]; }
 
+double MeanNextTokenNll(const std::vector<float>& rows, const std::vector<int>& tokens, size_t V) {
+  if (tokens.size() < 2) return NAN;
+  double nll = 0;
+  for (size_t i = 0; i + 1 < tokens.size(); ++i) nll += Nll(&rows[i * V], V, tokens[i + 1]);
+  return nll / static_cast<double>(tokens.size() - 1);
+}
+
 MeanSe Summarize(const std::vector<double>& xs) {
   MeanSe r;
   double s = 0;

@@ -11,6 +11,11 @@ double KlDivergence(const float* p_logits, const float* q_logits, size_t n);
 // -log softmax(logits)[target], in nats.
 double Nll(const float* logits, size_t n, int target);
 
+// Mean NLL of tokens[1..] under the rows [tokens.size(), V] of their own
+// forward pass (row i predicts token i + 1): NLL(c) of a context. NaN for
+// fewer than two tokens.
+double MeanNextTokenNll(const std::vector<float>& rows, const std::vector<int>& tokens, size_t V);
+
 struct MeanSe {
   double mean = 0, se = 0;
   int n = 0;

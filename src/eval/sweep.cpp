@@ -113,27 +113,11 @@ class Sweep {
     if (!calib_) return base.Prefill(prompt);
     auto rows = base.ForwardAll(prompt);
     if (!rows.ok()) return rows.error();
-    double nll = 0;
-    for (size_t i = 0; i + 1 < prompt.size(); ++i) nll += Nll(&rows.value()[i * V_], V_, prompt[i + 1]);
-    context_nll_ = prompt.size() > 1 ? nll / static_cast<double>(prompt.size() - 1) : NAN;
+    context_nll_ = MeanNextTokenNll(rows.value(), prompt, V_);
     return {};
   }
 
-  KvOptions Options(const std::string& method, double ratio) const {
-    KvOptions kv = o_.kv;
-    kv.policy = method;
-    kv.ratio = ratio;
-    kv.ratio_explicit = true;  // a cell's ratio is the target, 1 = keep everything
-    kv.quality = 0;            // the sweep picks r* itself (--kv-quality)
-    kv.calibration.clear();
-    kv.budget_tokens = 0;
-    if (method == "full") kv.quant = "f32";
-    kv.params.clear();
-    if (const kv::PolicyInfo* info = kv::FindPolicy(method))  // each policy takes only its own flags
-      for (const auto& spec : info->params)
-        if (o_.kv.params.count(spec.name)) kv.params[spec.name] = o_.kv.params.at(spec.name);
-    return kv;
-  }
+  KvOptions Options(const std::string& method, double ratio) const { return MethodOptions(o_.kv, method, ratio); }
 
   std::vector<double> RatiosOf(const std::string& method) const {
     return method == "full" ? std::vector<double>{1.0} : o_.ratios;
@@ -362,6 +346,22 @@ Status Check(SweepOptions& o, const Engine& e) {
 }
 
 }  // namespace
+
+KvOptions MethodOptions(const KvOptions& shared, const std::string& method, double ratio) {
+  KvOptions kv = shared;
+  kv.policy = method;
+  kv.ratio = ratio;
+  kv.ratio_explicit = true;  // a cell's ratio is the target, 1 = keep everything
+  kv.quality = 0;            // the caller picks r* itself (--kv-quality)
+  kv.calibration.clear();
+  kv.budget_tokens = 0;
+  if (method == "full") kv.quant = "f32";
+  kv.params.clear();
+  if (const kv::PolicyInfo* info = kv::FindPolicy(method))  // each policy takes only its own flags
+    for (const auto& spec : info->params)
+      if (shared.params.count(spec.name)) kv.params[spec.name] = shared.params.at(spec.name);
+  return kv;
+}
 
 std::string Fingerprint(const SweepOptions& o) {
   std::ostringstream os;

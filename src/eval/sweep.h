@@ -43,6 +43,13 @@ struct SweepOptions {
 // The options that must agree between shards of one sweep (model aside).
 std::string Fingerprint(const SweepOptions& o);
 
+// One method at one ratio, from the flags shared by a sweep (`shared`): the
+// method takes only its own policy flags, the ratio is explicit (1 keeps
+// everything, whatever a policy's own sizing rule), no quality target (the
+// caller picks r* itself), and `full` stays in f32. Used by the sweep and by
+// `kvtrim calibrate`.
+KvOptions MethodOptions(const KvOptions& shared, const std::string& method, double ratio);
+
 Expected<Report> RunSweep(const Engine& e, const SweepOptions& o);
 
 }  // namespace kvtrim::eval
