@@ -9,7 +9,7 @@
 namespace kvtrim::cli {
 
 void AddKvFlags(CLI::App* sub, KvFlags* f, bool with_policy, bool with_quality) {
-  long opt_count_before = static_cast<long>(sub->get_options().size());
+  const size_t first = sub->get_options().size();  // options added from here on are the KV ones
   if (with_policy) sub->add_option("--kv", f->policy, "KV policy (see `kvtrim policies`)")->capture_default_str();
   f->ratio_opt = sub->add_option("--kv-ratio", f->ratio, "Retention ratio in (0, 1]")->capture_default_str();
   sub->add_option("--kv-budget", f->budget, "Per-head token budget (overrides --kv-ratio)")->check(CLI::PositiveNumber);
@@ -43,8 +43,8 @@ void AddKvFlags(CLI::App* sub, KvFlags* f, bool with_policy, bool with_quality) 
     }
   }
   // Every option added here is listed under "KV cache" in the command's help.
-  for (CLI::Option* opt : sub->get_options())
-    if (opt_count_before-- <= 0) opt->group("KV cache");
+  const std::vector<CLI::Option*> opts = sub->get_options();
+  for (size_t i = first; i < opts.size(); ++i) opts[i]->group("KV cache");
 }
 
 KvOptions ToKvOptions(const KvFlags& f, const std::string& policy) {
