@@ -115,7 +115,7 @@ int Tokenizer::Lookup(const std::string& s) const {
   return it == index_.end() ? -1 : it->second;
 }
 
-std::vector<int> Tokenizer::Encode(const std::string& text, bool add_bos) const {
+std::vector<int> Tokenizer::Encode(const std::string& text, bool add_bos, bool /*parse_special*/) const {
   std::vector<int> out;
   if (add_bos) out.push_back(bos_);
   if (text.empty()) return out;

@@ -17,8 +17,10 @@ class Tokenizer {
  public:
   static Expected<Tokenizer> FromGguf(const GgufFile& f);
 
-  // Text to ids; BOS is prepended when add_bos is true.
-  std::vector<int> Encode(const std::string& text, bool add_bos) const;
+  // Text to ids; BOS is prepended when add_bos is true. With parse_special,
+  // the texts of control/added tokens (<|im_start|>, ...) found in `text`
+  // become those tokens (otherwise they are tokenized as plain text).
+  std::vector<int> Encode(const std::string& text, bool add_bos, bool parse_special = false) const;
   // The bytes of token `id` as it follows `prev` (the dummy-prefix space
   // after BOS is dropped; control tokens print nothing).
   std::string Piece(int prev, int id) const;
