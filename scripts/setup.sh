@@ -10,6 +10,7 @@ PKGS=(
   libeigen3-dev               # GEMM for batched prefill; eigen/QR/least squares for the compression methods
   libcli11-dev                # command-line parsing
   nlohmann-json3-dev          # JSON output and test goldens
+  libpcre2-dev pkg-config     # Unicode regexes of the byte-level BPE pre-tokenizers
   libcpp-httplib-dev          # HTTP server
   libgtest-dev libgmock-dev   # unit tests
   libbenchmark-dev            # kernel micro-benchmarks

@@ -39,9 +39,7 @@ Command AddInspect(CLI::App& app) {
                 m.rope_base, m.rope_dims, m.rms_eps, m.qkv_bias ? "yes" : "no", m.tied_embeddings ? "yes" : "no");
     auto t = io::Tokenizer::FromGguf(g);
     if (t.ok()) {
-      std::printf("tokenizer: llama (SentencePiece BPE), %d pieces, %d byte tokens, bos %d, eos %d, add_bos %s, "
-                  "space prefix %s\n", t->vocab_size(), t->n_byte_tokens(), t->bos(), t->eos(),
-                  t->add_bos() ? "yes" : "no", t->add_space_prefix() ? "yes" : "no");
+      std::printf("tokenizer: %s\n", t->Describe().c_str());
     } else {
       std::printf("tokenizer: unavailable (%s)\n", t.error().message.c_str());
     }

@@ -31,5 +31,6 @@ Command AddEval(CLI::App& app);
 Command AddEvalMerge(CLI::App& app);
 Command AddProfile(CLI::App& app);
 Command AddCalibrate(CLI::App& app);
+Command AddTokenize(CLI::App& app);
 
 }  // namespace kvtrim::cli

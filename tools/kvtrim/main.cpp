@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
       kvtrim::cli::AddEvalMerge(app),
       kvtrim::cli::AddProfile(app),
       kvtrim::cli::AddCalibrate(app),
+      kvtrim::cli::AddTokenize(app),
   };
   try {
     app.parse(argc, argv);

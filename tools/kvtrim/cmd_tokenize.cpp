@@ -1,0 +1,123 @@
+// `kvtrim tokenize`: text to token ids and pieces with a model's tokenizer.
+// Reads only the GGUF metadata, so vocabulary-only files work too.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "commands.h"
+#include "io/gguf.h"
+#include "io/tokenizer.h"
+
+namespace kvtrim::cli {
+namespace {
+
+struct TokenizeFlags {
+  std::string model = DefaultModelPath();
+  std::string text, file;
+  bool ids = false, special = false, no_bos = false, json = false, timing = false;
+};
+
+// The bytes of a piece as a quoted-string body: control characters, quote
+// and backslash escaped, everything else (UTF-8 included) as it is.
+std::string Escape(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    switch (c) {
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\\': out += "\\\\"; break;
+      case '\'': out += "\\'"; break;
+      default:
+        if (c < 0x20 || c == 0x7F) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\x%02x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out;
+}
+
+int Run(const TokenizeFlags& o) {
+  std::string text = o.text;
+  if (!o.file.empty()) {
+    std::ifstream in(o.file, std::ios::binary);
+    if (!in) {
+      std::fprintf(stderr, "kvtrim tokenize: cannot read '%s'\n", o.file.c_str());
+      return 1;
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  auto f = io::GgufFile::Open(o.model);
+  if (!f.ok()) {
+    std::fprintf(stderr, "kvtrim tokenize: %s\n", f.error().message.c_str());
+    return 1;
+  }
+  auto tok = io::Tokenizer::FromGguf(*f.value());
+  if (!tok.ok()) {
+    std::fprintf(stderr, "kvtrim tokenize: %s: %s\n", o.model.c_str(), tok.error().message.c_str());
+    return 1;
+  }
+  const auto t1 = Clock::now();
+  const std::vector<int> ids = tok->Encode(text, !o.no_bos, o.special);
+  const auto t2 = Clock::now();
+  if (o.timing) {
+    const double load_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+    const double enc_s = std::chrono::duration<double>(t2 - t1).count();
+    std::fprintf(stderr, "tokenizer: %s\nload %.1f ms; %zu bytes -> %zu tokens in %.1f ms (%.0f tokens/s, %.2f MB/s)\n",
+                 tok->Describe().c_str(), load_ms, text.size(), ids.size(), enc_s * 1e3, ids.size() / enc_s,
+                 text.size() / enc_s / 1e6);
+  }
+  // Each token as it prints in context; control tokens by their text.
+  std::vector<std::string> pieces;
+  pieces.reserve(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const bool control = tok->type(ids[i]) == io::TokenType::kControl;
+    pieces.push_back(control ? tok->piece_text(ids[i]) : tok->Piece(i ? ids[i - 1] : -1, ids[i]));
+  }
+  if (o.json) {
+    nlohmann::json j = {{"ids", ids}, {"pieces", nlohmann::json::array()}};
+    // Pieces may end inside a UTF-8 character: replace invalid bytes rather than fail.
+    for (const auto& p : pieces) j["pieces"].push_back(p);
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else if (o.ids) {
+    for (size_t i = 0; i < ids.size(); ++i) std::printf("%s%d", i ? " " : "", ids[i]);
+    std::printf("\n");
+  } else {
+    for (size_t i = 0; i < ids.size(); ++i) std::printf("%d\t'%s'\n", ids[i], Escape(pieces[i]).c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command AddTokenize(CLI::App& app) {
+  auto o = std::make_shared<TokenizeFlags>();
+  CLI::App* sub = app.add_subcommand(
+      "tokenize", "Tokenize text with a model's tokenizer (vocabulary-only GGUF files work): one line per token, "
+                  "id<TAB>'piece', or the ids alone");
+  sub->add_option("-m,--model", o->model, "GGUF file (a model or a vocabulary-only file)")->capture_default_str();
+  sub->add_option("text", o->text, "Text to tokenize");
+  sub->add_option("-f,--file", o->file, "Read the text from this file instead");
+  sub->add_flag("--ids", o->ids, "Print only the ids, space-separated on one line");
+  sub->add_flag("--json", o->json, "Print {\"ids\": [...], \"pieces\": [...]}");
+  sub->add_flag("--special", o->special, "Match control-token texts (<|im_start|>, ...) in the text");
+  sub->add_flag("--no-bos", o->no_bos, "Do not prepend BOS (by default it is, where the model asks for one)");
+  sub->add_flag("--timing", o->timing, "Print load and tokenize times to stderr");
+  sub->callback([sub, o] {
+    if (o->text.empty() && o->file.empty() && sub->count("text") == 0)
+      throw CLI::ValidationError("tokenize", "give TEXT or -f FILE");
+  });
+  return {sub, [o] { return Run(*o); }};
+}
+
+}  // namespace kvtrim::cli
