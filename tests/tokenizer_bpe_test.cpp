@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "gguf_writer.h"
@@ -92,6 +93,11 @@ TEST(TokenizerVocab, TokenizeCommandPrintsTheReferenceIds) {
   EXPECT_EQ(r.out, "15496 995\n");
   r = test::RunCommand(cli + " tokenize -m " + base + " 'Hello world'");
   EXPECT_EQ(r.out, "15496\t'Hello'\n995\t' world'\n");
+  // Pieces escaped: a tab, and the bytes of a character split over tokens.
+  const std::string path = ::testing::TempDir() + "tokenize_escape.txt";
+  std::ofstream(path, std::ios::binary) << "a\t\xe6\x9d\xb1";
+  r = test::RunCommand(cli + " tokenize -m " + base + " -f " + path);
+  EXPECT_EQ(r.out, "64\t'a'\n197\t'\\t'\n30266\t'\\xe6\\x9d'\n109\t'\\xb1'\n");
   // <|endoftext|> (50256, control) only with --special.
   r = test::RunCommand(cli + " tokenize -m " + base + " --ids --special 'a<|endoftext|>'");
   EXPECT_EQ(r.out, "64 50256\n");

@@ -45,8 +45,8 @@ Expected<Tokenizer> Tokenizer::FromGguf(const GgufFile& f) {
   } else if (model.value() != "llama") {
     return MakeError("unsupported tokenizer model '" + model.value() + "' (tokenizer.ggml.model; supported: llama, gpt2)");
   }
-  if (tk.model_ == Model::kByteLevelBpe) KVTRIM_RETURN_IF_ERROR(tk.LoadBpe(f));
   KVTRIM_RETURN_IF_ERROR(tk.LoadCommon(f));
+  if (tk.model_ == Model::kByteLevelBpe) KVTRIM_RETURN_IF_ERROR(tk.LoadBpe(f));
   if (tk.model_ == Model::kSentencePiece) tk.IndexSentencePiece();
   // Matchable texts, longest first (ties by id), as llama.cpp partitions.
   for (size_t i = 0; i < tk.pieces_.size(); ++i) {
@@ -114,7 +114,7 @@ Status Tokenizer::LoadCommon(const GgufFile& f) {
   return bool_key("tokenizer.ggml.add_space_prefix", &add_space_prefix_);
 }
 
-// Byte-level BPE: the pre-tokenizer and the merges (LoadCommon reads the rest).
+// Byte-level BPE: the pre-tokenizer and the merges (after LoadCommon).
 Status Tokenizer::LoadBpe(const GgufFile& f) {
   pre_name_ = "default";  // llama.cpp's choice for files without the key
   if (f.Find("tokenizer.ggml.pre")) {
@@ -128,16 +128,12 @@ Status Tokenizer::LoadBpe(const GgufFile& f) {
   if (!f.Find("tokenizer.ggml.merges")) return MakeError("missing key 'tokenizer.ggml.merges' (byte-level BPE needs its merges)");
   auto merges = f.GetArray("tokenizer.ggml.merges", GgufValueType::STRING);
   if (!merges.ok()) return merges.error();
-  auto toks = f.GetArray("tokenizer.ggml.tokens", GgufValueType::STRING);
-  if (!toks.ok()) return toks.error();
-  std::vector<std::string> texts;
-  texts.reserve(toks.value()->size());
-  for (const auto& v : *toks.value()) texts.push_back(std::get<std::string>(v.v));
   // Llama 3's tokenizer.json sets ignore_merges: a word that is a token is that token.
   const bool ignore_merges = pre_name_ == "llama-bpe" || pre_name_ == "llama3" || pre_name_ == "llama-v3" ||
                              pre_name_ == "falcon3";
-  if (ignore_merges) add_bos_ = true;  // Llama 3 starts with <|begin_of_text|> unless the metadata says otherwise
-  auto bpe = BpeModel::Build(texts, *merges.value(), ignore_merges);
+  // Llama 3 starts with <|begin_of_text|> unless the metadata says otherwise.
+  if (ignore_merges && !f.Find("tokenizer.ggml.add_bos_token")) add_bos_ = true;
+  auto bpe = BpeModel::Build(pieces_, *merges.value(), ignore_merges);
   if (!bpe.ok()) return bpe.error();
   bpe_ = std::make_shared<const BpeModel>(std::move(bpe.value()));
   return {};

@@ -19,11 +19,30 @@ struct TokenizeFlags {
   bool ids = false, special = false, no_bos = false, json = false, timing = false;
 };
 
-// The bytes of a piece as a quoted-string body: control characters, quote
-// and backslash escaped, everything else (UTF-8 included) as it is.
+// Length of the valid UTF-8 sequence at s[i], 0 when s[i] starts none.
+size_t Utf8Seq(const std::string& s, size_t i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  const size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+  if (len == 0 || i + len > s.size()) return 0;
+  for (size_t k = 1; k < len; ++k)
+    if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;
+  return len;
+}
+
+// The bytes of a piece as a quoted-string body: control characters, quote,
+// backslash and bytes that are no complete UTF-8 character (a piece may end
+// inside one) escaped; everything else as it is.
 std::string Escape(const std::string& s) {
   std::string out;
-  for (unsigned char c : s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const size_t len = Utf8Seq(s, i);
+    if (len > 1) {
+      out.append(s, i, len);
+      i += len;
+      continue;
+    }
+    ++i;
     switch (c) {
       case '\n': out += "\\n"; break;
       case '\r': out += "\\r"; break;
@@ -31,7 +50,7 @@ std::string Escape(const std::string& s) {
       case '\\': out += "\\\\"; break;
       case '\'': out += "\\'"; break;
       default:
-        if (c < 0x20 || c == 0x7F) {
+        if (len == 0 || c < 0x20 || c == 0x7F) {
           char buf[8];
           std::snprintf(buf, sizeof buf, "\\x%02x", c);
           out += buf;
@@ -62,6 +81,7 @@ int Run(const TokenizeFlags& o) {
     std::fprintf(stderr, "kvtrim tokenize: %s\n", f.error().message.c_str());
     return 1;
   }
+  const auto t_open = Clock::now();
   auto tok = io::Tokenizer::FromGguf(*f.value());
   if (!tok.ok()) {
     std::fprintf(stderr, "kvtrim tokenize: %s: %s\n", o.model.c_str(), tok.error().message.c_str());
@@ -71,10 +91,13 @@ int Run(const TokenizeFlags& o) {
   const std::vector<int> ids = tok->Encode(text, !o.no_bos, o.special);
   const auto t2 = Clock::now();
   if (o.timing) {
-    const double load_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+    const double open_ms = std::chrono::duration<double, std::milli>(t_open - t0).count();
+    const double build_ms = std::chrono::duration<double, std::milli>(t1 - t_open).count();
     const double enc_s = std::chrono::duration<double>(t2 - t1).count();
-    std::fprintf(stderr, "tokenizer: %s\nload %.1f ms; %zu bytes -> %zu tokens in %.1f ms (%.0f tokens/s, %.2f MB/s)\n",
-                 tok->Describe().c_str(), load_ms, text.size(), ids.size(), enc_s * 1e3, ids.size() / enc_s,
+    std::fprintf(stderr,
+                 "tokenizer: %s\nload %.1f ms (GGUF open %.1f, tokenizer build %.1f); %zu bytes -> %zu tokens in %.1f ms "
+                 "(%.0f tokens/s, %.2f MB/s)\n",
+                 tok->Describe().c_str(), open_ms + build_ms, open_ms, build_ms, text.size(), ids.size(), enc_s * 1e3, ids.size() / enc_s,
                  text.size() / enc_s / 1e6);
   }
   // Each token as it prints in context; control tokens by their text.
