@@ -1,6 +1,7 @@
 // `kvtrim tokenize`: text to token ids and pieces with a model's tokenizer.
 // Reads only the GGUF metadata, so vocabulary-only files work too.
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -76,6 +77,7 @@ int Run(const TokenizeFlags& o) {
   }
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
+  const std::clock_t c0 = std::clock();
   auto f = io::GgufFile::Open(o.model);
   if (!f.ok()) {
     std::fprintf(stderr, "kvtrim tokenize: %s\n", f.error().message.c_str());
@@ -88,17 +90,20 @@ int Run(const TokenizeFlags& o) {
     return 1;
   }
   const auto t1 = Clock::now();
+  const std::clock_t c1 = std::clock();
   const std::vector<int> ids = tok->Encode(text, !o.no_bos, o.special);
   const auto t2 = Clock::now();
+  const std::clock_t c2 = std::clock();
   if (o.timing) {
     const double open_ms = std::chrono::duration<double, std::milli>(t_open - t0).count();
     const double build_ms = std::chrono::duration<double, std::milli>(t1 - t_open).count();
     const double enc_s = std::chrono::duration<double>(t2 - t1).count();
+    auto cpu_ms = [](std::clock_t a, std::clock_t b) { return (b - a) * 1e3 / CLOCKS_PER_SEC; };
     std::fprintf(stderr,
-                 "tokenizer: %s\nload %.1f ms (GGUF open %.1f, tokenizer build %.1f); %zu bytes -> %zu tokens in %.1f ms "
-                 "(%.0f tokens/s, %.2f MB/s)\n",
-                 tok->Describe().c_str(), open_ms + build_ms, open_ms, build_ms, text.size(), ids.size(), enc_s * 1e3, ids.size() / enc_s,
-                 text.size() / enc_s / 1e6);
+                 "tokenizer: %s\nload %.1f ms wall (GGUF open %.1f, tokenizer build %.1f), %.1f ms cpu; %zu bytes -> "
+                 "%zu tokens in %.1f ms wall, %.1f ms cpu (%.0f tokens/s wall, %.0f tokens/s cpu)\n",
+                 tok->Describe().c_str(), open_ms + build_ms, open_ms, build_ms, cpu_ms(c0, c1), text.size(), ids.size(),
+                 enc_s * 1e3, cpu_ms(c1, c2), ids.size() / enc_s, ids.size() / (cpu_ms(c1, c2) * 1e-3));
   }
   // Each token as it prints in context; control tokens by their text.
   std::vector<std::string> pieces;
