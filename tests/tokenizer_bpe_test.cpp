@@ -152,6 +152,16 @@ TEST(Pretokenizer, DeepseekIsASequenceOfRegexes) {
   EXPECT_EQ(Words(*ds, "a  "), (V{"a", "  "}));
 }
 
+TEST(Pretokenizer, DeepseekCoderAndDefaultSequences) {
+  auto coder = io::Pretokenizer::Create("deepseek-coder");
+  auto def = io::Pretokenizer::Create("default");
+  ASSERT_TRUE(coder.ok() && def.ok());
+  using V = std::vector<std::string>;
+  EXPECT_EQ(Words(*coder, "foo(bar) 12"), (V{"foo", "(", "bar", ")", " ", "1", "2"}));
+  // Punctuation runs, then GPT-2's regex, then digit runs, then groups of three digits.
+  EXPECT_EQ(Words(*def, "a+b 1234"), (V{"a", "+", "b", " ", "123", "4"}));
+}
+
 TEST(Pretokenizer, InvalidUtf8IsKeptInGaps) {
   auto gpt2 = io::Pretokenizer::Create("gpt2");
   ASSERT_TRUE(gpt2.ok());

@@ -169,6 +169,11 @@ std::string Tokenizer::Describe() const {
   return s;
 }
 
+const std::string& Tokenizer::piece_text(int id) const {
+  static const std::string kNone;
+  return id >= 0 && id < vocab_size() ? pieces_[id] : kNone;
+}
+
 int Tokenizer::n_byte_tokens() const {
   if (model_ == Model::kByteLevelBpe) return 0;
   int c = 0;

@@ -54,8 +54,9 @@ class Tokenizer {
   std::string Describe() const;
   bool add_bos() const { return add_bos_; }
   bool add_space_prefix() const { return add_space_prefix_; }
-  const std::string& piece_text(int id) const { return pieces_[id]; }
-  TokenType type(int id) const { return types_[id]; }
+  // The stored text of a token ("" for an id outside the vocabulary, e.g. an absent bos() of -1).
+  const std::string& piece_text(int id) const;
+  TokenType type(int id) const { return id >= 0 && id < vocab_size() ? types_[id] : TokenType::kUnused; }
   int n_byte_tokens() const;
 
  private:
