@@ -83,6 +83,28 @@ TEST(TokenizerVocab, LlamaSentencePieceMatchesLlamaCpp) {
   CheckVocab("ggml-vocab-llama-spm.gguf", io::Tokenizer::Model::kSentencePiece);
 }
 
+// Any other vocabulary added to ../shared/vocab (with its .inp/.out) is checked too.
+TEST(TokenizerVocab, EveryOtherFileInSharedVocab) {
+  const std::string dir = test::SharedPath("vocab");
+  if (!std::filesystem::exists(dir)) GTEST_SKIP() << dir << " is absent";
+  const std::vector<std::string> named = {"ggml-vocab-gpt-2.gguf", "ggml-vocab-deepseek-llm.gguf",
+                                          "ggml-vocab-llama-spm.gguf"};
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (e.path().extension() != ".gguf" || std::find(named.begin(), named.end(), name) != named.end()) continue;
+    if (!std::filesystem::exists(e.path().string() + ".inp")) continue;
+    SCOPED_TRACE(name);
+    auto f = io::GgufFile::Open(e.path().string());
+    ASSERT_TRUE(f.ok()) << f.error().message;
+    auto tok = io::Tokenizer::FromGguf(*f.value());
+    ASSERT_TRUE(tok.ok()) << tok.error().message;
+    for (const auto& c : ReadVocabCases(e.path().string())) {
+      EXPECT_EQ(tok->Encode(c.text, false), c.ids) << "'" << c.text << "'";
+      EXPECT_EQ(tok->Decode(tok->Encode(c.text, false)), c.text);
+    }
+  }
+}
+
 TEST(TokenizerVocab, TokenizeCommandPrintsTheReferenceIds) {
   const std::string base = test::SharedPath("vocab/ggml-vocab-gpt-2.gguf");
   if (!std::filesystem::exists(base)) GTEST_SKIP() << base << " is absent";
