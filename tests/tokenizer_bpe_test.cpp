@@ -83,6 +83,35 @@ TEST(TokenizerVocab, LlamaSentencePieceMatchesLlamaCpp) {
   CheckVocab("ggml-vocab-llama-spm.gguf", io::Tokenizer::Model::kSentencePiece);
 }
 
+// The whole of frankenstein.txt (420,798 bytes) against llama.cpp's
+// llama-tokenize (commit c392e509, --no-bos --no-parse-special): the token
+// count and an FNV-1a hash of the ids it printed.
+TEST(TokenizerVocab, WholeNovelMatchesLlamaCpp) {
+  const std::string text_path = test::SharedPath("data/frankenstein.txt");
+  if (!std::filesystem::exists(text_path) || !std::filesystem::exists(test::SharedPath("vocab")))
+    GTEST_SKIP() << "shared data absent";
+  const std::string text = test::ReadFile(text_path);
+  ASSERT_EQ(text.size(), 420798u);
+  struct Want {
+    const char* name;
+    size_t n;
+    uint64_t fnv;
+  };
+  for (const Want& w : {Want{"ggml-vocab-gpt-2.gguf", 93562, 0x8c4865ec73090e9eull},
+                        Want{"ggml-vocab-deepseek-llm.gguf", 90770, 0x371ff6d053023146ull},
+                        Want{"ggml-vocab-llama-spm.gguf", 101630, 0xecafb67abb3e62c2ull}}) {
+    auto f = io::GgufFile::Open(test::SharedPath(std::string("vocab/") + w.name));
+    ASSERT_TRUE(f.ok()) << f.error().message;
+    auto tok = io::Tokenizer::FromGguf(*f.value());
+    ASSERT_TRUE(tok.ok()) << tok.error().message;
+    const std::vector<int> ids = tok->Encode(text, false);
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int id : ids) h = (h ^ static_cast<uint32_t>(id)) * 0x100000001b3ull;
+    EXPECT_EQ(ids.size(), w.n) << w.name;
+    EXPECT_EQ(h, w.fnv) << w.name;
+  }
+}
+
 // Any other vocabulary added to ../shared/vocab (with its .inp/.out) is checked too.
 TEST(TokenizerVocab, EveryOtherFileInSharedVocab) {
   const std::string dir = test::SharedPath("vocab");
