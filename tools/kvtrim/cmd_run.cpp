@@ -1,20 +1,59 @@
 // `kvtrim run`: generate text from a prompt.
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "commands.h"
 #include "kv/compressor.h"
 #include "kv_flags.h"
 #include "engine/bench.h"
+#include "io/gguf.h"
 #include "io/tokenizer.h"
+#include "kvtrim/chat.h"
 #include "kv/cache.h"
 #include "kvtrim/engine.h"
 #include "model/config.h"
 
 namespace kvtrim::cli {
+namespace {
+
+// The tokens that end an assistant's turn besides EOS: the file's
+// tokenizer.ggml.eot_token_id, and the family's end-of-turn token text.
+std::vector<int> EndOfTurnIds(const Engine& e, ChatFamily family) {
+  std::vector<int> ids;
+  const io::Tokenizer& tok = e.tokenizer();
+  if (e.file().Find("tokenizer.ggml.eot_token_id")) {
+    auto v = e.file().GetInt("tokenizer.ggml.eot_token_id");
+    if (v.ok() && v.value() >= 0 && v.value() < tok.vocab_size()) ids.push_back(static_cast<int>(v.value()));
+  }
+  const char* text = family == ChatFamily::kLlama3 ? "<|eot_id|>" : family == ChatFamily::kChatML ? "<|im_end|>" : nullptr;
+  if (text)
+    for (int id = 0; id < tok.vocab_size(); ++id)
+      if (tok.piece_text(id) == text) ids.push_back(id);
+  return ids;
+}
+
+// The prompt's token ids: the text as it is, or (--chat) the user message
+// (with --system's) formatted by the model's chat template.
+std::vector<int> PromptIds(const Engine& e, const std::string& text, bool chat, const std::string& system,
+                           std::vector<int>* stop_ids) {
+  const io::Tokenizer& tok = e.tokenizer();
+  if (!chat) return tok.Encode(text, true);
+  std::vector<ChatMessage> msgs;
+  if (!system.empty()) msgs.push_back({"system", system});
+  msgs.push_back({"user", text});
+  ChatPrompt p = FormatChat(e, msgs);
+  if (!p.warning.empty()) std::fprintf(stderr, "kvtrim run: warning: %s\n", p.warning.c_str());
+  *stop_ids = EndOfTurnIds(e, p.family);
+  return tok.Encode(p.text, /*add_bos=*/!p.has_bos && tok.add_bos(), /*parse_special=*/p.parse_special);
+}
+
+}  // namespace
 
 Command AddRun(CLI::App& app) {
   struct Opts {
-    std::string model, prompt;
+    std::string model, prompt, prompt_file, system;
+    bool chat = false;
     int n = 256, threads = 0, ctx = 0;
     float temp = 0.8f, top_p = 0.9f;
     uint64_t seed = 42;
@@ -26,6 +65,9 @@ Command AddRun(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("run", "Generate text from a prompt; timing and KV bytes go to stderr");
   sub->add_option("-m,--model", o->model, "GGUF model file")->capture_default_str();
   sub->add_option("-p,--prompt", o->prompt, "Prompt text (empty: generation starts from BOS alone)");
+  sub->add_option("-f,--file", o->prompt_file, "Read the prompt (with --chat: the user message) from this file");
+  sub->add_flag("--chat", o->chat, "Format the prompt as a user message with the model's chat template (tokenizer.chat_template) and stop at end of turn");
+  sub->add_option("--system", o->system, "With --chat: a system message");
   sub->add_option("-n,--n-predict", o->n, "Tokens to generate after the prompt (as llama.cpp's -n; the prompt and N - 1 fed-back tokens must fit the context)")->capture_default_str()->check(CLI::NonNegativeNumber);
   sub->add_option("--temp", o->temp, "Sampling temperature (0: greedy)")->capture_default_str()->check(CLI::NonNegativeNumber);
   sub->add_option("--top-p", o->top_p, "Nucleus sampling mass")->capture_default_str()->check(CLI::Range(0.0, 1.0));
@@ -49,7 +91,22 @@ Command AddRun(CLI::App& app) {
       std::fprintf(stderr, "kvtrim run: %s\n", session.error().message.c_str());
       return 1;
     }
-    std::vector<int> prompt = tok.Encode(o->prompt, true);
+    if (!o->prompt_file.empty()) {
+      std::ifstream in(o->prompt_file, std::ios::binary);
+      if (!in) {
+        std::fprintf(stderr, "kvtrim run: cannot open prompt file '%s'\n", o->prompt_file.c_str());
+        return 1;
+      }
+      std::stringstream ss;
+      ss << in.rdbuf();
+      o->prompt = ss.str();
+    }
+    if (!o->system.empty() && !o->chat) {
+      std::fprintf(stderr, "kvtrim run: --system needs --chat\n");
+      return 1;
+    }
+    std::vector<int> stop_ids;
+    std::vector<int> prompt = PromptIds(*engine.value(), o->prompt, o->chat, o->system, &stop_ids);
     // The last generated token is printed, never fed back: P + N - 1 positions.
     if (prompt.size() + static_cast<size_t>(std::max(0, o->n - 1)) > static_cast<size_t>(session.value()->ctx())) {
       std::fprintf(stderr, "kvtrim run: prompt (%zu tokens) + %d generated tokens exceeds the context length %d\n",
@@ -62,7 +119,7 @@ Command AddRun(CLI::App& app) {
       prev = id;
     }
     std::fflush(stdout);
-    SamplingOptions sp{o->temp, o->top_p, o->seed, o->ignore_eos};
+    SamplingOptions sp{o->temp, o->top_p, o->seed, o->ignore_eos, stop_ids};
     auto st = Generate(*session.value(), prompt, o->n, sp, [&](int id) {
       std::fputs(tok.Piece(prev, id).c_str(), stdout);
       std::fflush(stdout);
