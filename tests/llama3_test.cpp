@@ -126,7 +126,8 @@ double MaxDiff(const std::vector<float>& got, const std::vector<Vec>& want) {
 
 TinySpec Llama3Spec() {
   TinySpec s;  // as Llama 3.1 is published: rope_freqs, no scaling keys, untied output
-  s.freq_factors = {1.f, 1.f, 2.5f, 8.f, 8.f, 8.f};  // rope_dims 12 of head_dim 16
+  s.base = 10000.f;
+  s.freq_factors = {1.f, 1.5f, 2.5f, 4.f, 8.f, 8.f};  // rope_dims 12 of head_dim 16
   s.file_type = 15;
   return s;
 }
@@ -163,15 +164,17 @@ void CheckAgainstReference(const TinySpec& s, double freq_scale) {
   ASSERT_TRUE(all.ok()) << all.error().message;
   const auto ff = s.freq_factors;
   std::vector<Vec> want = RefForward(s, m, toks, freq_scale, ff);
-  // Measured: 2.9e-6 (llama), 2.4e-6 (qwen2) for logits of magnitude ~1.
-  EXPECT_LT(MaxDiff(all.value(), want), 1e-4);
-  // The check can fail: without the factors / the scaling, logits move far.
-  EXPECT_GT(MaxDiff(all.value(), RefForward(s, m, toks, 1.0, {})), 1e-2);
+  const double d = MaxDiff(all.value(), want), d_plain = MaxDiff(all.value(), RefForward(s, m, toks, 1.0, {}));
+  // Measured max |diff|: 6.8e-7 (llama), 7.3e-7 (qwen2), logits of magnitude ~1.
+  EXPECT_LT(d, 1e-5);
+  // The check can fail: without the factors / the scaling the reference
+  // moves by 0.052 (llama) and 0.165 (qwen2).
+  EXPECT_GT(d_plain, 1e-2);
   // Decode (one token at a time) gives the same last logits.
   auto s2 = Session::Create(*e.value(), {});
   ASSERT_TRUE(s2.value()->Prefill({toks.begin(), toks.end() - 3}).ok());
   for (size_t i = toks.size() - 3; i < toks.size(); ++i) ASSERT_TRUE(s2.value()->Decode(toks[i]).ok());
-  EXPECT_LT(MaxDiff(s2.value()->logits(), {want.back()}), 1e-4);
+  EXPECT_LT(MaxDiff(s2.value()->logits(), {want.back()}), 1e-5);
 }
 
 TEST(Llama3, RopeFreqFactorsPartialRotaryUntiedOutputMatchReference) { CheckAgainstReference(Llama3Spec(), 1.0); }
@@ -354,7 +357,7 @@ double DrawOf(uint64_t seed, int k) {
 TEST(Llama3, PartialNucleusSamplesExactlyAsTheFullSort) {
   uint64_t rng = 5;
   int checked = 0, beyond64 = 0;
-  for (int n : {7, 300, 128256}) {
+  for (int n : {7, 300, 20000}) {
     for (float spread : {0.5f, 4.f, 20.f}) {  // flat (large nucleus) to peaked (tiny one)
       std::vector<float> logits(n);
       for (float& x : logits) x = spread * static_cast<float>(test::SplitMixUniform(&rng));

@@ -78,7 +78,8 @@ std::string FormatLlama3(const std::string& tmpl, const std::vector<ChatMessage>
       std::strftime(buf, sizeof buf, "%d %b %Y", &tm);
       date = buf;
     }
-    out += turn("system", "Cutting Knowledge Date: December 2023\nToday Date: " + date + "\n\n" + Strip(sp.system));
+    out += "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: " + date +
+           "\n\n" + Strip(sp.system) + "<|eot_id|>";
     rest = sp.rest;
   }
   for (const auto& m : rest) out += turn(m.role, m.content);
