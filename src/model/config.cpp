@@ -122,9 +122,23 @@ Expected<ModelConfig> ReadConfig(const io::GgufFile& f) {
   KVTRIM_RETURN_IF_ERROR(geti("context_length", &c.ctx, 1, 1 << 24));
   c.n_head_kv = c.n_head;
   if (f.Find(p + "attention.head_count_kv")) KVTRIM_RETURN_IF_ERROR(geti("attention.head_count_kv", &c.n_head_kv, 1, 1024));
-  if (c.dim % c.n_head != 0) return MakeError("embedding_length is not a multiple of head_count");
-  if (c.n_head % c.n_head_kv != 0) return MakeError("head_count is not a multiple of head_count_kv");
+  if (c.dim % c.n_head != 0) {
+    return MakeError("key '" + p + "embedding_length' = " + std::to_string(c.dim) + " is not a multiple of '" + p +
+                     "attention.head_count' = " + std::to_string(c.n_head));
+  }
+  if (c.n_head % c.n_head_kv != 0) {
+    return MakeError("key '" + p + "attention.head_count' = " + std::to_string(c.n_head) + " is not a multiple of '" +
+                     p + "attention.head_count_kv' = " + std::to_string(c.n_head_kv));
+  }
   c.head_dim = c.dim / c.n_head;
+  for (const char* key : {"attention.key_length", "attention.value_length"}) {  // head sizes other than dim/heads
+    int n = c.head_dim;
+    if (f.Find(p + key)) KVTRIM_RETURN_IF_ERROR(geti(key, &n, 1, 1 << 16));
+    if (n != c.head_dim) {
+      return MakeError("key '" + p + key + "' = " + std::to_string(n) + " differs from embedding_length / head_count = " +
+                       std::to_string(c.head_dim) + " (not supported)");
+    }
+  }
   c.rope_dims = c.head_dim;
   if (f.Find(p + "rope.dimension_count")) KVTRIM_RETURN_IF_ERROR(geti("rope.dimension_count", &c.rope_dims, 2, c.head_dim));
   if (c.rope_dims % 2 != 0) {
