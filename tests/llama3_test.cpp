@@ -315,7 +315,18 @@ TEST(Llama3, RunChatFormatsWithTheModelsTemplate) {
   EXPECT_NE(w.out.find("user: Hi\nassistant:"), std::string::npos) << w.out;
   auto bad = test::RunCommand(std::string(KVTRIM_CLI) + " run -m " + without + " --system x -p Hi 2>&1");
   EXPECT_NE(bad.code, 0);
-  EXPECT_NE(bad.out.find("--system needs --chat"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("--system requires --chat"), std::string::npos) << bad.out;
+  // The message from a file (-f), which excludes -p.
+  const std::string msg = WriteTemp("kvtrim-chat-msg.txt", "Hi");
+  auto f = test::RunCommand(cli.substr(0, cli.find(" -p Hi")) + " -f " + msg + " -m " + with + " --system 'Be brief.' 2>/dev/null");
+  EXPECT_EQ(f.code, 0);
+  EXPECT_EQ(f.out, r.out);
+  auto both = test::RunCommand(cli + with + " -f " + msg + " 2>&1");
+  EXPECT_NE(both.code, 0);
+  EXPECT_NE(both.out.find("excludes"), std::string::npos) << both.out;
+  auto missing = test::RunCommand(std::string(KVTRIM_CLI) + " run -m " + with + " -f /nonexistent.txt 2>&1");
+  EXPECT_NE(missing.code, 0);
+  EXPECT_NE(missing.out.find("cannot open prompt file '/nonexistent.txt'"), std::string::npos) << missing.out;
 }
 
 // ---- sampling on a large vocabulary --------------------------------------

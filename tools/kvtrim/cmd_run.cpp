@@ -33,10 +33,18 @@ std::vector<int> EndOfTurnIds(const Engine& e, ChatFamily family) {
   return ids;
 }
 
-// The prompt's token ids: the text as it is, or (--chat) the user message
-// (with --system's) formatted by the model's chat template.
-std::vector<int> PromptIds(const Engine& e, const std::string& text, bool chat, const std::string& system,
-                           std::vector<int>* stop_ids) {
+// The prompt's token ids: the text (-p, or the file -f) as it is, or
+// (--chat) as the user message, with --system's, formatted by the model's
+// chat template.
+Expected<std::vector<int>> PromptIds(const Engine& e, std::string text, const std::string& file, bool chat,
+                                     const std::string& system, std::vector<int>* stop_ids) {
+  if (!file.empty()) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) return MakeError("cannot open prompt file '" + file + "'");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
   const io::Tokenizer& tok = e.tokenizer();
   if (!chat) return tok.Encode(text, true);
   std::vector<ChatMessage> msgs;
@@ -64,10 +72,12 @@ Command AddRun(CLI::App& app) {
   o->model = DefaultModelPath();
   CLI::App* sub = app.add_subcommand("run", "Generate text from a prompt; timing and KV bytes go to stderr");
   sub->add_option("-m,--model", o->model, "GGUF model file")->capture_default_str();
-  sub->add_option("-p,--prompt", o->prompt, "Prompt text (empty: generation starts from BOS alone)");
-  sub->add_option("-f,--file", o->prompt_file, "Read the prompt (with --chat: the user message) from this file");
-  sub->add_flag("--chat", o->chat, "Format the prompt as a user message with the model's chat template (tokenizer.chat_template) and stop at end of turn");
-  sub->add_option("--system", o->system, "With --chat: a system message");
+  CLI::Option* p_opt = sub->add_option("-p,--prompt", o->prompt, "Prompt text (empty: generation starts from BOS alone)");
+  sub->add_option("-f,--file", o->prompt_file, "Read the prompt (with --chat: the user message) from this file")
+      ->excludes(p_opt);
+  CLI::Option* chat = sub->add_flag("--chat", o->chat, "Format the prompt as a user message with the model's chat "
+                                    "template (tokenizer.chat_template) and stop at the end of the turn");
+  sub->add_option("--system", o->system, "With --chat: a system message")->needs(chat);
   sub->add_option("-n,--n-predict", o->n, "Tokens to generate after the prompt (as llama.cpp's -n; the prompt and N - 1 fed-back tokens must fit the context)")->capture_default_str()->check(CLI::NonNegativeNumber);
   sub->add_option("--temp", o->temp, "Sampling temperature (0: greedy)")->capture_default_str()->check(CLI::NonNegativeNumber);
   sub->add_option("--top-p", o->top_p, "Nucleus sampling mass")->capture_default_str()->check(CLI::Range(0.0, 1.0));
@@ -91,22 +101,13 @@ Command AddRun(CLI::App& app) {
       std::fprintf(stderr, "kvtrim run: %s\n", session.error().message.c_str());
       return 1;
     }
-    if (!o->prompt_file.empty()) {
-      std::ifstream in(o->prompt_file, std::ios::binary);
-      if (!in) {
-        std::fprintf(stderr, "kvtrim run: cannot open prompt file '%s'\n", o->prompt_file.c_str());
-        return 1;
-      }
-      std::stringstream ss;
-      ss << in.rdbuf();
-      o->prompt = ss.str();
-    }
-    if (!o->system.empty() && !o->chat) {
-      std::fprintf(stderr, "kvtrim run: --system needs --chat\n");
+    std::vector<int> stop_ids;
+    auto prompt_ids = PromptIds(*engine.value(), o->prompt, o->prompt_file, o->chat, o->system, &stop_ids);
+    if (!prompt_ids.ok()) {
+      std::fprintf(stderr, "kvtrim run: %s\n", prompt_ids.error().message.c_str());
       return 1;
     }
-    std::vector<int> stop_ids;
-    std::vector<int> prompt = PromptIds(*engine.value(), o->prompt, o->chat, o->system, &stop_ids);
+    const std::vector<int>& prompt = prompt_ids.value();
     // The last generated token is printed, never fed back: P + N - 1 positions.
     if (prompt.size() + static_cast<size_t>(std::max(0, o->n - 1)) > static_cast<size_t>(session.value()->ctx())) {
       std::fprintf(stderr, "kvtrim run: prompt (%zu tokens) + %d generated tokens exceeds the context length %d\n",
