@@ -392,4 +392,10 @@ inline constexpr const char kMistralNemo[] = R"TPL({%- if messages[0]["role"] ==
 {%- endfor %}
 )TPL";
 
+// Qwen/Qwen2-7B-Instruct
+inline constexpr const char kQwen2Instruct[] = R"TPL({% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %})TPL";
+
+// HuggingFaceTB/SmolLM2-360M-Instruct (ChatML)
+inline constexpr const char kSmolLM2Instruct[] = R"TPL({% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %})TPL";
+
 }  // namespace kvtrim::test

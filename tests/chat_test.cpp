@@ -84,13 +84,17 @@ TEST(Chat, Llama31AlwaysOpensWithTheDatedSystemTurn) {
 TEST(Chat, ChatMLAndQwenDefaultSystemPrompt) {
   const std::string turns = "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n Hi there <|im_end|>\n"
                             "<|im_start|>user\nWho are you?<|im_end|>\n<|im_start|>assistant\n";
-  for (const char* t : {test::kChatML, test::kQwen25Instruct}) {
+  for (const char* t : {test::kChatML, test::kQwen2Instruct, test::kQwen25Instruct, test::kSmolLM2Instruct}) {
     ChatPrompt p = FormatChat(t, kConv, "<s>", "<|im_end|>");
     EXPECT_EQ(p.text, "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n" + turns);
     EXPECT_FALSE(p.has_bos);
     EXPECT_TRUE(p.parse_special);
   }
   EXPECT_EQ(FormatChat(test::kChatML, kNoSystem, "", "").text, turns);
+  EXPECT_EQ(FormatChat(test::kQwen2Instruct, kNoSystem, "", "").text,
+            "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n" + turns);
+  EXPECT_EQ(FormatChat(test::kSmolLM2Instruct, kNoSystem, "", "").text,
+            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n" + turns);
   EXPECT_EQ(FormatChat(test::kQwen25Instruct, kNoSystem, "", "").text,
             "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n" + turns);
 }
