@@ -267,6 +267,8 @@ TEST(Llama3, WrongOrMissingKeysGiveErrorsNamingThem) {
        {"llama.attention.head_count", "llama.attention.head_count_kv' = 3"}},
       {"key length", [](TinySpec& s) { s.raw["llama.attention.key_length"] = {4, W::Pod<uint32_t>(32)}; },
        {"llama.attention.key_length", "32", "not supported"}},
+      {"vocab size", [](TinySpec& s) { s.raw["llama.vocab_size"] = {4, W::Pod<uint32_t>(500)}; },
+       {"llama.vocab_size", "500", "512"}},
       {"missing eps", [](TinySpec& s) { s.drop.insert("llama.attention.layer_norm_rms_epsilon"); },
        {"llama.attention.layer_norm_rms_epsilon"}},
       {"file type", [](TinySpec& s) { s.raw["general.file_type"] = {8, W::Str("q4")}; }, {"general.file_type"}},

@@ -81,6 +81,17 @@ constexpr const char* kFileTypes[] = {
     nullptr,           "MOSTLY_TQ1_0",   "MOSTLY_TQ2_0",
 };
 
+Status ReadFileType(const io::GgufFile& f, ModelConfig* c) {
+  if (!f.Find("general.file_type")) return {};
+  auto ft = f.GetInt("general.file_type");
+  if (!ft.ok()) return ft.error();
+  if (ft.value() < 0 || ft.value() > 1024) {
+    return MakeError("key 'general.file_type' = " + std::to_string(ft.value()) + " is out of range [0, 1024]");
+  }
+  c->file_type = static_cast<int>(ft.value());
+  return {};
+}
+
 }  // namespace
 
 std::string FileTypeName(int file_type) {
@@ -145,14 +156,7 @@ Expected<ModelConfig> ReadConfig(const io::GgufFile& f) {
     return MakeError("key '" + p + "rope.dimension_count' = " + std::to_string(c.rope_dims) + " must be even");
   }
   KVTRIM_RETURN_IF_ERROR(ReadRope(f, p, &c));
-  if (f.Find("general.file_type")) {
-    auto ft = f.GetInt("general.file_type");
-    if (!ft.ok()) return ft.error();
-    if (ft.value() < 0 || ft.value() > 1024) {
-      return MakeError("key 'general.file_type' = " + std::to_string(ft.value()) + " is out of range [0, 1024]");
-    }
-    c.file_type = static_cast<int>(ft.value());
-  }
+  KVTRIM_RETURN_IF_ERROR(ReadFileType(f, &c));
   auto eps = f.GetFloat(p + "attention.layer_norm_rms_epsilon");
   if (!eps.ok()) return eps.error();
   if (!(eps.value() > 0 && eps.value() < 1)) {
@@ -165,6 +169,14 @@ Expected<ModelConfig> ReadConfig(const io::GgufFile& f) {
   if (!emb) return MakeError("missing tensor 'token_embd.weight'");
   if (emb->shape.size() != 2) return MakeError("tensor 'token_embd.weight' must be 2-D");
   c.vocab = static_cast<int>(emb->shape[1]);
+  if (f.Find(p + "vocab_size")) {
+    int n = 0;
+    KVTRIM_RETURN_IF_ERROR(geti("vocab_size", &n, 1, 1 << 30));
+    if (n != c.vocab) {
+      return MakeError("key '" + p + "vocab_size' = " + std::to_string(n) + " but tensor 'token_embd.weight' has " +
+                       std::to_string(c.vocab) + " rows");
+    }
+  }
   c.tied_embeddings = f.FindTensor("output.weight") == nullptr;
   return c;
 }
