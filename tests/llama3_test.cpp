@@ -11,6 +11,8 @@
 #include <fstream>
 #include <numeric>
 
+#include <unistd.h>
+
 #include "chat_templates.h"
 #include "io/gguf.h"
 #include "kvtrim/engine.h"
@@ -25,10 +27,21 @@ namespace {
 using test::TinyModel;
 using test::TinySpec;
 
-std::string WriteTemp(const std::string& name, const std::string& bytes) {
-  const std::string path = (std::filesystem::temp_directory_path() / name).string();
+// A file in the temp dir, named per process (ctest runs tests in parallel)
+// and removed afterwards, unless `keep` (then named as given).
+struct TempFile {
+  std::string path;
+  bool keep = false;
+  ~TempFile() {
+    std::error_code ec;
+    if (!keep) std::filesystem::remove(path, ec);
+  }
+};
+TempFile WriteTemp(const std::string& name, const std::string& bytes, bool keep = false) {
+  const std::string file = keep ? name : std::to_string(getpid()) + "-" + name;
+  const std::string path = (std::filesystem::temp_directory_path() / file).string();
   std::ofstream(path, std::ios::binary) << bytes;
-  return path;
+  return TempFile{path, keep};  // a prvalue: no copy whose destructor could remove the file
 }
 
 // ---- independent float64 reference forward pass -------------------------
@@ -151,7 +164,8 @@ std::vector<int> Prompt() {
 
 void CheckAgainstReference(const TinySpec& s, double freq_scale) {
   TinyModel m = test::MakeTinyModel(s);
-  const std::string path = WriteTemp("kvtrim-tiny-" + s.arch + ".gguf", m.bytes);
+  const TempFile path_file = WriteTemp("kvtrim-tiny-" + s.arch + ".gguf", m.bytes);
+  const std::string& path = path_file.path;
   auto e = Engine::Load({path, 2});
   ASSERT_TRUE(e.ok()) << e.error().message;
   const model::ModelConfig& c = e.value()->config();
@@ -179,6 +193,13 @@ void CheckAgainstReference(const TinySpec& s, double freq_scale) {
 
 TEST(Llama3, RopeFreqFactorsPartialRotaryUntiedOutputMatchReference) { CheckAgainstReference(Llama3Spec(), 1.0); }
 TEST(Llama3, Qwen2LinearScalingNeoxBiasesMatchReference) { CheckAgainstReference(Qwen2Spec(), 0.25); }
+TEST(Llama3, FreqFactorsWithLinearScalingMatchReference) {
+  TinySpec s = Llama3Spec();  // both at once: theta = pos / 2 * base^(-2i/d) / ff_i
+  s.scaling_type = "linear";
+  s.factor = 2;
+  s.orig_ctx = 128;
+  CheckAgainstReference(s, 0.5);
+}
 
 TEST(Llama3, RopeRotationHandComputed) {
   // head_dim 6, 4 rotated dims, base 100, linear factor 2 (freq scale 0.5),
@@ -280,7 +301,8 @@ TEST(Llama3, WrongOrMissingKeysGiveErrorsNamingThem) {
   for (const Case& k : cases) {
     TinySpec s = Llama3Spec();
     k.edit(s);
-    const std::string path = WriteTemp("kvtrim-tiny-bad.gguf", test::MakeTinyModel(s).bytes);
+    const TempFile path_file = WriteTemp("kvtrim-tiny-bad.gguf", test::MakeTinyModel(s).bytes);
+    const std::string& path = path_file.path;
     auto e = Engine::Load({path, 1});
     ASSERT_FALSE(e.ok()) << k.what;
     for (const auto& want : k.expect)
@@ -289,7 +311,8 @@ TEST(Llama3, WrongOrMissingKeysGiveErrorsNamingThem) {
 }
 
 TEST(Llama3, InspectShowsFileTypeAndRopeScaling) {
-  const std::string path = WriteTemp("kvtrim-tiny-inspect.gguf", test::MakeTinyModel(Llama3Spec()).bytes);
+  const TempFile path_file = WriteTemp("kvtrim-tiny-inspect.gguf", test::MakeTinyModel(Llama3Spec()).bytes);
+  const std::string& path = path_file.path;
   auto r = test::RunCommand(std::string(KVTRIM_CLI) + " inspect " + path + " 2>&1");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("file type MOSTLY_Q4_K_M (15)"), std::string::npos) << r.out;
@@ -300,8 +323,10 @@ TEST(Llama3, InspectShowsFileTypeAndRopeScaling) {
 TEST(Llama3, RunChatFormatsWithTheModelsTemplate) {
   TinySpec s = Llama3Spec();
   s.raw["tokenizer.chat_template"] = {8, test::GgufWriter::Str(test::kLlama3Instruct)};
-  const std::string with = WriteTemp("kvtrim-tiny-chat.gguf", test::MakeTinyModel(s).bytes);
-  const std::string without = WriteTemp("kvtrim-tiny-nochat.gguf", test::MakeTinyModel(Llama3Spec()).bytes);
+  const TempFile with_file = WriteTemp("kvtrim-tiny-chat.gguf", test::MakeTinyModel(s).bytes);
+  const std::string& with = with_file.path;
+  const TempFile without_file = WriteTemp("kvtrim-tiny-nochat.gguf", test::MakeTinyModel(Llama3Spec()).bytes);
+  const std::string& without = without_file.path;
   const std::string cli = std::string(KVTRIM_CLI) + " run -n 3 --temp 0 --chat -p Hi -m ";
   auto r = test::RunCommand(cli + with + " --system 'Be brief.' 2>/dev/null");
   EXPECT_EQ(r.code, 0);
@@ -319,7 +344,8 @@ TEST(Llama3, RunChatFormatsWithTheModelsTemplate) {
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.out.find("--system requires --chat"), std::string::npos) << bad.out;
   // The message from a file (-f), which excludes -p.
-  const std::string msg = WriteTemp("kvtrim-chat-msg.txt", "Hi");
+  const TempFile msg_file = WriteTemp("kvtrim-chat-msg.txt", "Hi");
+  const std::string& msg = msg_file.path;
   auto f = test::RunCommand(cli.substr(0, cli.find(" -p Hi")) + " -f " + msg + " -m " + with + " --system 'Be brief.' 2>/dev/null");
   EXPECT_EQ(f.code, 0);
   EXPECT_EQ(f.out, r.out);
@@ -408,7 +434,8 @@ TEST(Llama3, LargeVocabularyModelDecodesGreedyAsArgmax) {
   s.tied = true;
   TinyModel m = test::MakeTinyModel(s);
   // Kept in the temp dir: `kvtrim run` is timed on it (docs/llama3.md).
-  const std::string path = WriteTemp("kvtrim-llama3-128k.gguf", m.bytes);
+  const TempFile path_file = WriteTemp("kvtrim-llama3-128k.gguf", m.bytes, /*keep=*/true);
+  const std::string& path = path_file.path;
   auto e = Engine::Load({path, 2});
   ASSERT_TRUE(e.ok()) << e.error().message;
   EXPECT_EQ(e.value()->config().vocab, 128256);
