@@ -64,20 +64,38 @@ Vec RmsNorm(const Vec& x, const std::vector<float>& g) {
   return y;
 }
 
-// Pair i of the first `dims` turns by pos * freq_scale * base^(-2i/dims) / ff_i.
-void RefRope(double* v, int dims, bool neox, int pos, double base, double freq_scale, const std::vector<float>& ff) {
+// What the reference rotates by: linear scaling, factors, YaRN.
+struct RefRopeSpec {
+  double freq_scale = 1;
+  std::vector<float> ff = {};  // empty: 1
+  bool yarn = false;
+  int orig_ctx = 0;
+  double attn_factor = 1;
+};
+
+// Pair i of the first `dims` turns by theta = freq_scale * e with
+// e = pos * base^(-2i/dims) / ff_i; with YaRN, theta = freq_scale * e * (1 - r)
+// + e * r for the ramp r over the correction dims, and cos/sin scale by
+// attn_factor * (1 + 0.1 ln(1 / freq_scale)) (the YaRN paper / ggml).
+void RefRope(double* v, int dims, bool neox, int pos, double base, const RefRopeSpec& rs) {
+  const double two_pi = 2 * 3.14159265358979323846;
+  auto corr = [&](double beta) { return dims * std::log(rs.orig_ctx / (beta * two_pi)) / (2 * std::log(base)); };
+  const double lo = std::max(0.0, std::floor(corr(32))), hi = std::min(dims - 1.0, std::ceil(corr(1)));
+  const double mscale = rs.attn_factor * (rs.yarn ? 1 + 0.1 * std::log(1 / rs.freq_scale) : 1.0);
   for (int i = 0; i < dims / 2; ++i) {
-    double theta = pos * freq_scale * std::pow(base, -2.0 * i / dims) / (ff.empty() ? 1.0 : ff[i]);
+    const double e = pos * std::pow(base, -2.0 * i / dims) / (rs.ff.empty() ? 1.0 : rs.ff[i]);
+    const double r = rs.yarn ? 1 - std::clamp((i - lo) / std::max(0.001, hi - lo), 0.0, 1.0) : 0.0;
+    const double theta = rs.freq_scale * e * (1 - r) + e * r;
     const int i0 = neox ? i : 2 * i, i1 = neox ? i + dims / 2 : 2 * i + 1;
     const double a = v[i0], b = v[i1];
-    v[i0] = a * std::cos(theta) - b * std::sin(theta);
-    v[i1] = a * std::sin(theta) + b * std::cos(theta);
+    v[i0] = mscale * (a * std::cos(theta) - b * std::sin(theta));
+    v[i1] = mscale * (a * std::sin(theta) + b * std::cos(theta));
   }
 }
 
 // Logits [T][V] of every position, by the textbook formulas.
-std::vector<Vec> RefForward(const TinySpec& s, const TinyModel& m, const std::vector<int>& toks, double freq_scale,
-                            const std::vector<float>& ff) {
+std::vector<Vec> RefForward(const TinySpec& s, const TinyModel& m, const std::vector<int>& toks,
+                            const RefRopeSpec& rs) {
   const int D = s.dim, hd = s.head_dim(), H = s.n_head, Hkv = s.n_kv, F = s.ffn, T = static_cast<int>(toks.size());
   const bool neox = s.arch == "qwen2";
   auto W = [&](const std::string& n) -> const std::vector<float>& { return m.w.at(n); };
@@ -96,8 +114,8 @@ std::vector<Vec> RefForward(const TinySpec& s, const TinyModel& m, const std::ve
         for (int i = 0; i < H * hd; ++i) q[t][i] += W(p + "attn_q.bias")[i];
         for (int i = 0; i < Hkv * hd; ++i) k[t][i] += W(p + "attn_k.bias")[i], v[t][i] += W(p + "attn_v.bias")[i];
       }
-      for (int h = 0; h < H; ++h) RefRope(&q[t][h * hd], s.rope_dims, neox, t, s.base, freq_scale, ff);
-      for (int h = 0; h < Hkv; ++h) RefRope(&k[t][h * hd], s.rope_dims, neox, t, s.base, freq_scale, ff);
+      for (int h = 0; h < H; ++h) RefRope(&q[t][h * hd], s.rope_dims, neox, t, s.base, rs);
+      for (int h = 0; h < Hkv; ++h) RefRope(&k[t][h * hd], s.rope_dims, neox, t, s.base, rs);
     }
     for (int t = 0; t < T; ++t) {
       Vec att(H * hd, 0.0);
@@ -162,7 +180,8 @@ std::vector<int> Prompt() {
   return t;
 }
 
-void CheckAgainstReference(const TinySpec& s, double freq_scale) {
+// `wrong`: a reference the engine must NOT match (default: plain RoPE).
+void CheckAgainstReference(const TinySpec& s, const RefRopeSpec& rs, const RefRopeSpec& wrong = {}) {
   TinyModel m = test::MakeTinyModel(s);
   const TempFile path_file = WriteTemp("kvtrim-tiny-" + s.arch + ".gguf", m.bytes);
   const std::string& path = path_file.path;
@@ -171,18 +190,18 @@ void CheckAgainstReference(const TinySpec& s, double freq_scale) {
   const model::ModelConfig& c = e.value()->config();
   EXPECT_FALSE(c.tied_embeddings);
   EXPECT_EQ(c.rope_dims, s.rope_dims);
-  EXPECT_FLOAT_EQ(c.rope_freq_scale, static_cast<float>(freq_scale));
+  EXPECT_FLOAT_EQ(c.rope_freq_scale, static_cast<float>(rs.freq_scale));
   const std::vector<int> toks = Prompt();
   auto s1 = Session::Create(*e.value(), {});
   auto all = s1.value()->ForwardAll(toks);
   ASSERT_TRUE(all.ok()) << all.error().message;
-  const auto ff = s.freq_factors;
-  std::vector<Vec> want = RefForward(s, m, toks, freq_scale, ff);
-  const double d = MaxDiff(all.value(), want), d_plain = MaxDiff(all.value(), RefForward(s, m, toks, 1.0, {}));
-  // Measured max |diff|: 6.8e-7 (llama), 7.3e-7 (qwen2), logits of magnitude ~1.
+  std::vector<Vec> want = RefForward(s, m, toks, rs);
+  const double d = MaxDiff(all.value(), want), d_plain = MaxDiff(all.value(), RefForward(s, m, toks, wrong));
+  // Measured max |diff|: 6.8e-7 (llama factors), 7.3e-7 (qwen2 linear),
+  // 7.4e-7 (qwen2 yarn), 7.1e-7 (llama factors + linear); logits ~1.
   EXPECT_LT(d, 1e-5);
-  // The check can fail: without the factors / the scaling the reference
-  // moves by 0.052 (llama) and 0.165 (qwen2).
+  // The check can fail: the wrong reference (no factors / no scaling; linear
+  // for yarn) is 0.052, 0.165, 0.166 and 0.121 away.
   EXPECT_GT(d_plain, 1e-2);
   // Decode (one token at a time) gives the same last logits.
   auto s2 = Session::Create(*e.value(), {});
@@ -191,14 +210,22 @@ void CheckAgainstReference(const TinySpec& s, double freq_scale) {
   EXPECT_LT(MaxDiff(s2.value()->logits(), {want.back()}), 1e-5);
 }
 
-TEST(Llama3, RopeFreqFactorsPartialRotaryUntiedOutputMatchReference) { CheckAgainstReference(Llama3Spec(), 1.0); }
-TEST(Llama3, Qwen2LinearScalingNeoxBiasesMatchReference) { CheckAgainstReference(Qwen2Spec(), 0.25); }
+TEST(Llama3, RopeFreqFactorsPartialRotaryUntiedOutputMatchReference) {
+  CheckAgainstReference(Llama3Spec(), {1.0, Llama3Spec().freq_factors});
+}
+TEST(Llama3, Qwen2LinearScalingNeoxBiasesMatchReference) { CheckAgainstReference(Qwen2Spec(), {0.25}); }
+TEST(Llama3, Qwen2YarnMatchesReference) {
+  TinySpec s = Qwen2Spec();  // as Qwen2.5's YaRN GGUFs: type yarn, factor 4, original context
+  s.scaling_type = "yarn";
+  s.raw["qwen2.rope.scaling.attn_factor"] = {6, test::GgufWriter::Pod<float>(0.9f)};
+  CheckAgainstReference(s, {0.25, {}, true, 64, 0.9f}, {0.25});  // and not as linear
+}
 TEST(Llama3, FreqFactorsWithLinearScalingMatchReference) {
   TinySpec s = Llama3Spec();  // both at once: theta = pos / 2 * base^(-2i/d) / ff_i
   s.scaling_type = "linear";
   s.factor = 2;
   s.orig_ctx = 128;
-  CheckAgainstReference(s, 0.5);
+  CheckAgainstReference(s, {0.5, s.freq_factors});
 }
 
 TEST(Llama3, RopeRotationHandComputed) {
@@ -236,6 +263,32 @@ TEST(Llama3, RopeRotationHandComputed) {
   EXPECT_NEAR(y[2], 1.209707, 1e-5);
 }
 
+TEST(Llama3, YarnRopeHandComputed) {
+  // 8 rotated dims, base 1e4, factor 4, original context 64: the correction
+  // dims are floor(8 ln(64/(32 2pi)) / (2 ln 1e4)) = floor(-0.497) -> 0 and
+  // ceil(8 ln(64/(2pi)) / (2 ln 1e4)) = ceil(1.008) = 2, so the ramp is
+  // 1, 0.5, 0, 0: at position 10 pair 0 keeps 10 rad (extrapolated), pair 1
+  // 0.5 * 0.25 * 1 + 0.5 * 1 = 0.625, pair 2 0.25 * 0.1 = 0.025; cos/sin scale
+  // by 1 + 0.1 ln 4.
+  model::ModelConfig c;
+  c.rope_dims = 8;
+  c.rope_base = 1e4f;
+  c.rope_scaling = "yarn";
+  c.rope_freq_scale = 0.25f;
+  c.rope_orig_ctx = 64;
+  model::Rope rope(c, {});
+  EXPECT_EQ(rope.corr_low(), 0.f);
+  EXPECT_EQ(rope.corr_high(), 2.f);
+  EXPECT_NEAR(rope.Theta(0, 10), 10.0, 1e-12);
+  EXPECT_NEAR(rope.Theta(1, 10), 0.625, 1e-12);
+  EXPECT_NEAR(rope.Theta(2, 10), 0.025, 1e-12);
+  EXPECT_NEAR(rope.mscale(), 1.1386294361, 1e-9);
+  float x[8] = {1, 0, 0, 0, 0, 0, 0, 0};
+  rope.Apply(x, 1, 8, 10);
+  EXPECT_NEAR(x[0], 1.1386294361 * std::cos(10.0), 1e-6);
+  EXPECT_NEAR(x[1], 1.1386294361 * std::sin(10.0), 1e-6);
+}
+
 TEST(Llama3, ScalingTypeNoneIgnoresTheFactorAndFileTypeIsNamed) {
   TinySpec s = Llama3Spec();
   s.scaling_type = "none";
@@ -263,15 +316,15 @@ TEST(Llama3, WrongOrMissingKeysGiveErrorsNamingThem) {
     std::vector<std::string> expect;
   };
   const std::vector<Case> cases = {
-      {"yarn", [](TinySpec& s) { s.scaling_type = "yarn"; }, {"llama.rope.scaling.type", "'yarn'"}},
+      {"su", [](TinySpec& s) { s.scaling_type = "su"; }, {"llama.rope.scaling.type", "'su'"}},
       {"longrope", [](TinySpec& s) { s.scaling_type = "longrope"; }, {"llama.rope.scaling.type", "longrope"}},
       {"type not a string", [](TinySpec& s) { s.raw["llama.rope.scaling.type"] = {4, W::Pod<uint32_t>(1)}; },
        {"llama.rope.scaling.type", "expected a string"}},
       {"negative factor", [](TinySpec& s) { s.factor = -2; }, {"llama.rope.scaling.factor", "out of range"}},
       {"factor a string", [](TinySpec& s) { s.raw["llama.rope.scaling.factor"] = {8, W::Str("2")}; },
        {"llama.rope.scaling.factor", "expected a number"}},
-      {"attn factor", [](TinySpec& s) { s.raw["llama.rope.scaling.attn_factor"] = {6, W::Pod<float>(1.5f)}; },
-       {"llama.rope.scaling.attn_factor", "not supported"}},
+      {"attn factor", [](TinySpec& s) { s.raw["llama.rope.scaling.attn_factor"] = {6, W::Pod<float>(-1.f)}; },
+       {"llama.rope.scaling.attn_factor", "out of range"}},
       {"orig ctx", [](TinySpec& s) { s.raw["llama.rope.scaling.original_context_length"] = {5, W::Pod<int32_t>(-1)}; },
        {"llama.rope.scaling.original_context_length", "out of range"}},
       {"rope dims > head dim", [](TinySpec& s) { s.rope_dims = 18; s.freq_factors.clear(); },
@@ -296,7 +349,7 @@ TEST(Llama3, WrongOrMissingKeysGiveErrorsNamingThem) {
       {"missing output norm", [](TinySpec& s) { s.drop.insert("output_norm.weight"); }, {"output_norm.weight"}},
       {"output shape", [](TinySpec& s) { s.shapes["output.weight"] = {64, 500}; }, {"output.weight", "[64, 500]"}},
       {"qwen2 bias", [](TinySpec& s) { s = Qwen2Spec(); s.drop.insert("blk.1.attn_k.bias"); }, {"blk.1.attn_k.bias"}},
-      {"qwen2 scaling", [](TinySpec& s) { s = Qwen2Spec(); s.scaling_type = "yarn"; }, {"qwen2.rope.scaling.type"}},
+      {"qwen2 scaling", [](TinySpec& s) { s = Qwen2Spec(); s.scaling_type = "longrope"; }, {"qwen2.rope.scaling.type"}},
   };
   for (const Case& k : cases) {
     TinySpec s = Llama3Spec();

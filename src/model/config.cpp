@@ -18,7 +18,8 @@ constexpr ArchInfo kArchs[] = {
 
 // The {arch}.rope.* keys after the dimension count: base, scaling type and
 // factor (llama.cpp's defaults: type linear, factor 1; the old key
-// rope.scale_linear stands for the factor), original context, attn factor.
+// rope.scale_linear stands for the factor), original context (YaRN's
+// correction range; default the trained context), attn factor.
 Status ReadRope(const io::GgufFile& f, const std::string& p, ModelConfig* c) {
   if (f.Find(p + "rope.freq_base")) {
     auto b = f.GetFloat(p + "rope.freq_base");
@@ -31,8 +32,9 @@ Status ReadRope(const io::GgufFile& f, const std::string& p, ModelConfig* c) {
     auto t = f.GetString(p + "rope.scaling.type");
     if (!t.ok()) return t.error();
     type = t.value();
-    if (type != "none" && type != "linear") {
-      return MakeError("key '" + p + "rope.scaling.type' = '" + type + "' is not supported (supported: none, linear)");
+    if (type != "none" && type != "linear" && type != "yarn") {
+      return MakeError("key '" + p + "rope.scaling.type' = '" + type +
+                       "' is not supported (supported: none, linear, yarn)");
     }
   }
   double factor = 0;
@@ -46,8 +48,9 @@ Status ReadRope(const io::GgufFile& f, const std::string& p, ModelConfig* c) {
     factor = v.value();
     break;
   }
-  c->rope_scaling = type == "none" || factor == 0 || factor == 1 ? "none" : "linear";
-  c->rope_freq_scale = c->rope_scaling == "linear" ? static_cast<float>(1.0 / factor) : 1.f;
+  c->rope_scaling = type == "yarn" ? "yarn" : type == "none" || factor == 0 || factor == 1 ? "none" : "linear";
+  c->rope_freq_scale = type != "none" && factor != 0 ? static_cast<float>(1.0 / factor) : 1.f;
+  c->rope_orig_ctx = c->ctx;  // llama.cpp's n_ctx_orig_yarn default: the trained context
   if (f.Find(p + "rope.scaling.original_context_length")) {
     auto v = f.GetInt(p + "rope.scaling.original_context_length");
     if (!v.ok()) return v.error();
@@ -60,10 +63,11 @@ Status ReadRope(const io::GgufFile& f, const std::string& p, ModelConfig* c) {
   if (f.Find(p + "rope.scaling.attn_factor")) {
     auto v = f.GetFloat(p + "rope.scaling.attn_factor");
     if (!v.ok()) return v.error();
-    if (v.value() != 1.0) {
+    if (!(v.value() > 0 && v.value() <= 1e3)) {
       return MakeError("key '" + p + "rope.scaling.attn_factor' = " + std::to_string(v.value()) +
-                       " is not supported (only 1)");
+                       " is out of range (0, 1000]");
     }
+    c->rope_attn_factor = static_cast<float>(v.value());
   }
   c->rope_freq_factors = f.FindTensor("rope_freqs.weight") != nullptr;
   return {};
