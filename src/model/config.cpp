@@ -24,7 +24,9 @@ Status ReadRope(const io::GgufFile& f, const std::string& p, ModelConfig* c) {
   if (f.Find(p + "rope.freq_base")) {
     auto b = f.GetFloat(p + "rope.freq_base");
     if (!b.ok()) return b.error();
-    if (!(b.value() > 1.0)) return MakeError("key '" + p + "rope.freq_base' = " + std::to_string(b.value()) + " must be > 1");
+    if (!(b.value() > 1.0)) {
+      return MakeError("key '" + p + "rope.freq_base' = " + std::to_string(b.value()) + " must be > 1");
+    }
     c->rope_base = static_cast<float>(b.value());
   }
   std::string type = "linear";
