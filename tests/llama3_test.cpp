@@ -410,6 +410,27 @@ TEST(Llama3, RunChatFormatsWithTheModelsTemplate) {
   EXPECT_NE(missing.out.find("cannot open prompt file '/nonexistent.txt'"), std::string::npos) << missing.out;
 }
 
+TEST(Llama3, GenerateStopsAtStopIdsUnlessIgnoringEos) {
+  const TempFile file = WriteTemp("kvtrim-tiny-stop.gguf", test::MakeTinyModel(Llama3Spec()).bytes);
+  auto e = Engine::Load({file.path, 1});
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  auto first = [&](const std::vector<int>& stops, bool ignore_eos) {
+    auto s = Session::Create(*e.value(), {});
+    SamplingOptions so{0.f, 0.9f, 1, ignore_eos, stops};
+    std::vector<int> out;
+    auto st = Generate(*s.value(), Prompt(), 5, so, [&](int id) { out.push_back(id); });
+    EXPECT_TRUE(st.ok());
+    return out;
+  };
+  const std::vector<int> free_run = first({}, false);
+  ASSERT_EQ(free_run.size(), 5u);
+  EXPECT_TRUE(first({free_run[0]}, false).empty());                      // the first token is an end of turn
+  // Stopping at the third token's id: the tokens before its first occurrence.
+  const size_t until = std::find(free_run.begin(), free_run.end(), free_run[2]) - free_run.begin();
+  EXPECT_EQ(first({free_run[2]}, false), std::vector<int>(free_run.begin(), free_run.begin() + until));
+  EXPECT_EQ(first({free_run[0]}, true), free_run);                       // --ignore-eos keeps going
+}
+
 // ---- sampling on a large vocabulary --------------------------------------
 
 // The sampler as it was: a full sort of the vocabulary every step.
