@@ -50,6 +50,7 @@ struct SamplingOptions {
   float top_p = 0.9f;
   uint64_t seed = 42;
   bool ignore_eos = false;  // keep generating past EOS/BOS (fixed-length runs)
+  std::vector<int> stop_ids = {};  // more tokens that end generation (e.g. EOT), unless ignore_eos
 };
 
 }  // namespace kvtrim

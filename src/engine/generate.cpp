@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 
 #include "io/tokenizer.h"
@@ -21,7 +22,8 @@ Expected<GenerateStats> Generate(Session& s, const std::vector<int>& prompt, int
   const int bos = s.bos(), eos = s.eos();
   for (int i = 0; i < n; ++i) {
     int tok = sampler.Sample(s.logits());
-    if (!so.ignore_eos && (tok == eos || tok == bos)) break;  // end of text (llama2.c stops at BOS)
+    const bool stop_id = std::find(so.stop_ids.begin(), so.stop_ids.end(), tok) != so.stop_ids.end();
+    if (!so.ignore_eos && (tok == eos || tok == bos || stop_id)) break;  // end of text (llama2.c stops at BOS) or turn
     ++st.generated;
     if (on_token) on_token(tok);
     if (i + 1 == n) break;  // the last token is printed, never fed back

@@ -1,5 +1,7 @@
 #include "model/config.h"
 
+#include <iterator>
+
 namespace kvtrim::model {
 namespace {
 
@@ -14,7 +16,97 @@ constexpr ArchInfo kArchs[] = {
     {"qwen2", kernels::RopeMode::kNeox, true},
 };
 
+// The {arch}.rope.* keys after the dimension count: base, scaling type and
+// factor (llama.cpp's defaults: type linear, factor 1; the old key
+// rope.scale_linear stands for the factor), original context (YaRN's
+// correction range; default the trained context), attn factor.
+Status ReadRope(const io::GgufFile& f, const std::string& p, ModelConfig* c) {
+  if (f.Find(p + "rope.freq_base")) {
+    auto b = f.GetFloat(p + "rope.freq_base");
+    if (!b.ok()) return b.error();
+    if (!(b.value() > 1.0)) {
+      return MakeError("key '" + p + "rope.freq_base' = " + std::to_string(b.value()) + " must be > 1");
+    }
+    c->rope_base = static_cast<float>(b.value());
+  }
+  std::string type = "linear";
+  if (f.Find(p + "rope.scaling.type")) {
+    auto t = f.GetString(p + "rope.scaling.type");
+    if (!t.ok()) return t.error();
+    type = t.value();
+    if (type != "none" && type != "linear" && type != "yarn") {
+      return MakeError("key '" + p + "rope.scaling.type' = '" + type +
+                       "' is not supported (supported: none, linear, yarn)");
+    }
+  }
+  double factor = 0;
+  for (const char* key : {"rope.scaling.factor", "rope.scale_linear"}) {
+    if (!f.Find(p + key)) continue;
+    auto v = f.GetFloat(p + key);
+    if (!v.ok()) return v.error();
+    if (!(v.value() >= 0 && v.value() <= 1e6)) {
+      return MakeError("key '" + p + key + "' = " + std::to_string(v.value()) + " is out of range [0, 1e6]");
+    }
+    factor = v.value();
+    break;
+  }
+  c->rope_scaling = type == "yarn" ? "yarn" : type == "none" || factor == 0 || factor == 1 ? "none" : "linear";
+  c->rope_freq_scale = type != "none" && factor != 0 ? static_cast<float>(1.0 / factor) : 1.f;
+  c->rope_orig_ctx = c->ctx;  // llama.cpp's n_ctx_orig_yarn default: the trained context
+  if (f.Find(p + "rope.scaling.original_context_length")) {
+    auto v = f.GetInt(p + "rope.scaling.original_context_length");
+    if (!v.ok()) return v.error();
+    if (v.value() < 1 || v.value() > (1 << 24)) {
+      return MakeError("key '" + p + "rope.scaling.original_context_length' = " + std::to_string(v.value()) +
+                       " is out of range [1, 16777216]");
+    }
+    c->rope_orig_ctx = static_cast<int>(v.value());
+  }
+  if (f.Find(p + "rope.scaling.attn_factor")) {
+    auto v = f.GetFloat(p + "rope.scaling.attn_factor");
+    if (!v.ok()) return v.error();
+    if (!(v.value() > 0 && v.value() <= 1e3)) {
+      return MakeError("key '" + p + "rope.scaling.attn_factor' = " + std::to_string(v.value()) +
+                       " is out of range (0, 1000]");
+    }
+    c->rope_attn_factor = static_cast<float>(v.value());
+  }
+  c->rope_freq_factors = f.FindTensor("rope_freqs.weight") != nullptr;
+  return {};
+}
+
+// llama.cpp's include/llama.h enum llama_ftype (removed values left empty).
+constexpr const char* kFileTypes[] = {
+    "ALL_F32",         "MOSTLY_F16",     "MOSTLY_Q4_0",     "MOSTLY_Q4_1",    "MOSTLY_Q4_1_SOME_F16",
+    nullptr,           nullptr,          "MOSTLY_Q8_0",     "MOSTLY_Q5_0",    "MOSTLY_Q5_1",
+    "MOSTLY_Q2_K",     "MOSTLY_Q3_K_S",  "MOSTLY_Q3_K_M",   "MOSTLY_Q3_K_L",  "MOSTLY_Q4_K_S",
+    "MOSTLY_Q4_K_M",   "MOSTLY_Q5_K_S",  "MOSTLY_Q5_K_M",   "MOSTLY_Q6_K",    "MOSTLY_IQ2_XXS",
+    "MOSTLY_IQ2_XS",   "MOSTLY_Q2_K_S",  "MOSTLY_IQ3_XS",   "MOSTLY_IQ3_XXS", "MOSTLY_IQ1_S",
+    "MOSTLY_IQ4_NL",   "MOSTLY_IQ3_S",   "MOSTLY_IQ3_M",    "MOSTLY_IQ2_S",   "MOSTLY_IQ2_M",
+    "MOSTLY_IQ4_XS",   "MOSTLY_IQ1_M",   "MOSTLY_BF16",     nullptr,          nullptr,
+    nullptr,           "MOSTLY_TQ1_0",   "MOSTLY_TQ2_0",
+};
+
+Status ReadFileType(const io::GgufFile& f, ModelConfig* c) {
+  if (!f.Find("general.file_type")) return {};
+  auto ft = f.GetInt("general.file_type");
+  if (!ft.ok()) return ft.error();
+  if (ft.value() < 0 || ft.value() > 1024) {
+    return MakeError("key 'general.file_type' = " + std::to_string(ft.value()) + " is out of range [0, 1024]");
+  }
+  c->file_type = static_cast<int>(ft.value());
+  return {};
+}
+
 }  // namespace
+
+std::string FileTypeName(int file_type) {
+  if (file_type < 0) return "absent";
+  const char* name = nullptr;
+  if (file_type < static_cast<int>(std::size(kFileTypes))) name = kFileTypes[file_type];
+  if (file_type == 1024) name = "GUESSED";
+  return std::string(name ? name : "unknown") + " (" + std::to_string(file_type) + ")";
+}
 
 Expected<ModelConfig> ReadConfig(const io::GgufFile& f) {
   ModelConfig c;
@@ -47,27 +139,50 @@ Expected<ModelConfig> ReadConfig(const io::GgufFile& f) {
   KVTRIM_RETURN_IF_ERROR(geti("context_length", &c.ctx, 1, 1 << 24));
   c.n_head_kv = c.n_head;
   if (f.Find(p + "attention.head_count_kv")) KVTRIM_RETURN_IF_ERROR(geti("attention.head_count_kv", &c.n_head_kv, 1, 1024));
-  if (c.dim % c.n_head != 0) return MakeError("embedding_length is not a multiple of head_count");
-  if (c.n_head % c.n_head_kv != 0) return MakeError("head_count is not a multiple of head_count_kv");
+  if (c.dim % c.n_head != 0) {
+    return MakeError("key '" + p + "embedding_length' = " + std::to_string(c.dim) + " is not a multiple of '" + p +
+                     "attention.head_count' = " + std::to_string(c.n_head));
+  }
+  if (c.n_head % c.n_head_kv != 0) {
+    return MakeError("key '" + p + "attention.head_count' = " + std::to_string(c.n_head) + " is not a multiple of '" +
+                     p + "attention.head_count_kv' = " + std::to_string(c.n_head_kv));
+  }
   c.head_dim = c.dim / c.n_head;
+  for (const char* key : {"attention.key_length", "attention.value_length"}) {  // head sizes other than dim/heads
+    int n = c.head_dim;
+    if (f.Find(p + key)) KVTRIM_RETURN_IF_ERROR(geti(key, &n, 1, 1 << 16));
+    if (n != c.head_dim) {
+      return MakeError("key '" + p + key + "' = " + std::to_string(n) + " differs from embedding_length / head_count = " +
+                       std::to_string(c.head_dim) + " (not supported)");
+    }
+  }
   c.rope_dims = c.head_dim;
   if (f.Find(p + "rope.dimension_count")) KVTRIM_RETURN_IF_ERROR(geti("rope.dimension_count", &c.rope_dims, 2, c.head_dim));
-  if (c.rope_dims % 2 != 0) return MakeError("rope.dimension_count must be even");
-  if (f.Find(p + "rope.freq_base")) {
-    auto b = f.GetFloat(p + "rope.freq_base");
-    if (!b.ok()) return b.error();
-    if (!(b.value() > 1.0)) return MakeError("rope.freq_base must be > 1");
-    c.rope_base = static_cast<float>(b.value());
+  if (c.rope_dims % 2 != 0) {
+    return MakeError("key '" + p + "rope.dimension_count' = " + std::to_string(c.rope_dims) + " must be even");
   }
+  KVTRIM_RETURN_IF_ERROR(ReadRope(f, p, &c));
+  KVTRIM_RETURN_IF_ERROR(ReadFileType(f, &c));
   auto eps = f.GetFloat(p + "attention.layer_norm_rms_epsilon");
   if (!eps.ok()) return eps.error();
-  if (!(eps.value() > 0 && eps.value() < 1)) return MakeError("attention.layer_norm_rms_epsilon out of range");
+  if (!(eps.value() > 0 && eps.value() < 1)) {
+    return MakeError("key '" + p + "attention.layer_norm_rms_epsilon' = " + std::to_string(eps.value()) +
+                     " is out of range (0, 1)");
+  }
   c.rms_eps = static_cast<float>(eps.value());
 
   const io::GgufTensorInfo* emb = f.FindTensor("token_embd.weight");
   if (!emb) return MakeError("missing tensor 'token_embd.weight'");
   if (emb->shape.size() != 2) return MakeError("tensor 'token_embd.weight' must be 2-D");
   c.vocab = static_cast<int>(emb->shape[1]);
+  if (f.Find(p + "vocab_size")) {
+    int n = 0;
+    KVTRIM_RETURN_IF_ERROR(geti("vocab_size", &n, 1, 1 << 30));
+    if (n != c.vocab) {
+      return MakeError("key '" + p + "vocab_size' = " + std::to_string(n) + " but tensor 'token_embd.weight' has " +
+                       std::to_string(c.vocab) + " rows");
+    }
+  }
   c.tied_embeddings = f.FindTensor("output.weight") == nullptr;
   return c;
 }

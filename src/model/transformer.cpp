@@ -91,8 +91,8 @@ Status Transformer::Forward(kernels::ThreadPool& pool, kv::KvCache& cache, const
     const bool want_qk = obs && obs->WantsQK();
     if (want_qk) k_pre = k;  // [T, Hkv*hd] before rotation
     for (int t = 0; t < T; ++t) {
-      kernels::Rope(&q[t * q_dim], H, hd, c_.rope_dims, pos0 + t, c_.rope_base, c_.rope_mode);
-      kernels::Rope(&k[t * kv_dim], Hkv, hd, c_.rope_dims, pos0 + t, c_.rope_base, c_.rope_mode);
+      rope_.Apply(&q[t * q_dim], H, hd, pos0 + t);
+      rope_.Apply(&k[t * kv_dim], Hkv, hd, pos0 + t);
     }
     if (want_qk) obs->OnQK(l, k_pre.data(), q.data(), T);
 

@@ -54,6 +54,16 @@ Expected<Weights> LoadWeights(const io::GgufFile& f, const ModelConfig& c) {
   if (c.tied_embeddings) w.output = w.tok_embd;
   else KVTRIM_RETURN_IF_ERROR(ld.Matrix("output.weight", c.vocab, c.dim, &w.output));
   KVTRIM_RETURN_IF_ERROR(ld.Vector("output_norm.weight", c.dim, &w.output_norm));
+  if (c.rope_freq_factors) {
+    KVTRIM_RETURN_IF_ERROR(ld.Vector("rope_freqs.weight", c.rope_dims / 2, &w.rope_freqs));
+    for (size_t i = 0; i < w.rope_freqs.size(); ++i) {
+      const float v = w.rope_freqs[i];
+      if (!(v > 0 && v < 1e30f)) {
+        return MakeError("tensor 'rope_freqs.weight' element " + std::to_string(i) + " = " + std::to_string(v) +
+                         " is not a positive finite factor");
+      }
+    }
+  }
   w.layers.resize(c.n_layer);
   for (int l = 0; l < c.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";

@@ -21,6 +21,7 @@ struct Weights {
   kernels::WeightView tok_embd;  // [vocab, dim]
   kernels::WeightView output;    // [vocab, dim] (tok_embd when tied)
   std::vector<float> output_norm;
+  std::vector<float> rope_freqs;  // [rope_dims/2] RoPE frequency factors (Llama 3.1), empty if absent
   std::vector<LayerWeights> layers;
   size_t total_bytes = 0;  // bytes of all weight matrices and vectors
 };

@@ -37,6 +37,9 @@ Command AddInspect(CLI::App& app) {
     std::printf("  vocab %d, context %d, rope %s base %g dims %d, rms eps %g, qkv bias %s, tied embeddings %s\n",
                 m.vocab, m.ctx, m.rope_mode == kernels::RopeMode::kNormal ? "normal (adjacent pairs)" : "neox (halves)",
                 m.rope_base, m.rope_dims, m.rms_eps, m.qkv_bias ? "yes" : "no", m.tied_embeddings ? "yes" : "no");
+    std::printf("  rope scaling %s (freq scale %g, original context %d), rope_freqs factors %s, file type %s\n",
+                m.rope_scaling.c_str(), m.rope_freq_scale, m.rope_orig_ctx, m.rope_freq_factors ? "yes" : "no",
+                model::FileTypeName(m.file_type).c_str());
     auto t = io::Tokenizer::FromGguf(g);
     if (t.ok()) {
       std::printf("tokenizer: %s\n", t->Describe().c_str());

@@ -1,20 +1,67 @@
 // `kvtrim run`: generate text from a prompt.
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "commands.h"
 #include "kv/compressor.h"
 #include "kv_flags.h"
 #include "engine/bench.h"
+#include "io/gguf.h"
 #include "io/tokenizer.h"
+#include "kvtrim/chat.h"
 #include "kv/cache.h"
 #include "kvtrim/engine.h"
 #include "model/config.h"
 
 namespace kvtrim::cli {
+namespace {
+
+// The tokens that end an assistant's turn besides EOS: the file's
+// tokenizer.ggml.eot_token_id, and the family's end-of-turn token text.
+std::vector<int> EndOfTurnIds(const Engine& e, ChatFamily family) {
+  std::vector<int> ids;
+  const io::Tokenizer& tok = e.tokenizer();
+  if (e.file().Find("tokenizer.ggml.eot_token_id")) {
+    auto v = e.file().GetInt("tokenizer.ggml.eot_token_id");
+    if (v.ok() && v.value() >= 0 && v.value() < tok.vocab_size()) ids.push_back(static_cast<int>(v.value()));
+  }
+  const char* text = family == ChatFamily::kLlama3 ? "<|eot_id|>" : family == ChatFamily::kChatML ? "<|im_end|>" : nullptr;
+  if (text)
+    for (int id = 0; id < tok.vocab_size(); ++id)
+      if (tok.piece_text(id) == text) ids.push_back(id);
+  return ids;
+}
+
+// The prompt's token ids: the text (-p, or the file -f) as it is, or
+// (--chat) as the user message, with --system's, formatted by the model's
+// chat template.
+Expected<std::vector<int>> PromptIds(const Engine& e, std::string text, const std::string& file, bool chat,
+                                     const std::string& system, std::vector<int>* stop_ids) {
+  if (!file.empty()) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) return MakeError("cannot open prompt file '" + file + "'");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  const io::Tokenizer& tok = e.tokenizer();
+  if (!chat) return tok.Encode(text, true);
+  std::vector<ChatMessage> msgs;
+  if (!system.empty()) msgs.push_back({"system", system});
+  msgs.push_back({"user", text});
+  ChatPrompt p = FormatChat(e, msgs);
+  if (!p.warning.empty()) std::fprintf(stderr, "kvtrim run: warning: %s\n", p.warning.c_str());
+  *stop_ids = EndOfTurnIds(e, p.family);
+  return tok.Encode(p.text, /*add_bos=*/!p.has_bos && tok.add_bos(), /*parse_special=*/p.parse_special);
+}
+
+}  // namespace
 
 Command AddRun(CLI::App& app) {
   struct Opts {
-    std::string model, prompt;
+    std::string model, prompt, prompt_file, system;
+    bool chat = false;
     int n = 256, threads = 0, ctx = 0;
     float temp = 0.8f, top_p = 0.9f;
     uint64_t seed = 42;
@@ -25,7 +72,12 @@ Command AddRun(CLI::App& app) {
   o->model = DefaultModelPath();
   CLI::App* sub = app.add_subcommand("run", "Generate text from a prompt; timing and KV bytes go to stderr");
   sub->add_option("-m,--model", o->model, "GGUF model file")->capture_default_str();
-  sub->add_option("-p,--prompt", o->prompt, "Prompt text (empty: generation starts from BOS alone)");
+  CLI::Option* p_opt = sub->add_option("-p,--prompt", o->prompt, "Prompt text (empty: generation starts from BOS alone)");
+  sub->add_option("-f,--file", o->prompt_file, "Read the prompt (with --chat: the user message) from this file")
+      ->excludes(p_opt);
+  CLI::Option* chat = sub->add_flag("--chat", o->chat, "Format the prompt as a user message with the model's chat "
+                                    "template (tokenizer.chat_template) and stop at the end of the turn");
+  sub->add_option("--system", o->system, "With --chat: a system message")->needs(chat);
   sub->add_option("-n,--n-predict", o->n, "Tokens to generate after the prompt (as llama.cpp's -n; the prompt and N - 1 fed-back tokens must fit the context)")->capture_default_str()->check(CLI::NonNegativeNumber);
   sub->add_option("--temp", o->temp, "Sampling temperature (0: greedy)")->capture_default_str()->check(CLI::NonNegativeNumber);
   sub->add_option("--top-p", o->top_p, "Nucleus sampling mass")->capture_default_str()->check(CLI::Range(0.0, 1.0));
@@ -49,7 +101,13 @@ Command AddRun(CLI::App& app) {
       std::fprintf(stderr, "kvtrim run: %s\n", session.error().message.c_str());
       return 1;
     }
-    std::vector<int> prompt = tok.Encode(o->prompt, true);
+    std::vector<int> stop_ids;
+    auto prompt_ids = PromptIds(*engine.value(), o->prompt, o->prompt_file, o->chat, o->system, &stop_ids);
+    if (!prompt_ids.ok()) {
+      std::fprintf(stderr, "kvtrim run: %s\n", prompt_ids.error().message.c_str());
+      return 1;
+    }
+    const std::vector<int>& prompt = prompt_ids.value();
     // The last generated token is printed, never fed back: P + N - 1 positions.
     if (prompt.size() + static_cast<size_t>(std::max(0, o->n - 1)) > static_cast<size_t>(session.value()->ctx())) {
       std::fprintf(stderr, "kvtrim run: prompt (%zu tokens) + %d generated tokens exceeds the context length %d\n",
@@ -62,7 +120,7 @@ Command AddRun(CLI::App& app) {
       prev = id;
     }
     std::fflush(stdout);
-    SamplingOptions sp{o->temp, o->top_p, o->seed, o->ignore_eos};
+    SamplingOptions sp{o->temp, o->top_p, o->seed, o->ignore_eos, stop_ids};
     auto st = Generate(*session.value(), prompt, o->n, sp, [&](int id) {
       std::fputs(tok.Piece(prev, id).c_str(), stdout);
       std::fflush(stdout);
