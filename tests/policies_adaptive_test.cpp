@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <numeric>
 #include <random>
 
+#include "eval/report.h"
 #include "eval/sweep.h"
 #include "kv/adaptive_budget.h"
 #include "kv/compressor.h"
@@ -276,3 +278,58 @@ TEST(AdaptiveBudget, SessionKeepsLayerTotals) {
 
 }  // namespace
 }  // namespace kvtrim::kv
+
+namespace kvtrim::eval {
+namespace {
+
+// An eval column "snapkv+adaptive": its cells carry the per-head entries,
+// the same in every layer's sum, and they survive report.json + samples.jsonl.
+TEST(AdaptiveBudget, EvalReportsHeadEntries) {
+  auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
+  ASSERT_TRUE(e);
+  SweepOptions o;
+  o.methods = {"snapkv", "snapkv+adaptive"};
+  o.ratios = {0.25};
+  o.tasks = {TaskKind::kNiah};
+  o.fidelity = o.fidelity_decode = false;
+  o.samples = 2;
+  o.context_tokens = 256;
+  o.haystack = test::SharedPath("data/frankenstein.txt");
+  auto r = RunSweep(*e, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const int L = e->config().n_layer, H = e->config().n_head_kv;
+  const Cell* uni = nullptr;
+  const Cell* ada = nullptr;
+  for (const Cell& c : r->cells) {
+    if (c.method == "snapkv") uni = &c;
+    if (c.method == "snapkv+adaptive") ada = &c;
+  }
+  ASSERT_TRUE(uni && ada);
+  EXPECT_TRUE(uni->head_entries.empty());
+  ASSERT_EQ(ada->head_entries.size(), static_cast<size_t>(L * H));
+  double layer0 = 0;
+  for (int h = 0; h < H; ++h) layer0 += ada->head_entries[h];
+  for (int l = 1; l < L; ++l) {
+    double s = 0;
+    for (int h = 0; h < H; ++h) s += ada->head_entries[static_cast<size_t>(l) * H + h];
+    EXPECT_DOUBLE_EQ(s, layer0) << l;
+  }
+  const std::string dir = testing::TempDir() + "/adaptive_report";
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(WriteJson(r.value(), dir + "/report.json").ok());
+  ASSERT_TRUE(WriteSamples(r.value(), dir + "/samples.jsonl").ok());
+  auto back = ReadReportDir(dir);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  int found = 0;
+  for (const Cell& c : back->cells) {
+    if (c.method != "snapkv+adaptive") continue;
+    EXPECT_EQ(c.head_entries, ada->head_entries);
+    ++found;
+  }
+  EXPECT_EQ(found, 1);
+  const std::string json = test::ReadFile(dir + "/report.json");
+  EXPECT_NE(json.find("\"head_entries\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvtrim::eval
