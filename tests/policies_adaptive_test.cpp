@@ -321,7 +321,7 @@ TEST(AdaptiveBudget, EvalReportsHeadEntries) {
   auto back = ReadReportDir(dir);
   ASSERT_TRUE(back.ok()) << back.error().message;
   int found = 0;
-  for (const Cell& c : back->cells) {
+  for (const Cell& c : SummarizeCells(back->meta, back->samples)) {
     if (c.method != "snapkv+adaptive") continue;
     EXPECT_EQ(c.head_entries, ada->head_entries);
     ++found;
