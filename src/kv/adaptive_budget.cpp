@@ -31,12 +31,13 @@ struct Candidate {
   int head, entry;
 };
 
-// Entries of one head, best first: protected, then by score, then newer.
-std::vector<int> Ranked(const EntryScores& e, const std::vector<double>& s) {
+// Entries of one head with its `first` best in front (protected first, then
+// by score, then newer; the order within each part is unspecified).
+std::vector<int> BestFirst(const EntryScores& e, const std::vector<double>& s, int first) {
   std::vector<int> idx(s.size());
   std::iota(idx.begin(), idx.end(), 0);
   auto prot = [&](int i) { return i < static_cast<int>(e.prot.size()) && e.prot[i]; };
-  std::sort(idx.begin(), idx.end(), [&](int a, int c) {
+  std::nth_element(idx.begin(), idx.begin() + first, idx.end(), [&](int a, int c) {
     if (prot(a) != prot(c)) return prot(a);
     if (s[a] != s[c]) return s[a] > s[c];
     return a > c;
@@ -59,7 +60,7 @@ std::vector<int> AdaptiveHeadBudgets(const std::vector<EntryScores>& heads, int 
     budget[h] = std::min(n, std::max(floor_share, n_prot));
     room -= budget[h];
     const std::vector<double> s = NormalizeHeadScores(e);
-    const std::vector<int> order = Ranked(e, s);
+    const std::vector<int> order = BestFirst(e, s, budget[h]);
     for (int k = budget[h]; k < n; ++k) rest.push_back({s[order[k]], h, order[k]});
   }
   if (room <= 0) return budget;
