@@ -29,6 +29,12 @@ struct KvOptions {
   // profile --head-budgets), scaled to the ratio: 1 on (an error when the
   // profile has none), 0 off, -1 auto: on for `am` with a --profile that has them.
   int head_budgets = -1;
+  // How a layer's budget is shared by its KV heads: "uniform" (each the same,
+  // or the profile's head_budgets above), or "adaptive" (AdaKV: one top-k
+  // over the layer's normalised entry scores, each head at least
+  // min_head_share of the uniform share; policies that score entries only).
+  std::string head_budget = "uniform";
+  double min_head_share = 0.2;
   // Context-calibrated compression: with quality > 0 the ratio is chosen per
   // context at Compress() as r* for this quality target (in (0, 1]) from the
   // policy's fit in the `kvtrim calibrate` file `calibration`.

@@ -30,7 +30,7 @@ Json ToJson(const SampleRecord& s) {
           {"kv_bytes_full", Num(s.kv_bytes_full)}, {"compress_ms", Num(s.compress_ms)},
           {"entries_compressed", s.entries_compressed}, {"entries_end", s.entries_end},
           {"truncated", s.truncated}, {"note", s.note}, {"counters", CountersJson(s.counters)},
-          {"chosen_ratio", Num(s.chosen_ratio)}};
+          {"chosen_ratio", Num(s.chosen_ratio)}, {"head_entries", s.head_entries}};
 }
 
 SampleRecord FromJson(const Json& j) {
@@ -51,6 +51,7 @@ SampleRecord FromJson(const Json& j) {
   s.truncated = j.at("truncated").get<bool>();
   s.note = j.at("note").get<std::string>();
   if (j.contains("chosen_ratio")) s.chosen_ratio = Dbl(j.at("chosen_ratio"));
+  if (j.contains("head_entries")) s.head_entries = j.at("head_entries").get<std::vector<int>>();
   if (j.contains("counters"))
     for (const auto& [k, v] : j.at("counters").items()) s.counters.emplace_back(k, v.get<double>());
   return s;

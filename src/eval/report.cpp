@@ -362,6 +362,7 @@ Status WriteJson(const Report& r, const std::string& path) {
       OJson counters = OJson::object();
       for (const auto& [name, v] : c->counters) counters[name] = Num(v);
       rows.back()["counters"] = counters;
+      if (!c->head_entries.empty()) rows.back()["head_entries"] = c->head_entries;
       if (!Bad(c->chosen_ratio)) {
         rows.back()["chosen_ratio"] = c->chosen_ratio;
         rows.back()["chosen_ratio_min"] = c->chosen_min;

@@ -33,6 +33,9 @@ struct Cell {
   double chosen_ratio = NAN, chosen_min = NAN, chosen_max = NAN;
   double quality = NAN, quality_se = NAN;
   int below_target = 0;
+  // --head-budget adaptive: entries each KV head kept right after compression
+  // (flat l * n_head_kv + h), mean over the samples; empty otherwise.
+  std::vector<double> head_entries;
 };
 
 // One (unit, method, ratio) measurement; cells are summaries of these. A unit
@@ -50,6 +53,7 @@ struct SampleRecord {
   bool truncated = false;            // task-file sample cut in the middle to fit
   std::vector<std::pair<std::string, double>> counters;  // the policy's counters at the end of the unit
   double chosen_ratio = NAN;         // --kv-quality: the ratio r* chosen for this context
+  std::vector<int> head_entries;     // --head-budget adaptive: per KV head right after compression
 };
 
 struct ReportMeta {

@@ -28,6 +28,7 @@ std::vector<Cell> SummarizeCells(const ReportMeta& meta, std::vector<SampleRecor
         std::string note;
         int noted = 0;
         std::vector<std::pair<std::string, double>> counters;  // summed, in first-seen order
+        std::vector<double> heads;                             // summed per KV head
         for (const SampleRecord* s : it->second) {
           if (!s->note.empty()) {
             if (note.empty()) note = s->note;
@@ -40,6 +41,8 @@ std::vector<Cell> SummarizeCells(const ReportMeta& meta, std::vector<SampleRecor
             chosen.push_back(s->chosen_ratio);
             quality.push_back(s->nll_ratio > 0 ? 1.0 / s->nll_ratio : NAN);
           }
+          if (heads.size() < s->head_entries.size()) heads.resize(s->head_entries.size(), 0.0);
+          for (size_t h = 0; h < s->head_entries.size(); ++h) heads[h] += s->head_entries[h];
           for (const auto& [name, v] : s->counters) {
             auto at = std::find_if(counters.begin(), counters.end(), [&](const auto& c) { return c.first == name; });
             if (at == counters.end()) counters.emplace_back(name, v);
@@ -60,6 +63,7 @@ std::vector<Cell> SummarizeCells(const ReportMeta& meta, std::vector<SampleRecor
           note += " (" + std::to_string(noted) + " of " + std::to_string(noted + c.n) + " samples)";
         c.note = note;
         for (auto& [name, v] : counters) c.counters.emplace_back(name, v / c.n);
+        for (double v : heads) c.head_entries.push_back(v / c.n);
         if (!chosen.empty()) {
           const MeanSe ch = Summarize(chosen), q = Summarize(quality);
           c.chosen_ratio = ch.mean;

@@ -97,6 +97,14 @@ struct Unit {
   int index;  // position in the task's kind list (needle kind, task file)
 };
 
+// Entries each KV head holds, flat l * n_head_kv + h.
+std::vector<int> HeadEntries(const kv::KvCache& c) {
+  std::vector<int> n;
+  for (int l = 0; l < c.n_layer(); ++l)
+    for (int h = 0; h < c.n_head_kv(); ++h) n.push_back(c.head(l, h).size());
+  return n;
+}
+
 class Sweep {
  public:
   Sweep(const Engine& e, const SweepOptions& o, const kv::Calibration* calib)
@@ -161,6 +169,7 @@ class Sweep {
           rec.kv_bytes = static_cast<double>(s.value()->cache().BytesUsed());
           rec.kv_bytes_full = full_bytes;
           rec.entries_compressed = static_cast<long long>(s.value()->cache().EntriesHeld());
+          if (s.value()->compressor().adaptive()) rec.head_entries = HeadEntries(s.value()->cache());
           Expected<Measured> m = measure(kv, *s.value());
           if (!m.ok()) return m.error();
           rec.accuracy = m->accuracy, rec.kl = m->fidelity.kl, rec.nll_ratio = m->fidelity.nll_ratio;
@@ -333,7 +342,7 @@ Status Check(SweepOptions& o, const Engine& e) {
   o.methods.erase(std::remove(o.methods.begin(), o.methods.end(), "full"), o.methods.end());
   o.methods.insert(o.methods.begin(), "full");  // the reference runs first
   for (const auto& m : o.methods)
-    if (!kv::FindPolicy(m)) return MakeError("unknown KV policy '" + m + "' (see `kvtrim policies`)");
+    if (!kv::FindPolicy(MethodPolicy(m))) return MakeError("unknown KV policy '" + m + "' (see `kvtrim policies`)");
   const int ctx = e.config().ctx;
   if (o.context_tokens <= 0) o.context_tokens = ctx - kAnswerRoom;
   if (o.context_tokens + kAnswerRoom > ctx) {
@@ -347,9 +356,24 @@ Status Check(SweepOptions& o, const Engine& e) {
 
 }  // namespace
 
-KvOptions MethodOptions(const KvOptions& shared, const std::string& method, double ratio) {
+namespace {
+constexpr const char kAdaptiveSuffix[] = "+adaptive";
+}
+
+bool MethodAdaptive(const std::string& method) {
+  const size_t n = sizeof(kAdaptiveSuffix) - 1;
+  return method.size() > n && method.compare(method.size() - n, n, kAdaptiveSuffix) == 0;
+}
+
+std::string MethodPolicy(const std::string& method) {
+  return MethodAdaptive(method) ? method.substr(0, method.size() - (sizeof(kAdaptiveSuffix) - 1)) : method;
+}
+
+KvOptions MethodOptions(const KvOptions& shared, const std::string& spec, double ratio) {
   KvOptions kv = shared;
+  const std::string method = MethodPolicy(spec);
   kv.policy = method;
+  if (MethodAdaptive(spec)) kv.head_budget = "adaptive";
   kv.ratio = ratio;
   kv.ratio_explicit = true;  // a cell's ratio is the target, 1 = keep everything
   kv.quality = 0;            // the caller picks r* itself (--kv-quality)
@@ -374,7 +398,9 @@ std::string Fingerprint(const SweepOptions& o) {
      << ";context=" << o.context_tokens << ";aware=" << o.query_aware << ";stream=" << o.stream_context << ";haystack=" << o.haystack
      << ";cont=" << o.fidelity_continuation << ";needles=" << o.task.needles << ";queries=" << o.task.queries
      << ";quant=" << o.kv.quant << ";quality=" << o.quality << ":" << o.calibration
-     << ";profile=" << o.kv.profile << ";head_budgets=" << o.kv.head_budgets << ";params=";
+     << ";profile=" << o.kv.profile << ";head_budgets=" << o.kv.head_budgets
+     << (o.kv.head_budget == "adaptive" ? ";head_budget=adaptive:" + std::to_string(o.kv.min_head_share) : "")
+     << ";params=";
   for (const auto& [k, v] : o.kv.params) os << k << ":" << v << ",";
   return os.str();
 }

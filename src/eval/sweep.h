@@ -48,7 +48,13 @@ std::string Fingerprint(const SweepOptions& o);
 // everything, whatever a policy's own sizing rule), no quality target (the
 // caller picks r* itself), and `full` stays in f32. Used by the sweep and by
 // `kvtrim calibrate`.
+// A method may name a policy with a suffix: "POLICY+adaptive" is POLICY under
+// --head-budget adaptive (its own column beside POLICY, e.g. snapkv+adaptive).
 KvOptions MethodOptions(const KvOptions& shared, const std::string& method, double ratio);
+// The policy a method runs ("snapkv+adaptive" -> "snapkv"), and whether it
+// asks for adaptive head budgets.
+std::string MethodPolicy(const std::string& method);
+bool MethodAdaptive(const std::string& method);
 
 Expected<Report> RunSweep(const Engine& e, const SweepOptions& o);
 

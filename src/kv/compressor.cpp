@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "kv/adaptive_budget.h"
 #include "kv/head_budgets.h"
 
 namespace kvtrim::kv {
@@ -19,7 +20,7 @@ namespace {
 
 // Whether statistics collected with `have` serve a policy that needs `want`.
 bool Covers(const StatsNeeds& have, const StatsNeeds& want) {
-  return (!want.acc_mass || have.acc_mass) && (!want.access || have.access) &&
+  return (!want.acc_mass || have.acc_mass) && (!want.access || have.access) && (!want.current || have.current) &&
          (want.obs_window == 0 || want.obs_window == have.obs_window) &&
          (want.history == 0 || want.history == have.history) && (!want.prefill_qk || have.prefill_qk) &&
          (want.recent_window == 0 || want.recent_window == have.recent_window);
@@ -35,6 +36,7 @@ Status Merge(StatsNeeds* into, const StatsNeeds& n, const std::string& name) {
   into->recent_window = std::max(into->recent_window, n.recent_window);
   into->acc_mass |= n.acc_mass;
   into->access |= n.access;
+  into->current |= n.current;
   into->prefill_qk |= n.prefill_qk;
   into->obs_window = std::max(into->obs_window, n.obs_window);
   into->history = std::max(into->history, n.history);
@@ -102,6 +104,16 @@ Expected<std::unique_ptr<Compressor>> Compressor::Create(const CompressionOption
   }
   c->group_ = group;
   c->head_dim_ = head_dim;
+  if (o.head_budget == "adaptive") {
+    if (!c->policy_->has_entry_scores())
+      return MakeError("--head-budget adaptive needs a policy that scores entries (h2o, snapkv, pyramidkv, compactor, "
+                       "tova, knorm, keydiff, ...), not '" + o.policy + "'");
+    if (!(o.min_head_share >= 0.0 && o.min_head_share <= 1.0))
+      return MakeError("--min-head-share " + std::to_string(o.min_head_share) + " is outside [0, 1]");
+    c->adaptive_ = true;
+  } else if (!o.head_budget.empty() && o.head_budget != "uniform") {
+    return MakeError("unknown --head-budget '" + o.head_budget + "' (uniform, adaptive)");
+  }
   c->needs_ = c->policy_->needs();
   for (const auto& a : also) {
     auto p2 = MakePolicy(a.policy, a.params);
@@ -137,6 +149,7 @@ int Compressor::Budget(int layer, int64_t n) const {
 }
 
 Status Compressor::SetHeadUnits(std::vector<int> units) {
+  if (!units.empty() && adaptive_) return MakeError("--head-budget adaptive and profile head budgets exclude each other");
   if (!units.empty() && static_cast<int>(units.size()) != n_layer_ * n_head_kv_)
     return MakeError("head budgets: " + std::to_string(units.size()) + " units for " +
                      std::to_string(n_layer_ * n_head_kv_) + " KV heads");
@@ -163,6 +176,28 @@ std::vector<int> Compressor::HeadBudgets(int64_t n) const {
 
 int Compressor::HeadBudgetAt(int layer, int h, int64_t n) const {
   return HeadBudgets(n)[static_cast<size_t>(layer) * n_head_kv_ + h];
+}
+
+std::vector<int> Compressor::AdaptiveBudgets(const KvCache& cache, int layer, Phase phase, kernels::ThreadPool* pool) {
+  std::vector<EntryScores> sc(n_head_kv_);
+  auto run = [&](int64_t a, int64_t e) {
+    for (int64_t h = a; h < e; ++h) {
+      PolicyContext ctx;
+      ctx.phase = phase;
+      ctx.layer = layer;
+      ctx.head = static_cast<int>(h);
+      ctx.n_layer = n_layer_;
+      ctx.n_head_kv = n_head_kv_;
+      ctx.store = &cache.head(layer, static_cast<int>(h));
+      ctx.stats = &stats_->head(layer, static_cast<int>(h));
+      ctx.all_stats = stats_.get();
+      ctx.logical_len = cache.logical_length();
+      sc[h] = policy_->Score(ctx);
+    }
+  };
+  if (pool) pool->ParallelFor(n_head_kv_, run);
+  else run(0, n_head_kv_);
+  return AdaptiveHeadBudgets(sc, Budget(layer, cache.logical_length()), o_.min_head_share);
 }
 
 Status Compressor::CompressHead(KvCache& cache, int layer, int h, Phase phase, int budget) {
@@ -204,7 +239,11 @@ Status Compressor::CompressPrefillLayer(KvCache& cache, int l, kernels::ThreadPo
   if (l == 0)
     KVTRIM_RETURN_IF_ERROR(
         policy_->Prepare({o_.ratio, o_.ratio_explicit, o_.budget_tokens, cache.logical_length(), n_layer_, n_head_kv_}));
-  const std::vector<int> budgets = HeadBudgets(cache.logical_length());
+  std::vector<int> budgets = HeadBudgets(cache.logical_length());
+  if (adaptive_ && Budget(l, cache.logical_length()) < cache.logical_length()) {
+    const std::vector<int> a = AdaptiveBudgets(cache, l, Phase::kPrefill, pool);
+    std::copy(a.begin(), a.end(), budgets.begin() + static_cast<std::ptrdiff_t>(l) * n_head_kv_);
+  }
   // Heads are independent (plans, rows and statistics are per head).
   std::vector<Status> st(n_head_kv_);
   auto run = [&](int64_t a, int64_t e) {
@@ -236,6 +275,15 @@ Status Compressor::AfterDecodeStep(KvCache& cache, kernels::ThreadPool* pool) {
   std::vector<Job> jobs;
   const std::vector<int> budgets = HeadBudgets(cache.logical_length());  // once per step, all heads
   for (int l = 0; l < n_layer_; ++l) {
+    if (adaptive_) {  // the layer's total is what is bounded; over it, its heads share it anew
+      int64_t held = 0, total = 0;
+      for (int h = 0; h < n_head_kv_; ++h) held += cache.head(l, h).size(), total += budgets[static_cast<size_t>(l) * n_head_kv_ + h];
+      if (held <= total) continue;
+      const std::vector<int> a = AdaptiveBudgets(cache, l, Phase::kDecode, pool);
+      for (int h = 0; h < n_head_kv_; ++h)
+        if (cache.head(l, h).size() > a[h]) jobs.push_back({l, h, a[h]});
+      continue;
+    }
     for (int h = 0; h < n_head_kv_; ++h) {
       const int b = budgets[static_cast<size_t>(l) * n_head_kv_ + h];
       if (cache.head(l, h).size() > b) jobs.push_back({l, h, b});

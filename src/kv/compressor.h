@@ -56,6 +56,10 @@ class Compressor {
   // distribution per call, so a decode step computes it once for all heads.
   std::vector<int> HeadBudgets(int64_t n) const;
   int HeadBudgetAt(int layer, int h, int64_t n) const;  // HeadBudgets(n)[l * n_head_kv + h]
+  // --head-budget adaptive: the budgets of layer l's heads from the policy's
+  // entry scores (adaptive_budget.h), their sum the uniform layer total.
+  bool adaptive() const { return adaptive_; }
+  std::vector<int> AdaptiveBudgets(const KvCache& cache, int layer, Phase phase, kernels::ThreadPool* pool = nullptr);
 
   // The prompt will end at this logical length (SnapKV's observation window).
   void BeginPrompt(int64_t prompt_end) { stats_->SetPromptEnd(prompt_end); }
@@ -90,6 +94,7 @@ class Compressor {
   double compress_s_ = 0;
   std::vector<double> layer_s_;
   std::vector<int> head_units_;
+  bool adaptive_ = false;
   std::atomic<int64_t> evicted_{0};
 };
 

@@ -63,6 +63,19 @@ struct ReferencePass {
   bool on_policy = false;     // re-run before each layer, lower layers already compressed
 };
 
+// Per-entry scores of one head for head-adaptive budgets (AdaKV; see
+// adaptive_budget.h): higher = more worth keeping; `prot` marks entries the
+// policy keeps whatever its budget (its window, sinks, the newest entry).
+// `mass`: the scores are attention mass (>= 0), normalised per head by their
+// sum; otherwise they are any real numbers, shifted by the head's minimum
+// first. Scores of protected entries are their real values (they count in
+// the normalisation).
+struct EntryScores {
+  std::vector<double> score;
+  std::vector<bool> prot;
+  bool mass = true;
+};
+
 class Policy {
  public:
   virtual ~Policy() = default;
@@ -85,6 +98,10 @@ class Policy {
   // Policies built on a model profile (razor) get it before compressing.
   virtual bool wants_profile() const { return false; }
   virtual void SetProfile(std::shared_ptr<const ModelProfile> /*p*/) {}
+  // Policies that score entries (--head-budget adaptive): whether, and the
+  // scores of one head (ctx.budget unused) that its Compress ranks by.
+  virtual bool has_entry_scores() const { return false; }
+  virtual EntryScores Score(const PolicyContext& /*ctx*/) { return {}; }
   // A plan bringing the head to at most ctx.budget entries.
   virtual Plan Compress(const PolicyContext& ctx) = 0;
 };

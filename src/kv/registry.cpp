@@ -13,6 +13,7 @@ const std::vector<PolicyInfo>& Registry() {
       RazorPolicyInfo(),
       CompactorPolicyInfo(),
       AmPolicyInfo(),
+      TovaPolicyInfo(), KnormPolicyInfo(), KeydiffPolicyInfo(),
   };
   return r;
 }

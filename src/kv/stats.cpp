@@ -20,6 +20,7 @@ void AttentionStats::Grow(HeadStats& hs, int n) const {
   if (needs_.acc_mass) hs.acc.resize(n, 0.f);
   if (needs_.obs_window > 0) hs.obs.resize(n, 0.f);
   if (needs_.access) hs.last_access.resize(n, -1);
+  if (needs_.current) hs.cur.resize(n, 0.f);
   if (hs.words) hs.hist.resize(static_cast<size_t>(n) * hs.words, 0);
   hs.n = n;
 }
@@ -48,6 +49,11 @@ void AttentionStats::OnProbs(int layer, int kv_head, int t, int g, const float* 
     } else {
       for (int j = 0; j < n; ++j) row[j] += p[j] * inv;
     }
+  }
+  if (needs_.current && pos == step_) {  // the batch's last query is the latest one
+    const float inv = 1.f / static_cast<float>(group_);
+    if (g == 0) std::fill(hs.cur.begin(), hs.cur.end(), 0.f);
+    for (int j = 0; j < n; ++j) hs.cur[j] += p[j] * inv;
   }
   if (!needs_.access && !hs.words) return;
   // Access decisions use the max over the group's query heads.
@@ -111,6 +117,7 @@ void AttentionStats::Retain(int layer, int h, const std::vector<int>& keep) {
       if (!hs.acc.empty()) hs.acc[w] = hs.acc[i];
       if (!hs.obs.empty()) hs.obs[w] = hs.obs[i];
       if (!hs.last_access.empty()) hs.last_access[w] = hs.last_access[i];
+      if (!hs.cur.empty()) hs.cur[w] = hs.cur[i];
       for (int k = 0; k < hs.words; ++k) hs.hist[static_cast<size_t>(w) * hs.words + k] = hs.hist[static_cast<size_t>(i) * hs.words + k];
     }
     ++w;
@@ -125,6 +132,7 @@ void AttentionStats::Retain(int layer, int h, const std::vector<int>& keep) {
   hs.acc.resize(std::min<size_t>(hs.acc.size(), w));
   hs.obs.resize(std::min<size_t>(hs.obs.size(), w));
   hs.last_access.resize(std::min<size_t>(hs.last_access.size(), w));
+  hs.cur.resize(std::min<size_t>(hs.cur.size(), w));
   hs.hist.resize(std::min<size_t>(hs.hist.size(), static_cast<size_t>(w) * hs.words));
   hs.n = std::min(hs.n, w);
   Grow(hs, w);
@@ -136,6 +144,7 @@ void AttentionStats::Retain(int layer, int h, const std::vector<int>& keep) {
   fit(hs.acc);
   fit(hs.obs);
   fit(hs.last_access);
+  fit(hs.cur);
   fit(hs.hist);
 }
 
@@ -150,6 +159,7 @@ void AttentionStats::Rebuild(int layer, int h, const std::vector<std::vector<int
       if (!out.acc.empty()) out.acc[j] += hs.acc[i];
       if (!out.obs.empty()) out.obs[j] += hs.obs[i];
       if (!out.last_access.empty()) out.last_access[j] = std::max(out.last_access[j], hs.last_access[i]);
+      if (!out.cur.empty()) out.cur[j] += hs.cur[i];
       for (int w = 0; w < hs.words; ++w) out.hist[j * hs.words + w] |= hs.hist[static_cast<size_t>(i) * hs.words + w];
     }
   out.recent_pos = std::move(hs.recent_pos);
@@ -183,7 +193,7 @@ void AttentionStats::DropPrefillQK() {
 size_t AttentionStats::BytesHeld() const {
   size_t s = 0;
   for (const auto& h : heads_) {
-    s += 4 * (h.acc.capacity() + h.obs.capacity() + h.k_pre.capacity() + h.q_rot.capacity() + h.q_repeat.capacity() + h.row_max.capacity()) +
+    s += 4 * (h.acc.capacity() + h.obs.capacity() + h.cur.capacity() + h.k_pre.capacity() + h.q_rot.capacity() + h.q_repeat.capacity() + h.row_max.capacity()) +
          8 * (h.last_access.capacity() + h.hist.capacity() + h.recent_pos.capacity());
     for (const auto& r : h.recent) s += 4 * r.capacity();
   }

@@ -20,7 +20,8 @@ struct StatsNeeds {
   int history = 0;           // ScissorHands: last m steps
   bool prefill_qk = false;   // Compactor-style scorers
   int recent_window = 0;     // KVSlimmer: probabilities of the last w queries (group mean)
-  bool any_probs() const { return acc_mass || obs_window > 0 || access || history > 0 || recent_window > 0; }
+  bool current = false;      // TOVA: probabilities of the latest query (group mean)
+  bool any_probs() const { return acc_mass || obs_window > 0 || access || history > 0 || recent_window > 0 || current; }
 };
 
 struct HeadStats {
@@ -32,6 +33,7 @@ struct HeadStats {
   std::vector<float> q_rot;           // [N_prefill, G, d] rotated prefill queries of the group
   std::vector<float> q_repeat;        // [N_repeat, G, d] rotated queries of a repeat pass (ReferencePass)
   std::vector<float> row_max;         // scratch: max over the group for the current query
+  std::vector<float> cur;             // [n] latest query's probabilities, mean over the group (0: newer entries)
   std::vector<std::vector<float>> recent;  // [w][n at that query] ring: group-mean probabilities
   std::vector<int64_t> recent_pos;         // [w] query position of each ring row (-1: empty)
   int words = 0;                      // uint64 words per entry in hist

@@ -10,9 +10,14 @@ Command AddPolicies(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("policies", "List the KV-cache policies with their flags and defaults");
   auto action = []() -> int {
     std::printf("KV policies (choose with --kv NAME; budget with --kv-ratio R or --kv-budget TOKENS;\n"
-                "storage of kept entries with --kv-quant f32|f16|q8_0|q4_0):\n\n");
+                "storage of kept entries with --kv-quant f32|f16|q8_0|q4_0;\n"
+                "policies marked [adaptive] also take --head-budget adaptive --min-head-share S (default 0.2):\n"
+                "AdaKV head budgets, one top-k over the layer's per-head-normalised entry scores, each head\n"
+                "at least S of the uniform share, the layer's total unchanged; docs/policies-adaptive.md):\n\n");
     for (const auto& p : kv::Registry()) {
-      std::printf("%-13s %s\n", p.name.c_str(), p.summary.c_str());
+      auto made = kv::MakePolicy(p.name, {});
+      const bool adaptive = made.ok() && made.value()->has_entry_scores();
+      std::printf("%-13s %s%s\n", p.name.c_str(), p.summary.c_str(), adaptive ? " [adaptive]" : "");
       for (const auto& s : p.params)
         if (!s.choices.empty() && s.def >= 0 && s.def < static_cast<double>(s.choices.size()))
           std::printf("  --%-16s %-8s %s\n", s.name.c_str(), s.choices[static_cast<size_t>(s.def)].c_str(), s.help.c_str());

@@ -21,6 +21,15 @@ void AddKvFlags(CLI::App* sub, KvFlags* f, bool with_policy, bool with_quality) 
                 "ratio; am uses them by default when the profile has them");
   sub->add_flag("--no-head-budgets", f->no_head_budgets, "Uniform per-head budgets even for am with such a profile")
       ->excludes("--head-budgets");
+  sub->add_option("--head-budget", f->head_budget,
+                  "How a layer's budget is shared by its KV heads: uniform, or adaptive (AdaKV: one top-k over "
+                  "the layer's per-head-normalised entry scores; policies that score entries)")
+      ->check(CLI::IsMember({"uniform", "adaptive"}))
+      ->capture_default_str();
+  sub->add_option("--min-head-share", f->min_head_share,
+                  "--head-budget adaptive: every head keeps at least this share of the uniform per-head budget")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   if (with_quality) {
     sub->add_option("--kv-quality", f->quality,
                     "Quality target TAU in (0, 1]: the retention ratio is chosen per context from --calibration "
@@ -56,6 +65,8 @@ KvOptions ToKvOptions(const KvFlags& f, const std::string& policy) {
   o.quant = f.quant;
   o.profile = f.profile;
   o.head_budgets = f.head_budgets ? 1 : f.no_head_budgets ? 0 : -1;
+  o.head_budget = f.head_budget;
+  o.min_head_share = f.min_head_share;
   o.quality = f.quality;
   o.calibration = f.calibration;
   for (const auto& [name, opt] : f.options)

@@ -19,6 +19,8 @@ struct KvFlags {
   std::string quant = "f32";
   std::string profile;
   bool head_budgets = false, no_head_budgets = false;  // --head-budgets / --no-head-budgets
+  std::string head_budget = "uniform";  // --head-budget uniform|adaptive
+  double min_head_share = 0.2;          // --min-head-share
   double quality = 0;        // --kv-quality TAU (0: off)
   std::string calibration;   // --calibration FILE
   std::map<std::string, double> params;          // values of the policy flags

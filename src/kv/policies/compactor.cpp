@@ -99,12 +99,16 @@ class CompactorPolicy : public Policy {
   bool decode_time() const override { return false; }
   int protected_entries() const override { return p_.protect_first + p_.protect_last; }
 
-  Plan Compress(const PolicyContext& ctx) override {
+  bool has_entry_scores() const override { return true; }
+  // Blended z-scores of the aligned prefill entries (signed: shifted by the
+  // minimum for --head-budget adaptive); other entries protected, at the minimum.
+  EntryScores Score(const PolicyContext& ctx) override {
     const HeadStore& s = *ctx.store;
     const int n = s.size(), d = s.head_dim();
+    EntryScores e{std::vector<double>(n, 0.0), std::vector<bool>(n, true), false};  // unaligned entries are kept
     const HeadStats* st = ctx.stats;
     const int n_pre = st && d > 0 ? static_cast<int>(st->k_pre.size() / d) : 0;
-    if (n_pre == 0) return {};
+    if (n_pre == 0) return e;
     const int G = static_cast<int>(st->q_rot.size() / (static_cast<size_t>(n_pre) * d));
     // Prefill row t holds position first + t (rows run up to the newest token).
     const int64_t first = ctx.logical_len - n_pre;
@@ -115,14 +119,20 @@ class CompactorPolicy : public Policy {
         idx.push_back(i);
         row.push_back(static_cast<int>(s.pos(i) - first));
       }
-    if (idx.empty() || G <= 0) return {};
+    if (idx.empty() || G <= 0) return e;
     const std::vector<double> sc = Scores(s, *st, idx, row, G, ctx.layer * 7919 + ctx.head);
-    std::vector<double> score(n, std::numeric_limits<double>::infinity());
-    std::vector<bool> prot(n, true);  // unaligned entries are kept
-    for (size_t j = 0; j < idx.size(); ++j) score[idx[j]] = sc[j], prot[idx[j]] = false;
+    const double lo = *std::min_element(sc.begin(), sc.end());
+    std::fill(e.score.begin(), e.score.end(), lo);
+    for (size_t j = 0; j < idx.size(); ++j) e.score[idx[j]] = sc[j], e.prot[idx[j]] = false;
     for (int i = 0; i < n; ++i)
-      if (s.pos(i) < p_.protect_first || i >= n - p_.protect_last) prot[i] = true;
-    return Plan::Keep(KeepTop(score, prot, ctx.budget));
+      if (s.pos(i) < p_.protect_first || i >= n - p_.protect_last) e.prot[i] = true;
+    return e;
+  }
+
+  Plan Compress(const PolicyContext& ctx) override {
+    const EntryScores e = Score(ctx);
+    if (std::all_of(e.prot.begin(), e.prot.end(), [](bool b) { return b; })) return {};
+    return Plan::Keep(KeepTop(e.score, e.prot, ctx.budget));
   }
 
  private:

@@ -17,22 +17,32 @@ class H2oPolicy : public Policy {
     return n;
   }
   int protected_entries() const override { return sinks_; }
+  bool has_entry_scores() const override { return true; }
+  // For --head-budget adaptive: the (value-scaled) mass, sinks and the newest
+  // entry protected (the recent share depends on the budget: Compress sets it).
+  EntryScores Score(const PolicyContext& ctx) override {
+    return {MassScores(ctx), ProtectSinksAndRecent(*ctx.store, sinks_, 0), true};
+  }
   Plan Compress(const PolicyContext& ctx) override {
     const HeadStore& s = *ctx.store;
     // Budget split: sinks, then heavy and recent shares of the remainder.
     const int rest = std::max(0, ctx.budget - sinks_);
     const int heavy = static_cast<int>(std::lround(rest * heavy_ratio_));
     const int recent = rest - heavy;
+    return Plan::Keep(KeepTop(MassScores(ctx), ProtectSinksAndRecent(s, sinks_, recent), ctx.budget));
+  }
+
+ private:
+  std::vector<double> MassScores(const PolicyContext& ctx) const {
+    const HeadStore& s = *ctx.store;
     std::vector<double> score(s.size(), 0.0);
     for (int i = 0; i < s.size() && i < static_cast<int>(ctx.stats->acc.size()); ++i) score[i] = ctx.stats->acc[i];
     if (value_norm_ != 0) {  // --value-norm: mass times ||v_j||
       const std::vector<double> vn = ValueNorms(s, value_norm_);
       for (int i = 0; i < s.size(); ++i) score[i] *= vn[i];
     }
-    return Plan::Keep(KeepTop(score, ProtectSinksAndRecent(s, sinks_, recent), ctx.budget));
+    return score;
   }
-
- private:
   double heavy_ratio_;
   int sinks_;
   int value_norm_;

@@ -20,6 +20,9 @@ PolicyInfo MergeMeanPolicyInfo();
 PolicyInfo RazorPolicyInfo();
 PolicyInfo CompactorPolicyInfo();
 PolicyInfo AmPolicyInfo();
+PolicyInfo TovaPolicyInfo();
+PolicyInfo KnormPolicyInfo();
+PolicyInfo KeydiffPolicyInfo();
 
 // SnapKV (snapkv.cpp); PyramidKV is SnapKV with layer budgets.
 class SnapkvPolicy : public Policy {
@@ -29,6 +32,8 @@ class SnapkvPolicy : public Policy {
   StatsNeeds needs() const override;
   bool decode_time() const override { return false; }
   int protected_entries() const override { return window_; }
+  bool has_entry_scores() const override { return true; }
+  EntryScores Score(const PolicyContext& ctx) override;
   Plan Compress(const PolicyContext& ctx) override;
 
  private:

@@ -37,6 +37,17 @@ StatsNeeds SnapkvPolicy::needs() const {
   return n;
 }
 
+EntryScores SnapkvPolicy::Score(const PolicyContext& ctx) {
+  // The window's own entries are protected; they carry the mass the window
+  // gave them, so the per-head normalisation divides by the window's whole
+  // mass (AdaKV's softmax over all keys) and a head looking mostly at its
+  // window draws little budget.
+  EntryScores e{Scores(ctx, window_, kernel_, value_norm_), ProtectSinksAndRecent(*ctx.store, 0, window_), true};
+  const int n = ctx.store->size();
+  for (int i = std::max(0, n - window_); i < n && i < static_cast<int>(ctx.stats->obs.size()); ++i) e.score[i] = ctx.stats->obs[i];
+  return e;
+}
+
 Plan SnapkvPolicy::Compress(const PolicyContext& ctx) {
   std::vector<bool> prot = ProtectSinksAndRecent(*ctx.store, 0, window_);
   return Plan::Keep(KeepTop(Scores(ctx, window_, kernel_, value_norm_), prot, ctx.budget));

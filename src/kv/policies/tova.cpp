@@ -1,0 +1,45 @@
+// `tova` (Oren et al., "Transformers are multi-state RNNs"): whenever a head
+// is over its budget, the entries with the lowest attention weight from the
+// CURRENT query (the latest token's, averaged over the group's query heads)
+// go. Decode-time, and once after prefill with the prompt's last query; the
+// first --sinks positions and the newest entry are never evicted.
+#include "kv/policies/policies.h"
+
+namespace kvtrim::kv {
+namespace {
+
+class TovaPolicy : public Policy {
+ public:
+  explicit TovaPolicy(int sinks) : sinks_(sinks) {}
+  StatsNeeds needs() const override {
+    StatsNeeds n;
+    n.current = true;
+    return n;
+  }
+  int protected_entries() const override { return sinks_; }
+  bool has_entry_scores() const override { return true; }
+  EntryScores Score(const PolicyContext& ctx) override {
+    const HeadStore& s = *ctx.store;
+    std::vector<double> score(s.size(), 0.0);  // entries newer than the latest query: 0 (the newest is protected)
+    const std::vector<float>& cur = ctx.stats->cur;
+    for (int i = 0; i < s.size() && i < static_cast<int>(cur.size()); ++i) score[i] = cur[i];
+    return {std::move(score), ProtectSinksAndRecent(s, sinks_, 0), true};
+  }
+  Plan Compress(const PolicyContext& ctx) override {
+    const EntryScores e = Score(ctx);
+    return Plan::Keep(KeepTop(e.score, e.prot, ctx.budget));
+  }
+
+ private:
+  int sinks_;
+};
+
+}  // namespace
+
+PolicyInfo TovaPolicyInfo() {
+  return {"tova", "Evicts the entries the current query attends least (group mean); decode-time.",
+          {{"sinks", 0, "sink tokens never evicted"}},
+          [](const Params& p) { return std::make_unique<TovaPolicy>(static_cast<int>(p.at("sinks"))); }};
+}
+
+}  // namespace kvtrim::kv
