@@ -11,6 +11,7 @@ PKGS=(
   libcli11-dev                # command-line parsing
   nlohmann-json3-dev          # JSON output and test goldens
   libcpp-httplib-dev          # HTTP server
+  pkg-config                  # finds cpp-httplib's compiled library and flags
   libgtest-dev libgmock-dev   # unit tests
   libbenchmark-dev            # kernel micro-benchmarks
   gnuplot-nox                 # plots in eval reports

@@ -31,5 +31,7 @@ Command AddEval(CLI::App& app);
 Command AddEvalMerge(CLI::App& app);
 Command AddProfile(CLI::App& app);
 Command AddCalibrate(CLI::App& app);
+Command AddServe(CLI::App& app);
+Command AddServeBench(CLI::App& app);
 
 }  // namespace kvtrim::cli

@@ -51,6 +51,8 @@ int main(int argc, char** argv) {
       kvtrim::cli::AddEvalMerge(app),
       kvtrim::cli::AddProfile(app),
       kvtrim::cli::AddCalibrate(app),
+      kvtrim::cli::AddServe(app),
+      kvtrim::cli::AddServeBench(app),
   };
   try {
     app.parse(argc, argv);
