@@ -1,8 +1,11 @@
 // `kvtrim serve`: the HTTP server (src/server, docs/server.md).
+#include <malloc.h>
+#include <pthread.h>
+
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <pthread.h>
 #include <thread>
 
 #include "commands.h"
@@ -45,6 +48,11 @@ Command AddServe(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   AddKvFlags(sub, &o->kv, true, false);
   auto action = [o]() -> int {
+    // glibc gives each thread that allocates its own arena and keeps what is
+    // freed there: with a connection thread per request, resident memory grew
+    // ~8 MiB per 1K-token request until every thread had one (docs/server.md).
+    // A few arenas keep it flat.
+    mallopt(M_ARENA_MAX, std::max(2, o->parallel));
     auto engine = Engine::Load({o->model, o->threads});
     if (!engine.ok()) {
       std::fprintf(stderr, "kvtrim serve: %s\n", engine.error().message.c_str());

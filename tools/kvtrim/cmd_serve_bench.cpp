@@ -157,24 +157,31 @@ double MetricValue(const std::string& text, const std::string& name) {
   return 0;
 }
 
+std::string Fmt(double v, int prec) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", prec, v);
+  return b;
+}
+
 void WriteReport(const BenchOpts& o, const json& rep) {
   std::printf("%s\n", rep.dump(2).c_str());
   if (o.out.empty()) return;
   std::filesystem::create_directories(o.out);
   std::ofstream(o.out + "/serve-bench.json") << rep.dump(2) << "\n";
   std::ofstream md(o.out + "/serve-bench.md");
-  md << "| kv | ratio | context tokens | kv bytes | stored: ms for " << o.questions
-     << " questions (incl. compress) | re-prefill: ms | speedup |\n|---|---|---|---|---|---|---|\n";
+  md << "| kv | ratio | context tokens | context KV bytes | stored: ms for " << o.questions
+     << " questions (compress included) | re-prefill: ms | speedup |\n|---|---|---|---|---|---|---|\n";
   for (const auto& r : rep["questions"])
-    md << "| " << r["kv"].get<std::string>() << " | " << r["ratio"] << " | " << r["context_tokens"] << " | "
-       << r["context_kv_bytes"] << " | " << r["stored_ms"] << " | " << r["reprefill_ms"] << " | " << r["speedup"]
-       << " |\n";
+    md << "| " << r["kv"].get<std::string>() << " | " << r["ratio"].get<double>() << " | " << r["context_tokens"]
+       << " | " << r["context_kv_bytes"] << " | " << Fmt(r["stored_ms"], 0) << " | " << Fmt(r["reprefill_ms"], 0)
+       << " | " << Fmt(r["speedup"], 2) << " |\n";
   const json& l = rep["load"];
-  md << "\n| clients x requests | ok | 503 | req/s | tokens/s | p50 ms | p99 ms | peak RSS MiB |\n"
+  md << "\n| clients x requests | ok | 503 | req/s | tokens/s | p50 ms | p99 ms | server peak RSS MiB (after questions, after load) |\n"
      << "|---|---|---|---|---|---|---|---|\n| " << l["clients"] << " x " << l["requests_per_client"] << " | " << l["ok"]
-     << " | " << l["rejected_503"] << " | " << l["requests_per_s"] << " | " << l["completion_tokens_per_s"] << " | "
-     << l["p50_ms"] << " | " << l["p99_ms"] << " | " << rep["server_peak_rss_bytes"].get<double>() / 1048576.0
-     << " |\n";
+     << " | " << l["rejected_503"] << " | " << Fmt(l["requests_per_s"], 2) << " | "
+     << Fmt(l["completion_tokens_per_s"], 1) << " | " << Fmt(l["p50_ms"], 0) << " | " << Fmt(l["p99_ms"], 0) << " | "
+     << Fmt(rep["server_peak_rss_bytes_after_questions"].get<double>() / 1048576.0, 1) << ", "
+     << Fmt(rep["server_peak_rss_bytes"].get<double>() / 1048576.0, 1) << " |\n";
 }
 
 }  // namespace
@@ -192,7 +199,7 @@ Command AddServeBench(CLI::App& app) {
   sub->add_option("--questions", o->questions, "Questions per context")->capture_default_str();
   sub->add_option("--max-tokens", o->max_tokens, "Tokens generated per answer")->capture_default_str();
   sub->add_option("--kv", o->kv, "Policy of the compressed contexts")->capture_default_str();
-  sub->add_option("--ratios", o->ratios, "Retention ratios compared (and `full`)")->capture_default_str();
+  sub->add_option("--ratios", o->ratios, "Retention ratios compared (and `full`)")->delimiter(',')->capture_default_str();
   sub->add_option("--clients", o->clients, "Concurrent clients of the load phase")->capture_default_str();
   sub->add_option("--requests", o->requests, "Requests per client")->capture_default_str();
   sub->add_option("--out", o->out, "Folder for serve-bench.json and serve-bench.md");
@@ -215,14 +222,18 @@ Command AddServeBench(CLI::App& app) {
       }
       rep["questions"].push_back(row.value());
     }
+    auto peak = [&] {
+      auto m = c.Get("/metrics");
+      return m ? MetricValue(m->body, "kvtrim_peak_resident_memory_bytes") : 0.0;
+    };
+    rep["server_peak_rss_bytes_after_questions"] = peak();
     auto load = Load(*o, text.value(), o->ratios.empty() ? 1.0 : o->ratios.front());
     if (!load.ok()) {
       std::fprintf(stderr, "kvtrim serve-bench: %s\n", load.error().message.c_str());
       return 1;
     }
     rep["load"] = load.value();
-    auto m = c.Get("/metrics");
-    rep["server_peak_rss_bytes"] = m ? MetricValue(m->body, "kvtrim_peak_resident_memory_bytes") : 0.0;
+    rep["server_peak_rss_bytes"] = peak();
     rep["command"] = Argv();
     WriteReport(*o, rep);
     return 0;
