@@ -73,74 +73,77 @@ bool SendEvent(httplib::DataSink& sink, const std::string& data) {
   return sink.is_writable() && sink.write(ev.data(), ev.size());
 }
 
-}  // namespace
-
-void Server::Impl::Completion(const httplib::Request& httpreq, httplib::Response& res, bool chat) {
-  auto parsed = chat ? ParseChatRequest(httpreq.body) : ParseCompletionRequest(httpreq.body);
-  if (!parsed.ok()) return SendError(res, 400, parsed.error().message);
-  auto p = std::make_shared<Prepared>();
+// Parses and checks the request, finds its context, tokenizes the prompt;
+// false (the error sent) when it cannot run.
+bool Prepare(Server::Impl& im, const std::string& body, bool chat, Prepared* p, httplib::Response& res) {
+  auto parsed = chat ? ParseChatRequest(body) : ParseCompletionRequest(body);
+  if (!parsed.ok()) return SendError(res, 400, parsed.error().message), false;
   p->req = std::move(parsed.value());
   const CompletionRequest& r = p->req;
   int64_t position = 0;
   if (!r.context_id.empty()) {
-    p->context = store.Get(r.context_id);
-    if (!p->context) return SendError(res, 404, "no stored context '" + r.context_id + "' (deleted or dropped)");
+    p->context = im.store.Get(r.context_id);
+    if (!p->context)
+      return SendError(res, 404, "no stored context '" + r.context_id + "' (deleted or dropped)"), false;
     p->kv = p->context->kv;
     position = p->context->tokens;
     p->prev = p->context->last_token;
   } else {
-    auto kv = ResolveKv(o.kv, r.kv);
-    if (!kv.ok()) return SendError(res, 400, kv.error().message);
+    auto kv = ResolveKv(im.o.kv, r.kv);
+    if (!kv.ok()) return SendError(res, 400, kv.error().message), false;
     p->kv = kv.value();
   }
-  p->prompt = PromptTokens(engine, r, p->context != nullptr);
+  p->prompt = PromptTokens(im.engine, r, p->context != nullptr);
   if (!p->prompt.empty()) p->prev = p->prompt.back();
   // As kvtrim run: the last generated token is never fed back.
-  const int64_t need = position + static_cast<int64_t>(p->prompt.size()) + std::max(0, r.max_tokens - 1);
-  if (need > Ctx())
-    return SendError(res, 400, "prompt (" + std::to_string(position + static_cast<int64_t>(p->prompt.size())) +
-                                   " tokens) + " + std::to_string(r.max_tokens) +
-                                   " generated tokens exceeds the context length " + std::to_string(Ctx()));
-  std::shared_ptr<Scheduler::Lease> lease = sched.Acquire();
-  if (!lease) return SendError(res, 503, "server busy: the request queue is full, retry later");
-  std::shared_ptr<Session> s;
-  if (p->context) {
-    auto f = p->context->session->Fork(p->kv);
-    if (!f.ok()) return SendError(res, 500, f.error().message);
-    s = std::move(f.value());
-  } else {
-    SessionOptions so;
-    so.ctx = o.ctx;
-    so.kv = p->kv;
-    auto c = Session::Create(engine, so);
-    if (!c.ok()) return SendError(res, 400, c.error().message);
-    s = std::move(c.value());
+  const int64_t held = position + static_cast<int64_t>(p->prompt.size());
+  if (held + std::max(0, r.max_tokens - 1) > im.Ctx()) {
+    SendError(res, 400, "prompt (" + std::to_string(held) + " tokens) + " + std::to_string(r.max_tokens) +
+                            " generated tokens exceeds the context length " + std::to_string(im.Ctx()));
+    return false;
   }
-  s->UsePool(lease->pool());
-  p->id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++);
-  const bool compress = p->context == nullptr;
-  if (!r.stream) {
-    LiveKv live(metrics);
-    GenerationHooks hooks;
-    hooks.on_step = [&](const Session& ses) { live.Set(static_cast<int64_t>(ses.cache().BytesHeld())); };
-    auto g = RunGeneration(*s, engine.tokenizer(), p->prompt, compress, p->prev, r, hooks);
-    if (!g.ok()) return SendError(res, g.error().code == ErrorCode::kUnreachable ? 400 : 500, g.error().message);
-    metrics.AddTokens(g->prompt_tokens, g->completion_tokens);
-    json out = Envelope(*p, o.model_name, false);
-    out["choices"] = json::array({Choice(*p, g->text, g->finish_reason, false)});
-    if (r.return_tokens) out["choices"][0]["tokens"] = g->tokens;
-    out["usage"] = Usage(g.value(), *p);
-    out["kvtrim"] = Extra(g.value(), *p);
-    res.set_content(Dump(out), "application/json");
-    return;
+  p->id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(im.next_id++);
+  return true;
+}
+
+// The request's session: a fork of its stored context or a fresh one.
+std::shared_ptr<Session> OpenSession(Server::Impl& im, const Prepared& p, httplib::Response& res) {
+  if (p.context) {
+    auto f = p.context->session->Fork(p.kv);
+    if (!f.ok()) return SendError(res, 500, f.error().message), nullptr;
+    return std::move(f.value());
   }
-  // Streamed: the lease and session live in the provider, which runs once
-  // after this handler returns (on the same connection thread).
-  const std::string model = o.model_name;
+  SessionOptions so;
+  so.ctx = im.o.ctx;
+  so.kv = p.kv;
+  auto c = Session::Create(im.engine, so);
+  if (!c.ok()) return SendError(res, 400, c.error().message), nullptr;
+  return std::move(c.value());
+}
+
+void RespondJson(Server::Impl& im, const Prepared& p, Session& s, httplib::Response& res) {
+  LiveKv live(im.metrics);
+  GenerationHooks hooks;
+  hooks.on_step = [&](const Session& ses) { live.Set(static_cast<int64_t>(ses.cache().BytesHeld())); };
+  auto g = RunGeneration(s, im.engine.tokenizer(), p.prompt, !p.context, p.prev, p.req, hooks);
+  if (!g.ok()) return SendError(res, g.error().code == ErrorCode::kUnreachable ? 400 : 500, g.error().message);
+  im.metrics.AddTokens(g->prompt_tokens, g->completion_tokens);
+  json out = Envelope(p, im.o.model_name, false);
+  out["choices"] = json::array({Choice(p, g->text, g->finish_reason, false)});
+  if (p.req.return_tokens) out["choices"][0]["tokens"] = g->tokens;
+  out["usage"] = Usage(g.value(), p);
+  out["kvtrim"] = Extra(g.value(), p);
+  res.set_content(Dump(out), "application/json");
+}
+
+// Server-sent events: the lease and session live in the provider, which
+// runs once after the handler returns (on the same connection thread).
+void RespondStream(Server::Impl& im, std::shared_ptr<const Prepared> p, std::shared_ptr<Session> s,
+                   std::shared_ptr<Scheduler::Lease> lease, httplib::Response& res) {
   res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider("text/event-stream", [this, p, s, lease, compress, model](
-                                                             size_t, httplib::DataSink& sink) {
-    LiveKv live(metrics);
+  res.set_chunked_content_provider("text/event-stream", [&im, p, s, lease](size_t, httplib::DataSink& sink) {
+    const std::string& model = im.o.model_name;
+    LiveKv live(im.metrics);
     if (p->req.chat) {  // the role first, as OpenAI streams it
       json first = Envelope(*p, model, true);
       first["choices"] = json::array({Choice(*p, "", nullptr, true)});
@@ -153,11 +156,11 @@ void Server::Impl::Completion(const httplib::Request& httpreq, httplib::Response
       ev["choices"] = json::array({Choice(*p, text, nullptr, true)});
       return SendEvent(sink, Dump(ev));
     };
-    auto g = RunGeneration(*s, engine.tokenizer(), p->prompt, compress, p->prev, p->req, hooks);
+    auto g = RunGeneration(*s, im.engine.tokenizer(), p->prompt, !p->context, p->prev, p->req, hooks);
     if (!g.ok()) {
       SendEvent(sink, Dump(json{{"error", {{"message", g.error().message}, {"type", "server_error"}}}}));
     } else {
-      metrics.AddTokens(g->prompt_tokens, g->completion_tokens);
+      im.metrics.AddTokens(g->prompt_tokens, g->completion_tokens);
       json last = Envelope(*p, model, true);
       last["choices"] = json::array({Choice(*p, "", g->finish_reason, true)});
       if (p->req.return_tokens) last["choices"][0]["tokens"] = g->tokens;
@@ -169,6 +172,20 @@ void Server::Impl::Completion(const httplib::Request& httpreq, httplib::Response
     sink.done();
     return true;
   });
+}
+
+}  // namespace
+
+void Server::Impl::Completion(const httplib::Request& req, httplib::Response& res, bool chat) {
+  auto p = std::make_shared<Prepared>();
+  if (!Prepare(*this, req.body, chat, p.get(), res)) return;
+  std::shared_ptr<Scheduler::Lease> lease = sched.Acquire();
+  if (!lease) return SendError(res, 503, "server busy: the request queue is full, retry later");
+  std::shared_ptr<Session> s = OpenSession(*this, *p, res);
+  if (!s) return;
+  s->UsePool(lease->pool());
+  if (p->req.stream) return RespondStream(*this, p, s, lease, res);
+  RespondJson(*this, *p, *s, res);
 }
 
 }  // namespace kvtrim::server
