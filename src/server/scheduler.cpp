@@ -12,18 +12,22 @@ Scheduler::Scheduler(int parallel, int queue, int threads_per_slot)
 
 std::unique_ptr<Scheduler::Lease> Scheduler::Acquire() {
   std::unique_lock<std::mutex> lk(mu_);
-  if (active_ == static_cast<int>(busy_.size())) {
-    if (waiting_ >= queue_) {
-      ++rejected_;
-      return nullptr;
-    }
-    ++waiting_;
-    cv_.wait(lk, [&] { return active_ < static_cast<int>(busy_.size()); });
-    --waiting_;
+  const int parallel = static_cast<int>(busy_.size());
+  if (active_ + waiting_ >= parallel + queue_) {
+    ++rejected_;
+    return nullptr;
   }
+  // First come, first served: a slot goes to the oldest ticket.
+  const uint64_t ticket = next_ticket_++;
+  ++waiting_;
+  cv_.wait(lk, [&] { return active_ < parallel && ticket == head_; });
+  --waiting_;
+  ++head_;
   const int slot = static_cast<int>(std::find(busy_.begin(), busy_.end(), false) - busy_.begin());
   busy_[slot] = true;
   ++active_;
+  lk.unlock();
+  cv_.notify_all();  // the next ticket may take another free slot
   return std::make_unique<Lease>(this, slot);
 }
 
@@ -33,7 +37,7 @@ void Scheduler::Release(int slot) {
     busy_[slot] = false;
     --active_;
   }
-  cv_.notify_one();
+  cv_.notify_all();
 }
 
 int Scheduler::queued() const {

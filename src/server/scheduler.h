@@ -1,9 +1,11 @@
 // Admission for the requests that run the model: at most `parallel` at once
 // (each on its own slot, with its own thread pool: one ThreadPool serves one
-// caller at a time), at most `queue` more waiting; beyond that a request is
-// refused at once (the server answers 503). Thread-safe.
+// caller at a time), at most `queue` more waiting, served first come first
+// served; beyond that a request is refused at once (the server answers 503).
+// Thread-safe.
 #pragma once
 #include <condition_variable>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -48,6 +50,7 @@ class Scheduler {
   std::vector<bool> busy_;
   std::vector<std::unique_ptr<kernels::ThreadPool>> pools_;
   int waiting_ = 0, active_ = 0;
+  uint64_t next_ticket_ = 0, head_ = 0;  // tickets handed out / the next one served
   int64_t rejected_ = 0;
 };
 
