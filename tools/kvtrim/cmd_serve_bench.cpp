@@ -196,7 +196,7 @@ Command AddServeBench(CLI::App& app) {
   sub->add_option("-m,--model", o->model, "The served model (its tokenizer cuts the context)")->capture_default_str();
   sub->add_option("--haystack", o->haystack, "Text the context is taken from")->capture_default_str();
   sub->add_option("--context-tokens", o->context_tokens, "Context length in tokens")->capture_default_str();
-  sub->add_option("--questions", o->questions, "Questions per context")->capture_default_str();
+  sub->add_option("--questions", o->questions, "Questions per context (0: the load phase only)")->capture_default_str();
   sub->add_option("--max-tokens", o->max_tokens, "Tokens generated per answer")->capture_default_str();
   sub->add_option("--kv", o->kv, "Policy of the compressed contexts")->capture_default_str();
   sub->add_option("--ratios", o->ratios, "Retention ratios compared (and `full`)")->delimiter(',')->capture_default_str();
@@ -214,6 +214,7 @@ Command AddServeBench(CLI::App& app) {
     json rep{{"questions", json::array()}};
     std::vector<std::pair<std::string, double>> cells = {{"full", 1.0}};
     for (double r : o->ratios) cells.emplace_back(o->kv, r);
+    if (o->questions == 0) cells.clear();  // the load phase only
     for (const auto& [kv, r] : cells) {
       auto row = StoredVsReprefill(c, *o, text.value(), r, kv);
       if (!row.ok()) {
