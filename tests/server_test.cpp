@@ -364,7 +364,7 @@ TEST_F(ServerTest, StoredContextAnswersEqualIndependentRuns) {
   EXPECT_EQ(Metric(c, "kvtrim_kv_bytes_stored_contexts"), ctx["kv_bytes_held"].get<double>());
   EXPECT_EQ(Metric(c, "kvtrim_stored_contexts"), 1);
   EXPECT_EQ(Metric(c, "kvtrim_kv_bytes_live_sessions"), 0);
-  json again = Post(c, "/v1/contexts/" + id, {}, 404);  // POST is not a route there
+  Post(c, "/v1/contexts/" + id, {}, 404);  // POST is not a route there
   auto g = c.Get(("/v1/contexts/" + id).c_str());
   ASSERT_TRUE(g && g->status == 200);
   EXPECT_EQ(json::parse(g->body)["kv_bytes"], ctx["kv_bytes"]);  // the stored cache never changed
