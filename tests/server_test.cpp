@@ -214,7 +214,9 @@ class ServerTest : public ::testing::Test {
       int id = sampler.Sample(s.value()->logits());
       if (id == tok.eos() || id == tok.bos()) break;
       out.push_back(id);
-      if (i + 1 < n) EXPECT_TRUE(s.value()->Decode(id).ok());
+      if (i + 1 < n) {
+        EXPECT_TRUE(s.value()->Decode(id).ok());
+      }
     }
     return out;
   }
