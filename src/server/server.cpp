@@ -13,9 +13,10 @@ namespace kvtrim::server {
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 void SendError(httplib::Response& res, int status, const std::string& message) {
-  const char* type = status == 404 ? "not_found_error" : status == 503 ? "server_overloaded" : status >= 500
-                                                                                              ? "server_error"
-                                                                                              : "invalid_request_error";
+  const char* type = "invalid_request_error";
+  if (status == 404) type = "not_found_error";
+  else if (status == 503) type = "server_overloaded";
+  else if (status >= 500) type = "server_error";
   res.status = status;
   res.set_content(Dump(json{{"error", {{"message", message}, {"type", type}, {"code", status}}}}), "application/json");
 }
