@@ -12,6 +12,7 @@ PKGS=(
   nlohmann-json3-dev          # JSON output and test goldens
   libpcre2-dev pkg-config     # Unicode regexes of the byte-level BPE pre-tokenizers
   libcpp-httplib-dev          # HTTP server
+  pkg-config                  # finds cpp-httplib's compiled library and flags
   libgtest-dev libgmock-dev   # unit tests
   libbenchmark-dev            # kernel micro-benchmarks
   gnuplot-nox                 # plots in eval reports

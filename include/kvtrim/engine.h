@@ -99,6 +99,11 @@ class Session {
   Expected<std::unique_ptr<Session>> Fork(const KvOptions& kv) const;
   // Append tokens and return the logits of every one of them: [n, vocab].
   Expected<std::vector<float>> ForwardAll(const std::vector<int>& tokens);
+  // Forward passes and compression run on `pool` (nullptr: the engine's).
+  // A pool serves one caller at a time, so sessions running concurrently on
+  // one Engine need a pool each (the server gives each decoding slot its own).
+  // A fork inherits it.
+  void UsePool(kernels::ThreadPool* pool) { pool_ = pool; }
 
   // Token-averaged NLL of the tokens prefilled so far, NLL(c), computed only
   // with KvOptions::quality > 0 (NaN otherwise, or before two tokens).
@@ -126,7 +131,9 @@ class Session {
   // copy of the cache, "Repeat the previous context." and the context again;
   // the rotated queries go to the compressor's statistics.
   Status RunReferencePass();
+  kernels::ThreadPool& pool() const;  // pool_ or the engine's
   const Engine* engine_ = nullptr;
+  kernels::ThreadPool* pool_ = nullptr;
   int ctx_ = 0;
   int ubatch_ = 512;
   std::unique_ptr<kv::KvCache> cache_;

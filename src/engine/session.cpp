@@ -103,6 +103,8 @@ void Session::AddNll(const std::vector<float>& rows, const int* tokens, int n) {
   }
 }
 
+kernels::ThreadPool& Session::pool() const { return pool_ ? *pool_ : engine_->pool(); }
+
 int Session::bos() const { return engine_->tokenizer().bos(); }
 int Session::eos() const { return engine_->tokenizer().eos(); }
 
@@ -114,6 +116,7 @@ Expected<std::unique_ptr<Session>> Session::Fork(const KvOptions& kv) const {
   KVTRIM_RETURN_IF_ERROR(AttachProfile(*engine_, *comp.value(), kv));
   std::unique_ptr<Session> s(new Session());
   s->engine_ = engine_;
+  s->pool_ = pool_;
   s->opts_ = opts_;
   s->opts_.kv = kv;
   s->opts_.fork_targets.clear();
@@ -139,13 +142,13 @@ Status Session::Compress() {
   }
   if (!compressor_->policy().reference_pass().on_policy) {
     KVTRIM_RETURN_IF_ERROR(RunReferencePass());
-    return compressor_->CompressPrefill(*cache_, &engine_->pool());
+    return compressor_->CompressPrefill(*cache_, &pool());
   }
   // On-policy: layer l's reference queries come from a pass over the cache
   // whose layers below l are already compressed.
   for (int l = 0; l < engine_->config().n_layer; ++l) {
     KVTRIM_RETURN_IF_ERROR(RunReferencePass());
-    KVTRIM_RETURN_IF_ERROR(compressor_->CompressPrefillLayer(*cache_, l, &engine_->pool()));
+    KVTRIM_RETURN_IF_ERROR(compressor_->CompressPrefillLayer(*cache_, l, &pool()));
   }
   compressor_->FinishPrefill(*cache_);
   return {};
@@ -170,10 +173,10 @@ Status Session::RunReferencePass() {
   kv::AttentionStats rep(c.n_layer, c.n_head_kv, c.group(), c.head_dim, needs);
   std::vector<float> logits;
   const auto& tf = engine_->transformer();
-  KVTRIM_RETURN_IF_ERROR(tf.Forward(engine_->pool(), copy, instr.data(), static_cast<int>(instr.size()), false, &logits));
+  KVTRIM_RETURN_IF_ERROR(tf.Forward(pool(), copy, instr.data(), static_cast<int>(instr.size()), false, &logits));
   for (size_t i = 0; i < again.size(); i += ubatch_) {
     int n = static_cast<int>(std::min<size_t>(ubatch_, again.size() - i));
-    KVTRIM_RETURN_IF_ERROR(tf.Forward(engine_->pool(), copy, again.data() + i, n, false, &logits, &rep));
+    KVTRIM_RETURN_IF_ERROR(tf.Forward(pool(), copy, again.data() + i, n, false, &logits, &rep));
   }
   for (int l = 0; l < c.n_layer; ++l)
     for (int h = 0; h < c.n_head_kv; ++h) compressor_->stats().head(l, h).q_repeat = std::move(rep.head(l, h).q_rot);
@@ -196,14 +199,14 @@ Status Session::Prefill(const std::vector<int>& tokens) {
     int n = static_cast<int>(std::min<size_t>(ubatch_, tokens.size() - i));
     if (opts_.kv.quality > 0) {  // every row's logits, for NLL(c)
       std::vector<float> rows;
-      KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(engine_->pool(), *cache_, tokens.data() + i, n, true, &rows,
+      KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(pool(), *cache_, tokens.data() + i, n, true, &rows,
                                                             compressor_->tap()));
       AddNll(rows, tokens.data() + i, n);
       const size_t V = engine_->config().vocab;
       logits_.assign(rows.end() - V, rows.end());
       continue;
     }
-    KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(engine_->pool(), *cache_, tokens.data() + i, n, false, &logits_,
+    KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(pool(), *cache_, tokens.data() + i, n, false, &logits_,
                                                           compressor_->tap()));
   }
   return {};
@@ -212,9 +215,9 @@ Status Session::Prefill(const std::vector<int>& tokens) {
 Status Session::Decode(int token) {
   KVTRIM_RETURN_IF_ERROR(CheckRoom(1));
   tokens_.push_back(token);
-  KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(engine_->pool(), *cache_, &token, 1, false, &logits_,
+  KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(pool(), *cache_, &token, 1, false, &logits_,
                                                         compressor_->tap()));
-  return compressor_->AfterDecodeStep(*cache_, &engine_->pool());
+  return compressor_->AfterDecodeStep(*cache_, &pool());
 }
 
 Expected<std::vector<float>> Session::ForwardAll(const std::vector<int>& tokens) {
@@ -226,7 +229,7 @@ Expected<std::vector<float>> Session::ForwardAll(const std::vector<int>& tokens)
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
   for (size_t i = 0; i < tokens.size(); i += ubatch_) {
     int n = static_cast<int>(std::min<size_t>(ubatch_, tokens.size() - i));
-    KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(engine_->pool(), *cache_, tokens.data() + i, n, true, &part,
+    KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(pool(), *cache_, tokens.data() + i, n, true, &part,
                                                           compressor_->tap()));
     all.insert(all.end(), part.begin(), part.end());
   }

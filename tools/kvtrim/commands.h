@@ -32,5 +32,7 @@ Command AddEvalMerge(CLI::App& app);
 Command AddProfile(CLI::App& app);
 Command AddCalibrate(CLI::App& app);
 Command AddTokenize(CLI::App& app);
+Command AddServe(CLI::App& app);
+Command AddServeBench(CLI::App& app);
 
 }  // namespace kvtrim::cli

@@ -52,6 +52,8 @@ int main(int argc, char** argv) {
       kvtrim::cli::AddProfile(app),
       kvtrim::cli::AddCalibrate(app),
       kvtrim::cli::AddTokenize(app),
+      kvtrim::cli::AddServe(app),
+      kvtrim::cli::AddServeBench(app),
   };
   try {
     app.parse(argc, argv);

@@ -1,0 +1,63 @@
+// The server's state and helpers shared by its handler files (private).
+#pragma once
+#include <httplib.h>
+
+#include <atomic>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "server/context_store.h"
+#include "server/metrics.h"
+#include "server/request.h"
+#include "server/scheduler.h"
+#include "server/server.h"
+
+namespace kvtrim::server {
+
+using nlohmann::json;
+
+struct Server::Impl {
+  Impl(const Engine& e, const ServerOptions& opts, int threads_per_slot)
+      : engine(e), o(opts), sched(opts.parallel, opts.queue, threads_per_slot), store(opts.context_store_bytes) {}
+
+  const Engine& engine;
+  ServerOptions o;
+  httplib::Server http;
+  Scheduler sched;
+  ContextStore store;
+  Metrics metrics;
+  std::atomic<int64_t> next_id{1};
+  int port = -1;
+
+  void Routes();
+  void Completion(const httplib::Request& req, httplib::Response& res, bool chat);
+  void CreateContext(const httplib::Request& req, httplib::Response& res);
+  int Ctx() const;  // context length of every session
+  Metrics::Gauges Gauges() const;
+};
+
+// A JSON body (invalid UTF-8 from byte-level tokens replaced, never thrown).
+std::string Dump(const json& j);
+// An OpenAI-style error body {"error": {"message", "type", "code"}} with its status.
+void SendError(httplib::Response& res, int status, const std::string& message);
+// The KV options as reported in responses.
+json KvJson(const KvOptions& kv);
+
+// Keeps Metrics' live-session KV bytes up to date for one request.
+class LiveKv {
+ public:
+  explicit LiveKv(Metrics& m) : m_(m) {}
+  ~LiveKv() { m_.AddLiveKv(-last_); }
+  LiveKv(const LiveKv&) = delete;
+  LiveKv& operator=(const LiveKv&) = delete;
+  void Set(int64_t bytes) {
+    m_.AddLiveKv(bytes - last_);
+    last_ = bytes;
+  }
+
+ private:
+  Metrics& m_;
+  int64_t last_ = 0;
+};
+
+}  // namespace kvtrim::server

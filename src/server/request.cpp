@@ -1,0 +1,241 @@
+#include "server/request.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "kv/policy.h"
+
+namespace kvtrim::server {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr int kMaxStops = 16;
+
+Expected<json> ParseObject(const std::string& body) {
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::exception& e) {
+    return MakeError(std::string("invalid JSON: ") + e.what());
+  }
+  if (!j.is_object()) return MakeError("the request body must be a JSON object");
+  return j;
+}
+
+// Each getter leaves `out` alone when the field is absent or null.
+Status GetString(const json& j, const char* key, std::string* out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return {};
+  if (!it->is_string()) return MakeError(std::string("field '") + key + "' must be a string");
+  *out = it->get<std::string>();
+  return {};
+}
+
+Status GetBool(const json& j, const char* key, bool* out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return {};
+  if (!it->is_boolean()) return MakeError(std::string("field '") + key + "' must be true or false");
+  *out = it->get<bool>();
+  return {};
+}
+
+Status GetNumber(const json& j, const char* key, double lo, double hi, std::optional<double>* out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return {};
+  if (!it->is_number()) return MakeError(std::string("field '") + key + "' must be a number");
+  const double v = it->get<double>();
+  if (!(v >= lo && v <= hi))
+    return MakeError(std::string("field '") + key + "' = " + it->dump() + " is outside [" + json(lo).dump() + ", " +
+                     json(hi).dump() + "]");
+  *out = v;
+  return {};
+}
+
+Status GetInt(const json& j, const char* key, int64_t lo, int64_t hi, std::optional<int64_t>* out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return {};
+  if (!it->is_number_integer()) return MakeError(std::string("field '") + key + "' must be an integer");
+  if (it->is_number_unsigned() ? it->get<uint64_t>() > static_cast<uint64_t>(hi) : it->get<int64_t>() > hi)
+    return MakeError(std::string("field '") + key + "' = " + it->dump() + " is above " + std::to_string(hi));
+  const int64_t v = it->is_number_unsigned() ? static_cast<int64_t>(it->get<uint64_t>()) : it->get<int64_t>();
+  if (v < lo) return MakeError(std::string("field '") + key + "' = " + it->dump() + " is below " + std::to_string(lo));
+  *out = v;
+  return {};
+}
+
+// A policy flag's value: a number, true/false for a switch, or the name of a choice.
+Expected<double> ParamValue(const std::string& name, const json& v) {
+  if (v.is_boolean()) return v.get<bool>() ? 1.0 : 0.0;
+  if (v.is_number()) return v.get<double>();
+  if (!v.is_string()) return MakeError("kv_params['" + name + "'] must be a number, true/false or a choice name");
+  const std::string s = v.get<std::string>();
+  for (const auto& info : kv::Registry())
+    for (const auto& p : info.params) {
+      if (p.name != name) continue;
+      for (size_t i = 0; i < p.choices.size(); ++i)
+        if (p.choices[i] == s) return static_cast<double>(i);
+    }
+  return MakeError("kv_params['" + name + "'] = \"" + s + "\" is not a choice of that flag");
+}
+
+Status CheckPolicyName(const std::string& name) {
+  if (kv::FindPolicy(name)) return {};
+  std::string known;
+  for (const auto& p : kv::Registry()) known += (known.empty() ? "" : ", ") + p.name;
+  return MakeError("unknown KV policy '" + name + "' (known: " + known + ")");
+}
+
+Status ParseKv(const json& j, KvOverrides* kv) {
+  std::string s;
+  if (j.contains("kv") && !j["kv"].is_null()) {
+    KVTRIM_RETURN_IF_ERROR(GetString(j, "kv", &s));
+    KVTRIM_RETURN_IF_ERROR(CheckPolicyName(s));
+    kv->policy = s;
+  }
+  std::optional<double> ratio;
+  KVTRIM_RETURN_IF_ERROR(GetNumber(j, "kv_ratio", 0, 1, &ratio));
+  if (ratio && *ratio <= 0) return MakeError("field 'kv_ratio' must be in (0, 1]");
+  kv->ratio = ratio;
+  std::optional<int64_t> budget;
+  KVTRIM_RETURN_IF_ERROR(GetInt(j, "kv_budget", 1, 1 << 24, &budget));
+  if (budget) kv->budget = static_cast<int>(*budget);
+  if (j.contains("kv_quant") && !j["kv_quant"].is_null()) {
+    KVTRIM_RETURN_IF_ERROR(GetString(j, "kv_quant", &s));
+    if (s != "f32" && s != "f16" && s != "q8_0" && s != "q4_0")
+      return MakeError("field 'kv_quant' = '" + s + "' is not one of f32, f16, q8_0, q4_0");
+    kv->quant = s;
+  }
+  auto it = j.find("kv_params");
+  if (it != j.end() && !it->is_null()) {
+    if (!it->is_object()) return MakeError("field 'kv_params' must be an object of policy flags");
+    for (const auto& [name, v] : it->items()) {
+      auto x = ParamValue(name, v);
+      if (!x.ok()) return x.error();
+      kv->params[name] = x.value();
+    }
+  }
+  if (kv->policy && !kv->params.empty()) {  // flags of the named policy, in range
+    auto p = kv::MakePolicy(*kv->policy, kv->params);
+    if (!p.ok()) return MakeError("kv_params: " + p.error().message);
+  }
+  return {};
+}
+
+Status ParseStop(const json& j, std::vector<std::string>* stop) {
+  auto it = j.find("stop");
+  if (it == j.end() || it->is_null()) return {};
+  if (it->is_string()) {
+    if (!it->get<std::string>().empty()) stop->push_back(it->get<std::string>());
+    return {};
+  }
+  if (!it->is_array()) return MakeError("field 'stop' must be a string or an array of strings");
+  if (it->size() > kMaxStops) return MakeError("field 'stop' holds more than " + std::to_string(kMaxStops) + " strings");
+  for (const auto& s : *it) {
+    if (!s.is_string()) return MakeError("field 'stop' must be a string or an array of strings");
+    if (!s.get<std::string>().empty()) stop->push_back(s.get<std::string>());
+  }
+  return {};
+}
+
+// The fields both completion endpoints share.
+Status ParseCommon(const json& j, CompletionRequest* r) {
+  std::optional<int64_t> i;
+  KVTRIM_RETURN_IF_ERROR(GetInt(j, "max_tokens", 0, 1 << 20, &i));
+  if (i) r->max_tokens = static_cast<int>(*i);
+  i.reset();
+  KVTRIM_RETURN_IF_ERROR(GetInt(j, "n", 1, 1 << 20, &i));
+  if (i && *i != 1) return MakeError("field 'n': only one choice per request (n = 1) is served");
+  std::optional<double> x;
+  KVTRIM_RETURN_IF_ERROR(GetNumber(j, "temperature", 0, 100, &x));
+  if (x) r->sampling.temp = static_cast<float>(*x);
+  x.reset();
+  KVTRIM_RETURN_IF_ERROR(GetNumber(j, "top_p", 0, 1, &x));
+  if (x) r->sampling.top_p = static_cast<float>(*x);
+  i.reset();
+  KVTRIM_RETURN_IF_ERROR(GetInt(j, "seed", 0, INT64_MAX, &i));
+  if (i) r->sampling.seed = static_cast<uint64_t>(*i);
+  KVTRIM_RETURN_IF_ERROR(GetBool(j, "ignore_eos", &r->sampling.ignore_eos));
+  KVTRIM_RETURN_IF_ERROR(GetBool(j, "stream", &r->stream));
+  KVTRIM_RETURN_IF_ERROR(GetBool(j, "return_tokens", &r->return_tokens));
+  std::string model;
+  KVTRIM_RETURN_IF_ERROR(GetString(j, "model", &model));  // any name: one model is served
+  KVTRIM_RETURN_IF_ERROR(GetString(j, "context_id", &r->context_id));
+  KVTRIM_RETURN_IF_ERROR(ParseStop(j, &r->stop));
+  KVTRIM_RETURN_IF_ERROR(ParseKv(j, &r->kv));
+  if (!r->context_id.empty() && r->kv.any())
+    return MakeError("KV fields cannot be given with 'context_id': the stored context keeps the KV options it was "
+                     "compressed with (POST /v1/contexts)");
+  return {};
+}
+
+}  // namespace
+
+Expected<CompletionRequest> ParseCompletionRequest(const std::string& body) {
+  auto j = ParseObject(body);
+  if (!j.ok()) return j.error();
+  CompletionRequest r;
+  auto it = j->find("prompt");
+  if (it != j->end() && !it->is_null()) {
+    if (it->is_array() && it->size() == 1 && (*it)[0].is_string()) r.prompt = (*it)[0].get<std::string>();
+    else if (it->is_string()) r.prompt = it->get<std::string>();
+    else return MakeError("field 'prompt' must be a string");
+  }
+  KVTRIM_RETURN_IF_ERROR(ParseCommon(j.value(), &r));
+  return r;
+}
+
+Expected<CompletionRequest> ParseChatRequest(const std::string& body) {
+  auto j = ParseObject(body);
+  if (!j.ok()) return j.error();
+  CompletionRequest r;
+  r.chat = true;
+  auto it = j->find("messages");
+  if (it == j->end() || !it->is_array() || it->empty())
+    return MakeError("field 'messages' must be a non-empty array of {role, content} objects");
+  for (size_t k = 0; k < it->size(); ++k) {
+    const json& m = (*it)[k];
+    const std::string at = "messages[" + std::to_string(k) + "]";
+    if (!m.is_object()) return MakeError(at + " must be an object with 'role' and 'content'");
+    ChatMessage msg;
+    if (!m.contains("role") || !m["role"].is_string()) return MakeError(at + ".role must be a string");
+    msg.role = m["role"].get<std::string>();
+    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant")
+      return MakeError(at + ".role = '" + msg.role + "' is not one of system, user, assistant");
+    if (!m.contains("content") || !m["content"].is_string()) return MakeError(at + ".content must be a string");
+    msg.content = m["content"].get<std::string>();
+    r.messages.push_back(std::move(msg));
+  }
+  KVTRIM_RETURN_IF_ERROR(ParseCommon(j.value(), &r));
+  return r;
+}
+
+Expected<ContextRequest> ParseContextRequest(const std::string& body) {
+  auto j = ParseObject(body);
+  if (!j.ok()) return j.error();
+  ContextRequest r;
+  auto it = j->find("text");
+  if (it == j->end() || !it->is_string() || it->get<std::string>().empty())
+    return MakeError("field 'text' must be a non-empty string");
+  r.text = it->get<std::string>();
+  KVTRIM_RETURN_IF_ERROR(ParseKv(j.value(), &r.kv));
+  return r;
+}
+
+Expected<KvOptions> ResolveKv(const KvOptions& defaults, const KvOverrides& o) {
+  KvOptions k = defaults;
+  if (o.policy && *o.policy != defaults.policy) {
+    k.policy = *o.policy;
+    k.params.clear();
+  }
+  if (o.ratio) k.ratio = *o.ratio, k.ratio_explicit = true, k.budget_tokens = 0;
+  if (o.budget) k.budget_tokens = *o.budget;
+  if (o.quant) k.quant = *o.quant;
+  for (const auto& [name, v] : o.params) k.params[name] = v;
+  auto p = kv::MakePolicy(k.policy, k.params);
+  if (!p.ok()) return MakeError("kv_params: " + p.error().message);
+  return k;
+}
+
+}  // namespace kvtrim::server

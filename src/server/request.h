@@ -1,0 +1,59 @@
+// Request bodies of `kvtrim serve` (docs/server.md): parsed and validated by
+// pure functions of the body text (no engine, no I/O), so a fuzz target can
+// call them directly. Every error names the field and the problem.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvtrim/chat.h"
+#include "kvtrim/options.h"
+#include "kvtrim/status.h"
+
+namespace kvtrim::server {
+
+// The KV fields a request may set; what it leaves out comes from the
+// server's defaults (kvtrim serve --kv ...), see ResolveKv.
+struct KvOverrides {
+  std::optional<std::string> policy;   // "kv"
+  std::optional<double> ratio;         // "kv_ratio" in (0, 1]
+  std::optional<int> budget;           // "kv_budget" > 0 (wins over the ratio)
+  std::optional<std::string> quant;    // "kv_quant": f32, f16, q8_0, q4_0
+  std::map<std::string, double> params;  // "kv_params": {"sinks": 4, "value-norm": "l2", ...}
+  bool any() const { return policy || ratio || budget || quant || !params.empty(); }
+};
+
+// POST /v1/completions and /v1/chat/completions. Sampling defaults are
+// kvtrim run's (temperature 0.8, top_p 0.9, seed 42), so the same request
+// and `kvtrim run` flags give the same tokens.
+struct CompletionRequest {
+  bool chat = false;
+  std::string prompt;                 // completions
+  std::vector<ChatMessage> messages;  // chat completions
+  int max_tokens = 16;                // tokens sampled at most (run's -n)
+  SamplingOptions sampling;
+  std::vector<std::string> stop;      // generation ends before the first of these
+  bool stream = false;                // server-sent events
+  bool return_tokens = false;         // also return the generated token ids
+  std::string context_id;             // continue from this stored context
+  KvOverrides kv;
+};
+
+// POST /v1/contexts: the text is prefilled (after BOS) and compressed once.
+struct ContextRequest {
+  std::string text;
+  KvOverrides kv;
+};
+
+Expected<CompletionRequest> ParseCompletionRequest(const std::string& body);
+Expected<CompletionRequest> ParseChatRequest(const std::string& body);
+Expected<ContextRequest> ParseContextRequest(const std::string& body);
+
+// The request's KV options: its fields over `defaults`; naming a policy other
+// than the default's drops the default's policy flags. The policy and its
+// flags are checked against the registry.
+Expected<KvOptions> ResolveKv(const KvOptions& defaults, const KvOverrides& o);
+
+}  // namespace kvtrim::server

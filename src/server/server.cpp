@@ -1,0 +1,205 @@
+#include "server/server.h"
+
+#include <chrono>
+#include <ctime>
+
+#include "io/tokenizer.h"
+#include "kv/cache.h"
+#include "model/config.h"
+#include "server/impl.h"
+
+namespace kvtrim::server {
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+void SendError(httplib::Response& res, int status, const std::string& message) {
+  const char* type = "invalid_request_error";
+  if (status == 404) type = "not_found_error";
+  else if (status == 503) type = "server_overloaded";
+  else if (status >= 500) type = "server_error";
+  res.status = status;
+  res.set_content(Dump(json{{"error", {{"message", message}, {"type", type}, {"code", status}}}}), "application/json");
+}
+
+json KvJson(const KvOptions& kv) {
+  json j{{"policy", kv.policy}, {"quant", kv.quant}, {"params", kv.params}};
+  if (kv.budget_tokens > 0) j["budget"] = kv.budget_tokens;
+  else j["ratio"] = kv.ratio;
+  return j;
+}
+
+int Server::Impl::Ctx() const { return o.ctx > 0 ? o.ctx : engine.config().ctx; }
+
+Metrics::Gauges Server::Impl::Gauges() const {
+  Metrics::Gauges g;
+  g.queue_depth = sched.queued();
+  g.active = sched.active();
+  g.parallel = sched.parallel();
+  g.rejected = sched.rejected();
+  g.store_bytes = store.bytes();
+  g.store_capacity = store.capacity();
+  g.store_contexts = store.size();
+  g.store_evicted = store.evicted();
+  return g;
+}
+
+namespace {
+
+json ContextJson(const StoredContext& c) {
+  return json{{"id", c.id},
+              {"object", "context"},
+              {"tokens", c.tokens},
+              {"kv_bytes", c.kv_bytes},
+              {"kv_bytes_full", c.kv_bytes_full},
+              {"kv_bytes_held", c.bytes_held},
+              {"prefill_ms", c.prefill_ms},
+              {"compress_ms", c.compress_ms},
+              {"kv", KvJson(c.kv)}};
+}
+
+}  // namespace
+
+// POST /v1/contexts: prefill BOS + text, compress once, store.
+void Server::Impl::CreateContext(const httplib::Request& req, httplib::Response& res) {
+  auto r = ParseContextRequest(req.body);
+  if (!r.ok()) return SendError(res, 400, r.error().message);
+  auto kv = ResolveKv(o.kv, r->kv);
+  if (!kv.ok()) return SendError(res, 400, kv.error().message);
+  std::vector<int> tokens = engine.tokenizer().Encode(r->text, true);
+  if (static_cast<int>(tokens.size()) > Ctx())
+    return SendError(res, 400, "text (" + std::to_string(tokens.size()) + " tokens) exceeds the context length " +
+                                   std::to_string(Ctx()));
+  auto lease = sched.Acquire();
+  if (!lease) return SendError(res, 503, "server busy: the request queue is full, retry later");
+  SessionOptions so;
+  so.ctx = o.ctx;
+  so.kv = kv.value();
+  auto s = Session::Create(engine, so);
+  if (!s.ok()) return SendError(res, 400, s.error().message);
+  s.value()->UsePool(lease->pool());
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  Status st = s.value()->Prefill(tokens);
+  const auto t1 = Clock::now();
+  if (st.ok()) st = s.value()->Compress();
+  const auto t2 = Clock::now();
+  if (!st.ok()) return SendError(res, st.code() == ErrorCode::kUnreachable ? 400 : 500, st.message());
+  s.value()->UsePool(nullptr);  // stored: only forked from now on
+  auto c = std::make_shared<StoredContext>();
+  c->kv = kv.value();
+  c->tokens = static_cast<int>(tokens.size());
+  c->last_token = tokens.back();
+  c->kv_bytes = s.value()->cache().BytesUsed();
+  c->kv_bytes_full = s.value()->cache().BytesFull();
+  c->bytes_held = s.value()->cache().BytesHeld();
+  c->prefill_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  c->compress_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
+  c->session = std::move(s.value());
+  metrics.AddTokens(c->tokens, 0);
+  auto id = store.Put(c);
+  if (!id.ok()) return SendError(res, 400, id.error().message);
+  res.set_content(Dump(ContextJson(*c)), "application/json");
+}
+
+void Server::Impl::Routes() {
+  http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"status":"ok"})", "application/json");
+  });
+  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    json m{{"id", o.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "kvtrim"},
+           {"meta", {{"ctx", Ctx()}, {"vocab", engine.config().vocab}, {"kv_default", KvJson(o.kv)}}}};
+    res.set_content(Dump(json{{"object", "list"}, {"data", json::array({m})}}), "application/json");
+  });
+  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics.Render(Gauges()), "text/plain; version=0.0.4");
+  });
+  http.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) { Completion(q, r, false); });
+  http.Post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& r) { Completion(q, r, true); });
+  http.Post("/v1/contexts", [this](const httplib::Request& q, httplib::Response& r) { CreateContext(q, r); });
+  http.Get("/v1/contexts", [this](const httplib::Request&, httplib::Response& res) {
+    json data = json::array();
+    for (const auto& id : store.Ids())
+      if (auto c = store.Get(id)) data.push_back(ContextJson(*c));
+    res.set_content(Dump(json{{"object", "list"}, {"data", data}, {"bytes", store.bytes()}}), "application/json");
+  });
+  http.Get(R"(/v1/contexts/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    auto c = store.Get(req.matches[1]);
+    if (!c) return SendError(res, 404, "no stored context '" + std::string(req.matches[1]) + "' (deleted or dropped)");
+    res.set_content(Dump(ContextJson(*c)), "application/json");
+  });
+  http.Delete(R"(/v1/contexts/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.matches[1];
+    if (!store.Erase(id)) return SendError(res, 404, "no stored context '" + id + "' (deleted or dropped)");
+    res.set_content(Dump(json{{"id", id}, {"object", "context"}, {"deleted", true}}), "application/json");
+  });
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "internal error";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    SendError(res, 500, what);
+  });
+  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (res.body.empty()) SendError(res, res.status, "no route " + req.method + " " + req.path);
+  });
+  http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    std::string route = req.path.rfind("/v1/contexts/", 0) == 0 ? "/v1/contexts/{id}" : req.path;
+    if (route != "/health" && route != "/metrics" && route != "/v1/models" && route != "/v1/completions" &&
+        route != "/v1/chat/completions" && route != "/v1/contexts" && route != "/v1/contexts/{id}")
+      route = "other";
+    metrics.CountRequest(req.method + " " + route, res.status);
+  });
+}
+
+Expected<std::unique_ptr<Server>> Server::Create(const Engine& engine, const ServerOptions& o) {
+  if (o.parallel < 1) return MakeError("--parallel must be >= 1");
+  if (o.queue < 0) return MakeError("--queue must be >= 0");
+  if (o.ctx < 0 || o.ctx > engine.config().ctx)
+    return MakeError("context length must be in [0, " + std::to_string(engine.config().ctx) + "]");
+  {
+    KvOverrides none;
+    auto kv = ResolveKv(o.kv, none);
+    if (!kv.ok()) return kv.error();
+  }
+  // One pool per slot: a ThreadPool serves one caller at a time.
+  const int threads = o.threads > 0 ? o.threads : engine.threads();
+  const int per_slot = o.parallel == 1 ? 0 : std::max(1, threads / o.parallel);
+  std::unique_ptr<Server> s(new Server());
+  s->impl_ = std::make_unique<Impl>(engine, o, per_slot);
+  Impl& im = *s->impl_;
+  im.Routes();
+  // Enough connection threads that every decoding and queued request has one,
+  // and a few more answer 503 / health / metrics meanwhile.
+  const int conn_threads = o.parallel + o.queue + 4;
+  im.http.new_task_queue = [conn_threads] { return new httplib::ThreadPool(static_cast<size_t>(conn_threads)); };
+  im.http.set_payload_max_length(size_t{64} << 20);
+  im.http.set_keep_alive_max_count(100);
+  return s;
+}
+
+Server::~Server() {
+  if (impl_) impl_->http.stop();
+}
+
+Status Server::Bind() {
+  Impl& im = *impl_;
+  if (im.o.port == 0) im.port = im.http.bind_to_any_port(im.o.host);
+  else im.port = im.http.bind_to_port(im.o.host, im.o.port) ? im.o.port : -1;
+  if (im.port < 0) return MakeError("cannot bind " + im.o.host + ":" + std::to_string(im.o.port));
+  return {};
+}
+
+int Server::port() const { return impl_->port; }
+
+Status Server::Run() {
+  if (impl_->port < 0) KVTRIM_RETURN_IF_ERROR(Bind());
+  if (!impl_->http.listen_after_bind()) return MakeError("the server stopped listening with an error");
+  return {};
+}
+
+void Server::Stop() { impl_->http.stop(); }
+
+}  // namespace kvtrim::server
