@@ -40,7 +40,9 @@ class Compressor {
   }
   Policy& policy() { return *policy_; }
   // Tap to pass to the forward pass (null when the policy needs no statistics).
-  AttentionTap* tap() { return needs_.any_probs() || needs_.prefill_qk ? stats_.get() : nullptr; }
+  AttentionTap* tap() {
+    return needs_.any_probs() || needs_.prefill_qk || needs_.query_window > 0 ? stats_.get() : nullptr;
+  }
   AttentionStats& stats() { return *stats_; }
   // Per-head budget of `layer` at logical length n.
   int Budget(int layer, int64_t n) const;
@@ -56,6 +58,15 @@ class Compressor {
   // distribution per call, so a decode step computes it once for all heads.
   std::vector<int> HeadBudgets(int64_t n) const;
   int HeadBudgetAt(int layer, int h, int64_t n) const;  // HeadBudgets(n)[l * n_head_kv + h]
+
+  // The model's RoPE, passed to the policies (Expected Attention).
+  void SetRope(const RopeSpec& r) { rope_ = r; }
+  // Seconds the last reference pass (ReferencePass) took, and the prefill
+  // before it: reported as the counters ref-pass-us and prefill-us.
+  void SetReferenceTiming(double pass_s, double prefill_s) {
+    ref_pass_s_ = pass_s;
+    prefill_s_ = prefill_s;
+  }
 
   // The prompt will end at this logical length (SnapKV's observation window).
   void BeginPrompt(int64_t prompt_end) { stats_->SetPromptEnd(prompt_end); }
@@ -75,7 +86,8 @@ class Compressor {
   const std::vector<double>& prefill_layer_seconds() const { return layer_s_; }
   int64_t evictions() const { return evicted_.load(); }
   // The policy's own counters (e.g. KVSlimmer's merges and fallbacks).
-  std::vector<std::pair<std::string, int64_t>> counters() const { return policy_->Counters(); }
+  // With a reference pass, also its time and the prefill's (microseconds).
+  std::vector<std::pair<std::string, int64_t>> counters() const;
 
  private:
   Compressor() = default;
@@ -90,6 +102,8 @@ class Compressor {
   double compress_s_ = 0;
   std::vector<double> layer_s_;
   std::vector<int> head_units_;
+  RopeSpec rope_;
+  double ref_pass_s_ = -1, prefill_s_ = 0;
   std::atomic<int64_t> evicted_{0};
 };
 

@@ -13,6 +13,8 @@ const std::vector<PolicyInfo>& Registry() {
       RazorPolicyInfo(),
       CompactorPolicyInfo(),
       AmPolicyInfo(),
+      KvzipPolicyInfo(),
+      ExpectedAttentionPolicyInfo(),
   };
   return r;
 }

@@ -90,6 +90,7 @@ Status Transformer::Forward(kernels::ThreadPool& pool, kv::KvCache& cache, const
     AddBias(v.data(), L.bv, T);
     const bool want_qk = obs && obs->WantsQK();
     if (want_qk) k_pre = k;  // [T, Hkv*hd] before rotation
+    if (obs && obs->WantsQPre()) obs->OnQPre(l, q.data(), T);
     for (int t = 0; t < T; ++t) {
       kernels::Rope(&q[t * q_dim], H, hd, c_.rope_dims, pos0 + t, c_.rope_base, c_.rope_mode);
       kernels::Rope(&k[t * kv_dim], Hkv, hd, c_.rope_dims, pos0 + t, c_.rope_base, c_.rope_mode);

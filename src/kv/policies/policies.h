@@ -20,6 +20,8 @@ PolicyInfo MergeMeanPolicyInfo();
 PolicyInfo RazorPolicyInfo();
 PolicyInfo CompactorPolicyInfo();
 PolicyInfo AmPolicyInfo();
+PolicyInfo KvzipPolicyInfo();
+PolicyInfo ExpectedAttentionPolicyInfo();
 
 // SnapKV (snapkv.cpp); PyramidKV is SnapKV with layer budgets.
 class SnapkvPolicy : public Policy {
