@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <random>
 #include <tuple>
@@ -18,6 +19,7 @@
 #include "kv/stats.h"
 #include "kvtrim/engine.h"
 #include "model/config.h"
+#include "model/transformer.h"
 #include "io/tokenizer.h"
 #include "test_util.h"
 
@@ -101,6 +103,114 @@ TEST(KvzipPolicy, SharesOneBudgetOverHandMadeHeads) {
   ASSERT_TRUE(fixed.value()->Prepare(t).ok());
   EXPECT_EQ(fixed.value()->HeadBudget(0, 0, 2), 2);
   EXPECT_EQ(fixed.value()->HeadBudget(1, 1, 2), 2);
+}
+
+
+// BOS, then `copies` copies of a block of K ordinary token ids (seeded).
+std::vector<int> RepeatedBlock(const io::Tokenizer& tok, int K, int copies, uint32_t seed) {
+  std::vector<int> ordinary;
+  for (int id = 0; id < tok.vocab_size(); ++id)
+    if (tok.type(id) == io::TokenType::kNormal && id != tok.bos() && id != tok.eos()) ordinary.push_back(id);
+  std::mt19937 g(seed);
+  std::vector<int> block(K), seq{tok.bos()};
+  for (int& id : block) id = ordinary[g() % ordinary.size()];
+  for (int c = 0; c < copies; ++c) seq.insert(seq.end(), block.begin(), block.end());
+  return seq;
+}
+
+std::unique_ptr<Session> Compressed(const Engine& e, const KvOptions& kv, const std::vector<int>& toks) {
+  SessionOptions so;
+  so.kv = kv;
+  auto s = Session::Create(e, so);
+  EXPECT_TRUE(s.ok());
+  EXPECT_TRUE(s.value()->Prefill(toks).ok());
+  EXPECT_TRUE(s.value()->Compress().ok());
+  return std::move(s.value());
+}
+
+// An independent record of the reconstruction's attention: every
+// probability row of every query head, reduced here (max over queries and
+// group heads) over the entries the cache held before the pass.
+class MaxTap : public AttentionTap {
+ public:
+  MaxTap(int L, int H, int n) : m_(static_cast<size_t>(L) * H, std::vector<double>(n, 0.0)), H_(H) {}
+  bool WantsProbs(int) const override { return true; }
+  void OnProbs(int layer, int h, int, int, const float* p, int n) override {
+    std::vector<double>& m = m_[static_cast<size_t>(layer) * H_ + h];
+    for (int j = 0; j < n && j < static_cast<int>(m.size()); ++j) m[j] = std::max(m[j], static_cast<double>(p[j]));
+  }
+  std::vector<std::vector<double>> m_;
+  int H_;
+};
+
+TEST(KvzipEndToEnd, KeepsTheGlobalTopOfTheReconstructionsAttention) {
+  auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
+  ASSERT_TRUE(e);
+  const auto& c = e->config();
+  const int K = 24, L = c.n_layer, H = c.n_head_kv;
+  const std::vector<int> toks = RepeatedBlock(e->tokenizer(), K, 3, 5);  // BOS + 3 copies of one block
+  const int n = static_cast<int>(toks.size());
+  const double r = 0.25;
+  KvOptions kv;
+  kv.policy = "kvzip";
+  kv.ratio = r;
+  auto s = Compressed(*e, kv, toks);
+
+  // The reconstruction by hand: a fresh prefill, then the instruction and
+  // the context again (BOS dropped) over the full cache.
+  SessionOptions so;
+  auto full = Session::Create(*e, so);
+  ASSERT_TRUE(full.ok());
+  ASSERT_TRUE(full.value()->Prefill(toks).ok());
+  KvCache copy2(full.value()->cache());
+  MaxTap tap2(L, H, n);  // the reconstruction's queries only (not the instruction's)
+  std::vector<float> logits;
+  std::vector<int> instr = e->tokenizer().Encode("\nRepeat the previous context:\n", false);
+  ASSERT_TRUE(e->transformer().Forward(e->pool(), copy2, instr.data(), static_cast<int>(instr.size()), false, &logits).ok());
+  ASSERT_TRUE(e->transformer().Forward(e->pool(), copy2, toks.data() + 1, n - 1, false, &logits, &tap2).ok());
+
+  // By a full sort over every (layer, head, entry): each head's best entry
+  // (the floor of 1), then the best of the rest up to the uniform total.
+  const int total = L * H * static_cast<int>(std::ceil(r * n));
+  std::vector<std::tuple<double, int, int>> all;  // score, entry, flat head
+  for (int f = 0; f < L * H; ++f)
+    for (int j = 0; j < n; ++j) all.emplace_back(tap2.m_[f][j], j, f);
+  std::sort(all.rbegin(), all.rend());  // score, entry, head: all descending
+  std::vector<std::vector<int>> want(L * H);
+  std::vector<std::tuple<double, int, int>> rest;
+  std::vector<char> has(L * H, 0);
+  for (const auto& t : all) {
+    if (!has[std::get<2>(t)]) has[std::get<2>(t)] = 1, want[std::get<2>(t)].push_back(std::get<1>(t));
+    else rest.push_back(t);
+  }
+  for (int i = 0; i < total - L * H; ++i) want[std::get<2>(rest[i])].push_back(std::get<1>(rest[i]));
+  int held = 0, smallest = n, largest = 0;
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h) {
+      std::vector<int>& w = want[l * H + h];
+      std::sort(w.begin(), w.end());
+      const HeadStore& hs = s->cache().head(l, h);
+      std::vector<int> got;
+      for (int i = 0; i < hs.size(); ++i) got.push_back(hs.pos(i));
+      EXPECT_EQ(got, w) << "layer " << l << " head " << h;
+      held += hs.size(), smallest = std::min(smallest, hs.size()), largest = std::max(largest, hs.size());
+    }
+  // One budget over every head: the uniform total, shares that differ.
+  EXPECT_EQ(held, total);
+  EXPECT_LT(smallest, largest);
+  // The pass's time is reported against the prefill's.
+  std::map<std::string, int64_t> ctr;
+  for (const auto& [k, v] : s->compressor().counters()) ctr[k] = v;
+  EXPECT_GT(ctr["ref-pass-us"], 0);
+  EXPECT_GT(ctr["prefill-us"], 0);
+  EXPECT_EQ(ctr["head-max"], largest);
+  EXPECT_EQ(ctr["head-min"], smallest);
+
+  // --kvzip-per-head: every head its uniform share.
+  kv.params = {{"kvzip-per-head", 1}};
+  auto fixed = Compressed(*e, kv, toks);
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h) EXPECT_EQ(fixed->cache().head(l, h).size(), static_cast<int>(std::ceil(r * n)));
 }
 
 }  // namespace
