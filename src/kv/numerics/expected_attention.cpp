@@ -9,13 +9,11 @@ Eigen::MatrixXd RopeAverage(int d, int rot_dims, double base, bool neox, int64_t
   const int half = rot_dims / 2;
   for (int i = 0; i < half; ++i) {
     const double theta = std::pow(base, -2.0 * i / rot_dims);
-    double c = 0, s = 0;
-    for (int k = 0; k < horizon; ++k) {
-      const double a = static_cast<double>(p0 + k) * theta;
-      c += std::cos(a);
-      s += std::sin(a);
-    }
-    c /= horizon, s /= horizon;
+    // mean_k exp(i (p0 + k) theta) = exp(i (p0 + (h-1)/2) theta) sin(h theta/2) / (h sin(theta/2))
+    const double den = horizon * std::sin(theta / 2);
+    const double amp = std::abs(den) < 1e-300 ? 1.0 : std::sin(horizon * theta / 2) / den;
+    const double mid = (static_cast<double>(p0) + (horizon - 1) / 2.0) * theta;
+    const double c = amp * std::cos(mid), s = amp * std::sin(mid);
     const int i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
     A(i0, i0) = c, A(i0, i1) = -s;
     A(i1, i0) = s, A(i1, i1) = c;
