@@ -247,6 +247,18 @@ TEST(ExpectedAttentionStats, PreRopeQueriesAreTappedOnlyWhenAsked) {
   for (int l = 0; l < c.n_layer; ++l)
     for (int h = 0; h < c.n_head_kv; ++h) EXPECT_LE(s.value()->cache().head(l, h).size(), b2);
   EXPECT_EQ(*std::max_element(st.q_pre_pos.begin(), st.q_pre_pos.end()), 164);
+  // --ea-evict-batch 0.25: a full head drops to budget - ceil(0.25 budget) + 1 at once.
+  SessionOptions sb = so;
+  sb.kv.params["ea-evict-batch"] = 0.25;
+  auto s3 = Session::Create(*e, sb);
+  ASSERT_TRUE(s3.ok());
+  ASSERT_TRUE(s3.value()->Prefill(toks).ok());
+  ASSERT_TRUE(s3.value()->Compress().ok());  // prefill-time: exactly the budget
+  EXPECT_EQ(s3.value()->cache().head(0, 0).size(), budget);
+  ASSERT_TRUE(s3.value()->Decode(toks[1]).ok());  // 41 entries, budget ceil(0.25 * 161) = 41: no eviction
+  EXPECT_EQ(s3.value()->cache().head(0, 0).size(), 41);
+  ASSERT_TRUE(s3.value()->Decode(toks[2]).ok());  // 42 > 41: down to 41 - 11 + 1 = 31
+  EXPECT_EQ(s3.value()->cache().head(0, 0).size(), 31);
   // Another policy collects none.
   SessionOptions so2;
   so2.kv.policy = "snapkv";

@@ -16,8 +16,9 @@ namespace {
 
 class ExpectedAttentionPolicy : public Policy {
  public:
-  ExpectedAttentionPolicy(int window, int horizon, int sinks, bool covariance, bool value_norm)
-      : window_(window), horizon_(horizon), sinks_(sinks), covariance_(covariance), value_norm_(value_norm) {}
+  ExpectedAttentionPolicy(int window, int horizon, int sinks, bool covariance, bool value_norm, double batch)
+      : window_(window), horizon_(horizon), sinks_(sinks), covariance_(covariance), value_norm_(value_norm),
+        batch_(batch) {}
   StatsNeeds needs() const override {
     StatsNeeds n;
     n.query_window = window_;
@@ -26,13 +27,17 @@ class ExpectedAttentionPolicy : public Policy {
   int protected_entries() const override { return sinks_; }
   Plan Compress(const PolicyContext& ctx) override {
     const HeadStore& s = *ctx.store;
-    return Plan::Keep(KeepTop(Scores(ctx), ProtectSinksAndRecent(s, sinks_, 0), ctx.budget));
+    int target = ctx.budget;
+    if (ctx.phase == Phase::kDecode && batch_ > 0)  // --ea-evict-batch: room for the next steps
+      target = std::max(sinks_ + 1, ctx.budget - static_cast<int>(std::ceil(batch_ * ctx.budget)) + 1);
+    return Plan::Keep(KeepTop(Scores(ctx), ProtectSinksAndRecent(s, sinks_, 0), std::min(target, ctx.budget)));
   }
 
  private:
   std::vector<double> Scores(const PolicyContext& ctx) const;
   int window_, horizon_, sinks_;
   bool covariance_, value_norm_;
+  double batch_;
 };
 
 std::vector<double> ExpectedAttentionPolicy::Scores(const PolicyContext& ctx) const {
@@ -86,11 +91,14 @@ PolicyInfo ExpectedAttentionPolicyInfo() {
            {"ea-horizon", 512, "future positions the RoPE rotation is averaged over", 1, 1e6},
            {"ea-sinks", 4, "first positions always kept", 0, 1e6},
            {"ea-covariance", 1, "1: use the query covariance (0: the mean query only)", 0, 1},
-           {"ea-value-norm", 1, "1: scores times ||v_j||", 0, 1}},
+           {"ea-value-norm", 1, "1: scores times ||v_j||", 0, 1},
+           {"ea-evict-batch", 0, "decode-time: fraction of the budget evicted at once when full (0: one entry per step)",
+            0, 1}},
           [](const Params& p) {
             return std::make_unique<ExpectedAttentionPolicy>(
                 static_cast<int>(p.at("ea-window")), static_cast<int>(p.at("ea-horizon")),
-                static_cast<int>(p.at("ea-sinks")), p.at("ea-covariance") >= 0.5, p.at("ea-value-norm") >= 0.5);
+                static_cast<int>(p.at("ea-sinks")), p.at("ea-covariance") >= 0.5, p.at("ea-value-norm") >= 0.5,
+                p.at("ea-evict-batch"));
           }};
 }
 
