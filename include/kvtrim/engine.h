@@ -144,6 +144,7 @@ class Session {
   double nll_sum_ = 0;
   int64_t nll_count_ = 0;
   double chosen_ratio_ = 1;
+  double prefill_s_ = 0;     // seconds spent in Prefill so far (reported against the reference pass)
   std::vector<int> tokens_;  // every token appended so far (reference passes replay them)
 };
 

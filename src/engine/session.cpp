@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "kvtrim/engine.h"
@@ -40,6 +41,14 @@ Status AttachProfile(const Engine& e, kv::Compressor& c, const KvOptions& kv) {
   return c.SetHeadUnits(std::move(hb.value().units));
 }
 
+kv::RopeSpec RopeOf(const model::ModelConfig& c) {
+  kv::RopeSpec r;
+  r.rot_dims = c.rope_dims > 0 ? c.rope_dims : c.head_dim;
+  r.base = c.rope_base;
+  r.neox = c.rope_mode == kernels::RopeMode::kNeox;
+  return r;
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<Session>> Session::Create(const Engine& engine, const SessionOptions& opts) {
@@ -61,6 +70,7 @@ Expected<std::unique_ptr<Session>> Session::Create(const Engine& engine, const S
   // Entries are computed in f32; quantized storage starts after compression.
   s->cache_ = std::make_unique<kv::KvCache>(c.n_layer, c.n_head_kv, c.head_dim, GgmlType::F32);
   s->compressor_ = std::move(comp.value());
+  s->compressor_->SetRope(RopeOf(c));
   s->chosen_ratio_ = opts.kv.ratio;
   KVTRIM_RETURN_IF_ERROR(s->SetupQuality());
   return s;
@@ -124,7 +134,9 @@ Expected<std::unique_ptr<Session>> Session::Fork(const KvOptions& kv) const {
   s->ubatch_ = ubatch_;
   s->cache_ = std::make_unique<kv::KvCache>(*cache_);
   s->compressor_ = std::move(comp.value());
+  s->compressor_->SetRope(RopeOf(engine_->config()));
   s->logits_ = logits_;
+  s->prefill_s_ = prefill_s_;
   s->nll_sum_ = nll_sum_;
   s->nll_count_ = nll_count_;
   s->chosen_ratio_ = kv.ratio;
@@ -154,14 +166,17 @@ Status Session::Compress() {
   return {};
 }
 
+// One routine for every policy that asks for a reference pass (am's
+// reference queries, KVzip's reconstruction scores).
 Status Session::RunReferencePass() {
   const kv::ReferencePass rp = compressor_->policy().reference_pass();
   if (!rp.repeat || tokens_.empty()) return {};
   bool compresses = false;  // skip the pass when no layer's budget bites
   for (int l = 0; l < engine_->config().n_layer; ++l) compresses |= compressor_->Budget(l, position()) < position();
   if (!compresses) return {};
+  const auto t0 = std::chrono::steady_clock::now();
   const auto& c = engine_->config();
-  std::vector<int> instr = engine_->tokenizer().Encode("\nRepeat the previous context.\n", false);
+  std::vector<int> instr = engine_->tokenizer().Encode(rp.instruction, false);
   std::vector<int> again(tokens_.begin() + (tokens_.front() == bos() ? 1 : 0), tokens_.end());
   // Within the model's trained context unless the policy asks for all of it.
   const int64_t room = c.ctx - position() - static_cast<int64_t>(instr.size());
@@ -169,7 +184,8 @@ Status Session::RunReferencePass() {
   if (again.empty()) return {};
   kv::KvCache copy(*cache_);
   kv::StatsNeeds needs;
-  needs.prefill_qk = true;
+  needs.prefill_qk = rp.queries;
+  needs.max_prob = rp.max_prob;
   kv::AttentionStats rep(c.n_layer, c.n_head_kv, c.group(), c.head_dim, needs);
   std::vector<float> logits;
   const auto& tf = engine_->transformer();
@@ -179,7 +195,16 @@ Status Session::RunReferencePass() {
     KVTRIM_RETURN_IF_ERROR(tf.Forward(pool(), copy, again.data() + i, n, false, &logits, &rep));
   }
   for (int l = 0; l < c.n_layer; ++l)
-    for (int h = 0; h < c.n_head_kv; ++h) compressor_->stats().head(l, h).q_repeat = std::move(rep.head(l, h).q_rot);
+    for (int h = 0; h < c.n_head_kv; ++h) {
+      kv::HeadStats& into = compressor_->stats().head(l, h);
+      if (rp.queries) into.q_repeat = std::move(rep.head(l, h).q_rot);
+      if (!rp.max_prob) continue;
+      std::vector<float>& m = rep.head(l, h).max_prob;  // the entries held before the pass
+      m.resize(static_cast<size_t>(cache_->head(l, h).size()), 0.f);
+      into.max_prob = std::move(m);
+    }
+  compressor_->SetReferenceTiming(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                                  prefill_s_);
   return {};
 }
 
@@ -193,6 +218,7 @@ Status Session::CheckRoom(size_t n) const {
 
 Status Session::Prefill(const std::vector<int>& tokens) {
   KVTRIM_RETURN_IF_ERROR(CheckRoom(tokens.size()));
+  const auto t0 = std::chrono::steady_clock::now();
   compressor_->BeginPrompt(position() + static_cast<int64_t>(tokens.size()));
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
   for (size_t i = 0; i < tokens.size(); i += ubatch_) {
@@ -209,6 +235,7 @@ Status Session::Prefill(const std::vector<int>& tokens) {
     KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(pool(), *cache_, tokens.data() + i, n, false, &logits_,
                                                           compressor_->tap()));
   }
+  prefill_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return {};
 }
 

@@ -17,6 +17,9 @@ class AttentionTap {
   // Pre-RoPE keys [T, n_head_kv*hd] and rotated queries [T, n_head*hd].
   virtual bool WantsQK() const { return false; }
   virtual void OnQK(int /*layer*/, const float* /*k_pre*/, const float* /*q_rot*/, int /*T*/) {}
+  // Pre-RoPE queries [T, n_head*hd] (Expected Attention's query statistics).
+  virtual bool WantsQPre() const { return false; }
+  virtual void OnQPre(int /*layer*/, const float* /*q_pre*/, int /*T*/) {}
 };
 
 }  // namespace kvtrim::kv

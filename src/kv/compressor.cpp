@@ -23,7 +23,8 @@ bool Covers(const StatsNeeds& have, const StatsNeeds& want) {
   return (!want.acc_mass || have.acc_mass) && (!want.access || have.access) && (!want.current || have.current) &&
          (want.obs_window == 0 || want.obs_window == have.obs_window) &&
          (want.history == 0 || want.history == have.history) && (!want.prefill_qk || have.prefill_qk) &&
-         (want.recent_window == 0 || want.recent_window == have.recent_window);
+         (want.recent_window == 0 || want.recent_window == have.recent_window) &&
+         (want.query_window == 0 || want.query_window == have.query_window);
 }
 
 Status Merge(StatsNeeds* into, const StatsNeeds& n, const std::string& name) {
@@ -33,7 +34,10 @@ Status Merge(StatsNeeds* into, const StatsNeeds& n, const std::string& name) {
     return MakeError("policy '" + name + "' needs another history length than the others forked from this session");
   if (n.recent_window && into->recent_window && n.recent_window != into->recent_window)
     return MakeError("policy '" + name + "' needs another recent window than the others forked from this session");
+  if (n.query_window && into->query_window && n.query_window != into->query_window)
+    return MakeError("policy '" + name + "' needs another query window than the others forked from this session");
   into->recent_window = std::max(into->recent_window, n.recent_window);
+  into->query_window = std::max(into->query_window, n.query_window);
   into->acc_mass |= n.acc_mass;
   into->access |= n.access;
   into->current |= n.current;
@@ -200,6 +204,15 @@ std::vector<int> Compressor::AdaptiveBudgets(const KvCache& cache, int layer, Ph
   return AdaptiveHeadBudgets(sc, Budget(layer, cache.logical_length()), o_.min_head_share);
 }
 
+std::vector<std::pair<std::string, int64_t>> Compressor::counters() const {
+  auto c = policy_->Counters();
+  if (ref_pass_s_ >= 0) {
+    c.emplace_back("ref-pass-us", std::llround(ref_pass_s_ * 1e6));
+    c.emplace_back("prefill-us", std::llround(prefill_s_ * 1e6));
+  }
+  return c;
+}
+
 Status Compressor::CompressHead(KvCache& cache, int layer, int h, Phase phase, int budget) {
   HeadStore& hs = cache.head(layer, h);
   PolicyContext ctx;
@@ -213,6 +226,7 @@ Status Compressor::CompressHead(KvCache& cache, int layer, int h, Phase phase, i
   ctx.all_stats = stats_.get();
   ctx.budget = budget;
   ctx.logical_len = cache.logical_length();
+  ctx.rope = &rope_;
   Plan plan = policy_->Compress(ctx);
   if (plan.noop) return {};
   KVTRIM_RETURN_IF_ERROR(ValidatePlan(plan, hs.size(), hs.head_dim()));
@@ -237,8 +251,8 @@ Status Compressor::CompressPrefillLayer(KvCache& cache, int l, kernels::ThreadPo
   // The whole-cache target first (razor solves its window, or answers
   // kUnreachable), before any head changes.
   if (l == 0)
-    KVTRIM_RETURN_IF_ERROR(
-        policy_->Prepare({o_.ratio, o_.ratio_explicit, o_.budget_tokens, cache.logical_length(), n_layer_, n_head_kv_}));
+    KVTRIM_RETURN_IF_ERROR(policy_->Prepare({o_.ratio, o_.ratio_explicit, o_.budget_tokens, cache.logical_length(),
+                                             n_layer_, n_head_kv_, stats_.get(), &cache}));
   std::vector<int> budgets = HeadBudgets(cache.logical_length());
   if (adaptive_ && Budget(l, cache.logical_length()) < cache.logical_length()) {
     const std::vector<int> a = AdaptiveBudgets(cache, l, Phase::kPrefill, pool);

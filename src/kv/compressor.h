@@ -40,7 +40,9 @@ class Compressor {
   }
   Policy& policy() { return *policy_; }
   // Tap to pass to the forward pass (null when the policy needs no statistics).
-  AttentionTap* tap() { return needs_.any_probs() || needs_.prefill_qk ? stats_.get() : nullptr; }
+  AttentionTap* tap() {
+    return needs_.any_probs() || needs_.prefill_qk || needs_.query_window > 0 ? stats_.get() : nullptr;
+  }
   AttentionStats& stats() { return *stats_; }
   // Per-head budget of `layer` at logical length n.
   int Budget(int layer, int64_t n) const;
@@ -61,6 +63,15 @@ class Compressor {
   bool adaptive() const { return adaptive_; }
   std::vector<int> AdaptiveBudgets(const KvCache& cache, int layer, Phase phase, kernels::ThreadPool* pool = nullptr);
 
+  // The model's RoPE, passed to the policies (Expected Attention).
+  void SetRope(const RopeSpec& r) { rope_ = r; }
+  // Seconds the last reference pass (ReferencePass) took, and the prefill
+  // before it: reported as the counters ref-pass-us and prefill-us.
+  void SetReferenceTiming(double pass_s, double prefill_s) {
+    ref_pass_s_ = pass_s;
+    prefill_s_ = prefill_s;
+  }
+
   // The prompt will end at this logical length (SnapKV's observation window).
   void BeginPrompt(int64_t prompt_end) { stats_->SetPromptEnd(prompt_end); }
   // Prefill-time compression, then quantization of what is kept.
@@ -79,7 +90,8 @@ class Compressor {
   const std::vector<double>& prefill_layer_seconds() const { return layer_s_; }
   int64_t evictions() const { return evicted_.load(); }
   // The policy's own counters (e.g. KVSlimmer's merges and fallbacks).
-  std::vector<std::pair<std::string, int64_t>> counters() const { return policy_->Counters(); }
+  // With a reference pass, also its time and the prefill's (microseconds).
+  std::vector<std::pair<std::string, int64_t>> counters() const;
 
  private:
   Compressor() = default;
@@ -95,6 +107,8 @@ class Compressor {
   std::vector<double> layer_s_;
   std::vector<int> head_units_;
   bool adaptive_ = false;
+  RopeSpec rope_;
+  double ref_pass_s_ = -1, prefill_s_ = 0;
   std::atomic<int64_t> evicted_{0};
 };
 

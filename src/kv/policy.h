@@ -33,6 +33,16 @@ using Params = std::map<std::string, double>;
 
 enum class Phase { kPrefill, kDecode };
 
+// The model's rotary embedding, for policies that reason about queries at
+// future positions (Expected Attention): pairs (2i, 2i+1), or (i, i + rot/2)
+// with neox, rotated by pos * base^(-2i / rot_dims); dimensions past
+// rot_dims are not rotated.
+struct RopeSpec {
+  int rot_dims = 0;
+  double base = 10000.0;
+  bool neox = false;
+};
+
 struct PolicyContext {
   Phase phase = Phase::kPrefill;
   int layer = 0, head = 0, n_layer = 1, n_head_kv = 1;
@@ -41,6 +51,7 @@ struct PolicyContext {
   const AttentionStats* all_stats = nullptr;
   int budget = 0;                          // entries this head may keep
   int64_t logical_len = 0;
+  const RopeSpec* rope = nullptr;          // the model's RoPE (Compressor::SetRope), may be null
 };
 
 // What prefill-time compression is asked to reach, for policies that plan
@@ -51,16 +62,25 @@ struct CompressionTarget {
   int budget_tokens = 0;  // > 0 wins over ratio
   int64_t n = 0;          // logical length being compressed
   int n_layer = 1, n_head_kv = 1;
+  // The statistics and the cache before any head changes (KVzip's global
+  // top-k over every head of every layer); may be null.
+  const AttentionStats* stats = nullptr;
+  const KvCache* cache = nullptr;
 };
 
 // A second forward pass the engine runs before prefill-time compression to
 // collect more reference queries (Attention Matching's repeat-prefill): it
-// appends "Repeat the previous context." and teacher-forces the context again
-// on a copy of the cache; the rotated queries land in HeadStats::q_repeat.
+// appends `instruction` and teacher-forces the context again on a copy of the
+// cache; the rotated queries land in HeadStats::q_repeat, and with max_prob
+// (KVzip) the largest probability each entry held before the pass receives
+// from those queries (over the group's query heads) in HeadStats::max_prob.
 struct ReferencePass {
   bool repeat = false;
   bool past_context = false;  // repeat the whole context even past the model's trained context
   bool on_policy = false;     // re-run before each layer, lower layers already compressed
+  std::string instruction = "\nRepeat the previous context.\n";  // METHODS.md section 4 (am)
+  bool queries = true;        // collect the rotated queries (q_repeat)
+  bool max_prob = false;      // collect the max probability per entry (max_prob)
 };
 
 // Per-entry scores of one head for head-adaptive budgets (AdaKV; see

@@ -14,6 +14,8 @@ const std::vector<PolicyInfo>& Registry() {
       CompactorPolicyInfo(),
       AmPolicyInfo(),
       TovaPolicyInfo(), KnormPolicyInfo(), KeydiffPolicyInfo(),
+      KvzipPolicyInfo(),
+      ExpectedAttentionPolicyInfo(),
   };
   return r;
 }

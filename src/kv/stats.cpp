@@ -12,6 +12,8 @@ AttentionStats::AttentionStats(int n_layer, int n_head_kv, int group, int head_d
     h.words = needs_.history > 0 ? (needs_.history + 63) / 64 : 0;
     h.recent.resize(needs_.recent_window);
     h.recent_pos.assign(needs_.recent_window, -1);
+    h.q_pre.resize(needs_.query_window);
+    h.q_pre_pos.assign(needs_.query_window, -1);
   }
 }
 
@@ -22,6 +24,7 @@ void AttentionStats::Grow(HeadStats& hs, int n) const {
   if (needs_.access) hs.last_access.resize(n, -1);
   if (needs_.current) hs.cur.resize(n, 0.f);
   if (hs.words) hs.hist.resize(static_cast<size_t>(n) * hs.words, 0);
+  if (needs_.max_prob) hs.max_prob.resize(n, 0.f);
   hs.n = n;
 }
 
@@ -55,6 +58,8 @@ void AttentionStats::OnProbs(int layer, int kv_head, int t, int g, const float* 
     if (g == 0) std::fill(hs.cur.begin(), hs.cur.end(), 0.f);
     for (int j = 0; j < n; ++j) hs.cur[j] += p[j] * inv;
   }
+  if (needs_.max_prob)
+    for (int j = 0; j < n; ++j) hs.max_prob[j] = std::max(hs.max_prob[j], p[j]);
   if (!needs_.access && !hs.words) return;
   // Access decisions use the max over the group's query heads.
   if (g == 0) hs.row_max.assign(p, p + n);
@@ -105,6 +110,19 @@ void AttentionStats::OnQK(int layer, const float* k_pre, const float* q_rot, int
       hs.k_pre.insert(hs.k_pre.end(), kr, kr + d);
       const float* qr = q_rot + static_cast<size_t>(t) * n_head_kv_ * G * d + h * G * d;
       hs.q_rot.insert(hs.q_rot.end(), qr, qr + G * d);
+    }
+  }
+}
+
+void AttentionStats::OnQPre(int layer, const float* q_pre, int T) {
+  const int w = needs_.query_window, gd = group_ * head_dim_;
+  for (int t = std::max(0, T - w); t < T; ++t) {  // only the batch's last w queries
+    const int64_t pos = pos0_ + t;
+    for (int h = 0; h < n_head_kv_; ++h) {
+      HeadStats& hs = head(layer, h);
+      const float* qr = q_pre + static_cast<size_t>(t) * n_head_kv_ * gd + static_cast<size_t>(h) * gd;
+      hs.q_pre[pos % w].assign(qr, qr + gd);
+      hs.q_pre_pos[pos % w] = pos;
     }
   }
 }
@@ -163,6 +181,8 @@ void AttentionStats::Rebuild(int layer, int h, const std::vector<std::vector<int
       for (int w = 0; w < hs.words; ++w) out.hist[j * hs.words + w] |= hs.hist[static_cast<size_t>(i) * hs.words + w];
     }
   out.recent_pos = std::move(hs.recent_pos);
+  out.q_pre = std::move(hs.q_pre);  // per query, not per entry
+  out.q_pre_pos = std::move(hs.q_pre_pos);
   out.recent.resize(hs.recent.size());
   for (size_t r = 0; r < hs.recent.size(); ++r) {  // merged entries received the sum of their sources' mass
     const std::vector<float>& row = hs.recent[r];
@@ -187,15 +207,19 @@ void AttentionStats::DropPrefillQK() {
     std::vector<float>().swap(h.k_pre);
     std::vector<float>().swap(h.q_rot);
     std::vector<float>().swap(h.q_repeat);
+    std::vector<float>().swap(h.max_prob);
   }
 }
 
 size_t AttentionStats::BytesHeld() const {
   size_t s = 0;
   for (const auto& h : heads_) {
-    s += 4 * (h.acc.capacity() + h.obs.capacity() + h.cur.capacity() + h.k_pre.capacity() + h.q_rot.capacity() + h.q_repeat.capacity() + h.row_max.capacity()) +
+    s += 4 * (h.acc.capacity() + h.obs.capacity() + h.cur.capacity() + h.k_pre.capacity() + h.q_rot.capacity() +
+              h.q_repeat.capacity() + h.row_max.capacity() + h.max_prob.capacity()) +
          8 * (h.last_access.capacity() + h.hist.capacity() + h.recent_pos.capacity());
     for (const auto& r : h.recent) s += 4 * r.capacity();
+    for (const auto& r : h.q_pre) s += 4 * r.capacity();
+    s += 8 * h.q_pre_pos.capacity();
   }
   return s;
 }

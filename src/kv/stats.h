@@ -21,7 +21,11 @@ struct StatsNeeds {
   bool prefill_qk = false;   // Compactor-style scorers
   int recent_window = 0;     // KVSlimmer: probabilities of the last w queries (group mean)
   bool current = false;      // TOVA: probabilities of the latest query (group mean)
-  bool any_probs() const { return acc_mass || obs_window > 0 || access || history > 0 || recent_window > 0 || current; }
+  int query_window = 0;      // Expected Attention: pre-RoPE queries of the last w positions
+  bool max_prob = false;     // KVzip (reference pass): max probability each entry receives
+  bool any_probs() const {
+    return acc_mass || obs_window > 0 || access || history > 0 || recent_window > 0 || current || max_prob;
+  }
 };
 
 struct HeadStats {
@@ -36,6 +40,9 @@ struct HeadStats {
   std::vector<float> cur;             // [n] latest query's probabilities, mean over the group (0: newer entries)
   std::vector<std::vector<float>> recent;  // [w][n at that query] ring: group-mean probabilities
   std::vector<int64_t> recent_pos;         // [w] query position of each ring row (-1: empty)
+  std::vector<std::vector<float>> q_pre;   // [w][G * d] ring: pre-RoPE queries of the group (query_window)
+  std::vector<int64_t> q_pre_pos;          // [w] query position of each ring row (-1: empty)
+  std::vector<float> max_prob;             // [n] max over queries and group heads of the probability (max_prob)
   int words = 0;                      // uint64 words per entry in hist
   int n = 0;
 };
@@ -74,6 +81,8 @@ class AttentionStats : public AttentionTap {
   void OnProbs(int layer, int kv_head, int t, int g, const float* p, int n) override;
   bool WantsQK() const override { return needs_.prefill_qk; }
   void OnQK(int layer, const float* k_pre, const float* q_rot, int T) override;
+  bool WantsQPre() const override { return needs_.query_window > 0; }
+  void OnQPre(int layer, const float* q_pre, int T) override;
 
  private:
   void Grow(HeadStats& hs, int n) const;

@@ -90,6 +90,7 @@ Status Transformer::Forward(kernels::ThreadPool& pool, kv::KvCache& cache, const
     AddBias(v.data(), L.bv, T);
     const bool want_qk = obs && obs->WantsQK();
     if (want_qk) k_pre = k;  // [T, Hkv*hd] before rotation
+    if (obs && obs->WantsQPre()) obs->OnQPre(l, q.data(), T);
     for (int t = 0; t < T; ++t) {
       rope_.Apply(&q[t * q_dim], H, hd, pos0 + t);
       rope_.Apply(&k[t * kv_dim], Hkv, hd, pos0 + t);

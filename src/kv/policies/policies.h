@@ -23,6 +23,8 @@ PolicyInfo AmPolicyInfo();
 PolicyInfo TovaPolicyInfo();
 PolicyInfo KnormPolicyInfo();
 PolicyInfo KeydiffPolicyInfo();
+PolicyInfo KvzipPolicyInfo();
+PolicyInfo ExpectedAttentionPolicyInfo();
 
 // SnapKV (snapkv.cpp); PyramidKV is SnapKV with layer budgets.
 class SnapkvPolicy : public Policy {

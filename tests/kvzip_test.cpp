@@ -1,0 +1,217 @@
+// KVzip (docs/policies-2.md): the shared top-k against brute force and by
+// hand, the policy on hand-made statistics, then the reconstruction pass on
+// the needle model (one budget over every head, fixed shares with
+// --kvzip-per-head, a repeated block).
+#include "kv/numerics/shared_budget.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <random>
+#include <tuple>
+
+#include "kv/cache.h"
+#include "kv/compressor.h"
+#include "kv/policy.h"
+#include "kv/stats.h"
+#include "kvtrim/engine.h"
+#include "model/config.h"
+#include "model/transformer.h"
+#include "io/tokenizer.h"
+#include "test_util.h"
+
+namespace kvtrim::kv {
+namespace {
+
+TEST(KvzipNumerics, SharedTopKByHand) {
+  const std::vector<std::vector<double>> s = {{0.9, 0.1, 0.5}, {0.8, 0.7, 0.6}, {0.05}};
+  EXPECT_EQ(numerics::SharedTopK(s, 3, 0), (std::vector<int>{1, 2, 0}));
+  // Floor 1: every head its best first (0.9, 0.8, 0.05), then 0.7 and 0.6.
+  EXPECT_EQ(numerics::SharedTopK(s, 5, 1), (std::vector<int>{1, 3, 1}));
+  // Floors beyond the total: the floors stand.
+  EXPECT_EQ(numerics::SharedTopK(s, 2, 1), (std::vector<int>{1, 1, 1}));
+  // More than every entry: all of them.
+  EXPECT_EQ(numerics::SharedTopK(s, 100, 0), (std::vector<int>{3, 3, 1}));
+}
+
+TEST(KvzipNumerics, SharedTopKIsTheGlobalTopK) {
+  std::mt19937 g(3);
+  std::uniform_int_distribution<int> len(1, 40), q(0, 9);  // coarse scores: many ties
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<std::vector<double>> s(7);
+    std::vector<std::tuple<double, int, int>> all;  // (score, index, head)
+    for (int h = 0; h < 7; ++h) {
+      s[h].resize(len(g));
+      for (size_t i = 0; i < s[h].size(); ++i) all.emplace_back(s[h][i] = q(g) * 0.1, static_cast<int>(i), h);
+    }
+    std::sort(all.rbegin(), all.rend());  // score, then index, then head, all descending
+    const int total = static_cast<int>(all.size()) / 3;
+    std::vector<int> want(7, 0);
+    for (int i = 0; i < total; ++i) ++want[std::get<2>(all[i])];
+    const std::vector<int> got = numerics::SharedTopK(s, total, 0);
+    EXPECT_EQ(got, want) << trial;
+    EXPECT_EQ(std::accumulate(got.begin(), got.end(), 0), total);
+  }
+}
+
+HeadStore MakeHead(int n, int d = 4) {
+  HeadStore h(d, GgmlType::F32);
+  std::vector<float> z(d, 0.f);
+  for (int i = 0; i < n; ++i) h.Append(z.data(), z.data(), i, 0.f);
+  return h;
+}
+
+TEST(KvzipPolicy, SharesOneBudgetOverHandMadeHeads) {
+  // 2 layers x 2 heads of 6 entries at r = 1/3: 2 per head uniformly, 8 in all.
+  KvCache cache(2, 2, 4);
+  StatsNeeds needs;
+  AttentionStats stats(2, 2, 1, 4, needs);
+  const std::vector<std::vector<float>> mp = {
+      {0.9f, 0.8f, 0.7f, 0.6f, 0.5f, 0.4f},   // (0, 0): a head the reconstruction leans on
+      {0.1f, 0.0f, 0.0f, 0.0f, 0.0f, 0.05f},  // (0, 1)
+      {0.3f, 0.2f, 0.65f, 0.0f, 0.0f, 0.0f},  // (1, 0)
+      {0.0f, 0.0f, 0.0f, 0.0f, 0.55f, 0.0f}}; // (1, 1)
+  for (int l = 0; l < 2; ++l)
+    for (int h = 0; h < 2; ++h) {
+      cache.head(l, h) = MakeHead(6);
+      stats.head(l, h).max_prob = mp[l * 2 + h];
+    }
+  auto pol = MakePolicy("kvzip", {});
+  ASSERT_TRUE(pol.ok());
+  CompressionTarget t{1.0 / 3, true, 0, 6, 2, 2, &stats, &cache};
+  ASSERT_TRUE(pol.value()->Prepare(t).ok());
+  // Floor 1 each (0.9, 0.1, 0.65, 0.55), then the 4 best of the rest: 0.8, 0.7, 0.6, 0.5.
+  EXPECT_EQ(pol.value()->HeadBudget(0, 0, 2), 5);
+  EXPECT_EQ(pol.value()->HeadBudget(0, 1, 2), 1);
+  EXPECT_EQ(pol.value()->HeadBudget(1, 0, 2), 1);
+  EXPECT_EQ(pol.value()->HeadBudget(1, 1, 2), 1);
+  PolicyContext ctx;
+  ctx.store = &cache.head(1, 0);
+  ctx.stats = &stats.head(1, 0);
+  ctx.budget = 1;
+  EXPECT_EQ(pol.value()->Compress(ctx).keep, (std::vector<int>{2}));
+  ctx.store = &cache.head(0, 0);
+  ctx.stats = &stats.head(0, 0);
+  ctx.budget = 5;
+  EXPECT_EQ(pol.value()->Compress(ctx).keep, (std::vector<int>{0, 1, 2, 3, 4}));
+  // --kvzip-per-head: the uniform share.
+  auto fixed = MakePolicy("kvzip", {{"kvzip-per-head", 1}});
+  ASSERT_TRUE(fixed.ok());
+  ASSERT_TRUE(fixed.value()->Prepare(t).ok());
+  EXPECT_EQ(fixed.value()->HeadBudget(0, 0, 2), 2);
+  EXPECT_EQ(fixed.value()->HeadBudget(1, 1, 2), 2);
+}
+
+
+// BOS, then `copies` copies of a block of K ordinary token ids (seeded).
+std::vector<int> RepeatedBlock(const io::Tokenizer& tok, int K, int copies, uint32_t seed) {
+  std::vector<int> ordinary;
+  for (int id = 0; id < tok.vocab_size(); ++id)
+    if (tok.type(id) == io::TokenType::kNormal && id != tok.bos() && id != tok.eos()) ordinary.push_back(id);
+  std::mt19937 g(seed);
+  std::vector<int> block(K), seq{tok.bos()};
+  for (int& id : block) id = ordinary[g() % ordinary.size()];
+  for (int c = 0; c < copies; ++c) seq.insert(seq.end(), block.begin(), block.end());
+  return seq;
+}
+
+std::unique_ptr<Session> Compressed(const Engine& e, const KvOptions& kv, const std::vector<int>& toks) {
+  SessionOptions so;
+  so.kv = kv;
+  auto s = Session::Create(e, so);
+  EXPECT_TRUE(s.ok());
+  EXPECT_TRUE(s.value()->Prefill(toks).ok());
+  EXPECT_TRUE(s.value()->Compress().ok());
+  return std::move(s.value());
+}
+
+// An independent record of the reconstruction's attention: every
+// probability row of every query head, reduced here (max over queries and
+// group heads) over the entries the cache held before the pass.
+class MaxTap : public AttentionTap {
+ public:
+  MaxTap(int L, int H, int n) : m_(static_cast<size_t>(L) * H, std::vector<double>(n, 0.0)), H_(H) {}
+  bool WantsProbs(int) const override { return true; }
+  void OnProbs(int layer, int h, int, int, const float* p, int n) override {
+    std::vector<double>& m = m_[static_cast<size_t>(layer) * H_ + h];
+    for (int j = 0; j < n && j < static_cast<int>(m.size()); ++j) m[j] = std::max(m[j], static_cast<double>(p[j]));
+  }
+  std::vector<std::vector<double>> m_;
+  int H_;
+};
+
+TEST(KvzipEndToEnd, KeepsTheGlobalTopOfTheReconstructionsAttention) {
+  auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
+  ASSERT_TRUE(e);
+  const auto& c = e->config();
+  const int K = 24, L = c.n_layer, H = c.n_head_kv;
+  const std::vector<int> toks = RepeatedBlock(e->tokenizer(), K, 3, 5);  // BOS + 3 copies of one block
+  const int n = static_cast<int>(toks.size());
+  const double r = 0.25;
+  KvOptions kv;
+  kv.policy = "kvzip";
+  kv.ratio = r;
+  auto s = Compressed(*e, kv, toks);
+
+  // The reconstruction by hand: a fresh prefill, then the instruction and
+  // the context again (BOS dropped) over the full cache.
+  SessionOptions so;
+  auto full = Session::Create(*e, so);
+  ASSERT_TRUE(full.ok());
+  ASSERT_TRUE(full.value()->Prefill(toks).ok());
+  KvCache copy2(full.value()->cache());
+  MaxTap tap2(L, H, n);  // the reconstruction's queries only (not the instruction's)
+  std::vector<float> logits;
+  std::vector<int> instr = e->tokenizer().Encode("\nRepeat the previous context:\n", false);
+  ASSERT_TRUE(e->transformer().Forward(e->pool(), copy2, instr.data(), static_cast<int>(instr.size()), false, &logits).ok());
+  ASSERT_TRUE(e->transformer().Forward(e->pool(), copy2, toks.data() + 1, n - 1, false, &logits, &tap2).ok());
+
+  // By a full sort over every (layer, head, entry): each head's best entry
+  // (the floor of 1), then the best of the rest up to the uniform total.
+  const int total = L * H * static_cast<int>(std::ceil(r * n));
+  std::vector<std::tuple<double, int, int>> all;  // score, entry, flat head
+  for (int f = 0; f < L * H; ++f)
+    for (int j = 0; j < n; ++j) all.emplace_back(tap2.m_[f][j], j, f);
+  std::sort(all.rbegin(), all.rend());  // score, entry, head: all descending
+  std::vector<std::vector<int>> want(L * H);
+  std::vector<std::tuple<double, int, int>> rest;
+  std::vector<char> has(L * H, 0);
+  for (const auto& t : all) {
+    if (!has[std::get<2>(t)]) has[std::get<2>(t)] = 1, want[std::get<2>(t)].push_back(std::get<1>(t));
+    else rest.push_back(t);
+  }
+  for (int i = 0; i < total - L * H; ++i) want[std::get<2>(rest[i])].push_back(std::get<1>(rest[i]));
+  int held = 0, smallest = n, largest = 0;
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h) {
+      std::vector<int>& w = want[l * H + h];
+      std::sort(w.begin(), w.end());
+      const HeadStore& hs = s->cache().head(l, h);
+      std::vector<int> got;
+      for (int i = 0; i < hs.size(); ++i) got.push_back(hs.pos(i));
+      EXPECT_EQ(got, w) << "layer " << l << " head " << h;
+      held += hs.size(), smallest = std::min(smallest, hs.size()), largest = std::max(largest, hs.size());
+    }
+  // One budget over every head: the uniform total, shares that differ.
+  EXPECT_EQ(held, total);
+  EXPECT_LT(smallest, largest);
+  // The pass's time is reported against the prefill's.
+  std::map<std::string, int64_t> ctr;
+  for (const auto& [k, v] : s->compressor().counters()) ctr[k] = v;
+  EXPECT_GT(ctr["ref-pass-us"], 0);
+  EXPECT_GT(ctr["prefill-us"], 0);
+  EXPECT_EQ(ctr["head-max"], largest);
+  EXPECT_EQ(ctr["head-min"], smallest);
+
+  // --kvzip-per-head: every head its uniform share.
+  kv.params = {{"kvzip-per-head", 1}};
+  auto fixed = Compressed(*e, kv, toks);
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h) EXPECT_EQ(fixed->cache().head(l, h).size(), static_cast<int>(std::ceil(r * n)));
+}
+
+}  // namespace
+}  // namespace kvtrim::kv
