@@ -15,6 +15,8 @@
 
 #include "chat_templates.h"
 #include "io/gguf.h"
+#include "io/tokenizer.h"
+#include "kvtrim/chat.h"
 #include "kvtrim/engine.h"
 #include "model/config.h"
 #include "model/rope.h"
@@ -226,6 +228,55 @@ TEST(Llama3, FreqFactorsWithLinearScalingMatchReference) {
   s.factor = 2;
   s.orig_ctx = 128;
   CheckAgainstReference(s, {0.5, s.freq_factors});
+}
+
+// The models as published carry byte-level BPE vocabularies: the same
+// shapes with real BPE vocabularies (GPT-2's 50257 tokens under the Llama 3
+// and Qwen2 pre-tokenizers, ChatML control tokens appended) load, run and
+// match the reference.
+TinySpec WithBpeVocab(TinySpec s, const std::string& pre) {
+  s.vocab_file = "vocab/ggml-vocab-gpt-2.gguf";
+  s.raw["tokenizer.ggml.pre"] = {8, test::GgufWriter::Str(pre)};
+  s.control_tokens = {"<|im_start|>", "<|im_end|>"};
+  return s;
+}
+TEST(Llama3, BpeVocabularyLlama3AndQwen2ShapesMatchReference) {
+  if (!std::filesystem::exists(test::SharedPath("vocab/ggml-vocab-gpt-2.gguf"))) GTEST_SKIP() << "no ../shared/vocab";
+  CheckAgainstReference(WithBpeVocab(Llama3Spec(), "llama-bpe"), {1.0, Llama3Spec().freq_factors});
+  CheckAgainstReference(WithBpeVocab(Qwen2Spec(), "qwen2"), {0.25});
+}
+TEST(Llama3, BpeQwen2ChatPromptTokenizesTheSpecialsAsTokens) {
+  if (!std::filesystem::exists(test::SharedPath("vocab/ggml-vocab-gpt-2.gguf"))) GTEST_SKIP() << "no ../shared/vocab";
+  TinySpec s = WithBpeVocab(Qwen2Spec(), "qwen2");
+  s.raw["tokenizer.chat_template"] = {8, test::GgufWriter::Str(test::kQwen2Instruct)};
+  s.raw["tokenizer.ggml.add_bos_token"] = {7, test::GgufWriter::Pod<uint8_t>(0)};
+  const TempFile file = WriteTemp("kvtrim-tiny-qwen2-bpe.gguf", test::MakeTinyModel(s).bytes);
+  auto e = Engine::Load({file.path, 2});
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  const io::Tokenizer& tok = e.value()->tokenizer();
+  EXPECT_EQ(tok.model(), io::Tokenizer::Model::kByteLevelBpe);
+  EXPECT_EQ(tok.vocab_size(), 50257 + 2);
+  const int im_start = 50257, im_end = 50258;
+  const ChatPrompt p = FormatChat(*e.value(), {{"user", "Hello world"}});
+  EXPECT_EQ(p.family, ChatFamily::kChatML);
+  EXPECT_EQ(p.text, "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHello world<|im_end|>\n"
+                    "<|im_start|>assistant\n");
+  const std::vector<int> ids = tok.Encode(p.text, !p.has_bos && tok.add_bos(), p.parse_special);
+  ASSERT_FALSE(ids.empty());
+  EXPECT_EQ(ids.front(), im_start) << "no BOS (add_bos_token false), the special first";
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), im_start), 3);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), im_end), 2);
+  // Decode prints control tokens as nothing (llama.cpp's detokenize without special).
+  EXPECT_EQ(tok.Decode(ids), "system\nYou are a helpful assistant.\nuser\nHello world\nassistant\n");
+  // Without parse_special the markers are plain text (many tokens, none special).
+  const std::vector<int> plain = tok.Encode(p.text, false, false);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), im_start), 0);
+  EXPECT_GT(plain.size(), ids.size());
+  // The chat prompt runs through the model.
+  auto sess = Session::Create(*e.value(), {});
+  ASSERT_TRUE(sess.ok());
+  ASSERT_TRUE(sess.value()->Prefill(ids).ok());
+  EXPECT_EQ(static_cast<int>(sess.value()->logits().size()), 50257 + 2);
 }
 
 TEST(Llama3, RopeRotationHandComputed) {

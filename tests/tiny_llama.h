@@ -3,6 +3,7 @@
 // SentencePiece vocabulary (optionally padded with synthetic pieces up to a
 // large vocabulary), with the weights kept for an independent reference.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -26,6 +27,10 @@ struct TinySpec {
   std::vector<float> freq_factors;  // rope_freqs.weight, empty = absent
   bool tied = false;
   int vocab = 0;               // 0: the 512 stories pieces; more: padded with "<pN>" pieces
+  // The vocabulary's source (relative to ../shared): a model or a
+  // vocabulary-only GGUF (e.g. vocab/ggml-vocab-gpt-2.gguf, byte-level BPE).
+  std::string vocab_file = "models/stories260K.gguf";
+  std::vector<std::string> control_tokens;  // appended as control tokens (e.g. <|im_start|>)
   int file_type = -1;          // general.file_type, -1 = absent
   uint64_t seed = 1;
   std::set<std::string> drop;  // metadata keys or tensor names to leave out
@@ -72,25 +77,34 @@ inline TinyModel MakeTinyModel(const TinySpec& s) {
   if (!s.scaling_type.empty()) kv.push_back({a + "rope.scaling.type", str(s.scaling_type)});
   if (s.factor != 0) kv.push_back({a + "rope.scaling.factor", f32(s.factor)});
   if (s.orig_ctx) kv.push_back({a + "rope.scaling.original_context_length", u32(s.orig_ctx)});
-  // The stories260K vocabulary, padded with synthetic normal pieces.
-  auto voc = io::GgufFile::Open(ModelPath("stories260K.gguf"));
+  // The vocabulary (stories260K's by default), padded with synthetic normal
+  // pieces up to s.vocab, then the control tokens.
+  auto voc = io::GgufFile::Open(SharedPath(s.vocab_file));
+  int n_tokens = 0;
   for (const auto& [k, v] : voc.value()->metadata()) {
     if (k.rfind("tokenizer.", 0) != 0) continue;
     io::GgufValue val = v;
-    if (s.vocab > 0 && val.type == io::GgufValueType::ARRAY) {
+    const bool per_token = k == "tokenizer.ggml.tokens" || k == "tokenizer.ggml.scores" ||
+                           k == "tokenizer.ggml.token_type";
+    if (per_token && val.type == io::GgufValueType::ARRAY) {
       auto& arr = std::get<io::GgufArray>(val.v);
-      for (int i = static_cast<int>(arr.size()); i < s.vocab; ++i) {
+      const int n0 = static_cast<int>(arr.size());
+      const int n_pad = std::max(n0, s.vocab), n_all = n_pad + static_cast<int>(s.control_tokens.size());
+      for (int i = n0; i < n_all; ++i) {
         io::GgufValue e;
         e.type = val.elem_type;
-        if (k == "tokenizer.ggml.tokens") e.v = "<p" + std::to_string(i) + ">";
+        const bool control = i >= n_pad;
+        if (k == "tokenizer.ggml.tokens")
+          e.v = control ? s.control_tokens[static_cast<size_t>(i - n_pad)] : "<p" + std::to_string(i) + ">";
         else if (k == "tokenizer.ggml.scores") e.v = -1e4 - i * 1.0;
-        else e.v = static_cast<int64_t>(1);
+        else e.v = static_cast<int64_t>(control ? 3 : 1);
         arr.push_back(e);
       }
+      if (k == "tokenizer.ggml.tokens") n_tokens = n_all;
     }
     kv.push_back({k, {static_cast<uint32_t>(val.type), W::Encode(val)}});
   }
-  m.vocab = s.vocab > 0 ? s.vocab : 512;
+  m.vocab = n_tokens;
   for (const auto& [k, v] : s.raw) {
     bool found = false;
     for (auto& e : kv)
