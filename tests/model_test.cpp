@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "io/tokenizer.h"
+#include "model/config.h"
 #include "test_util.h"
 
 namespace kvtrim {
@@ -237,5 +238,25 @@ TEST(CliRun, SamplingIsSeededAndDeterministic) {
   EXPECT_NE(a.out, c.out);
 }
 
+}  // namespace
+}  // namespace kvtrim
+
+namespace kvtrim {
+namespace {
+TEST(Session, TokenIdsOutsideTheVocabularyAreRefused) {
+  auto e = test::LoadEngine("stories260K.gguf");
+  ASSERT_TRUE(e);
+  auto s = Session::Create(*e, {});
+  ASSERT_TRUE(s.ok());
+  const int V = e->config().vocab;
+  Status a = s.value()->Prefill({1, -1});
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.error().message.find("token id -1 at position 1"), std::string::npos) << a.error().message;
+  EXPECT_FALSE(s.value()->Decode(V).ok());
+  EXPECT_FALSE(s.value()->ForwardAll({V + 5}).ok());
+  EXPECT_EQ(s.value()->position(), 0) << "nothing was appended";
+  EXPECT_TRUE(s.value()->Prefill({1, V - 1}).ok());
+  EXPECT_EQ(e->tokenizer().start(), e->tokenizer().bos());
+}
 }  // namespace
 }  // namespace kvtrim

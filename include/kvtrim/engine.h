@@ -125,6 +125,7 @@ class Session {
  private:
   Session() = default;
   Status CheckRoom(size_t n) const;
+  Status CheckTokens(const int* t, size_t n) const;  // every id inside the vocabulary
   Status SetupQuality();  // loads the calibration of opts_.kv when quality > 0
   void AddNll(const std::vector<float>& rows, const int* tokens, int n);
   // The policy's ReferencePass (Attention Matching's repeat-prefill): on a

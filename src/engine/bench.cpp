@@ -127,10 +127,10 @@ Expected<std::vector<BenchRow>> RunBench(const Engine& e, const BenchOptions& o)
   for (auto tw = Clock::now(); Since(tw) < o.warmup_s;) {
     auto s = Session::Create(e, o.session);
     if (!s.ok()) return s.error();
-    std::vector<int> toks(std::min(64, s.value()->ctx() - 1), e.tokenizer().bos());
+    std::vector<int> toks(std::min(64, s.value()->ctx() - 1), e.tokenizer().start());
     KVTRIM_RETURN_IF_ERROR(s.value()->Prefill(toks));
     for (int i = 0; i < 16 && s.value()->position() < s.value()->ctx(); ++i)
-      KVTRIM_RETURN_IF_ERROR(s.value()->Decode(e.tokenizer().bos()));
+      KVTRIM_RETURN_IF_ERROR(s.value()->Decode(e.tokenizer().start()));
   }
   for (int depth : o.depths) {
     if (depth < 0) return MakeError("depth must be >= 0");
@@ -148,7 +148,7 @@ Expected<std::vector<BenchRow>> RunBench(const Engine& e, const BenchOptions& o)
                          " generated tokens exceeds the context length " + std::to_string(ses.ctx()));
       }
       std::vector<int> toks(row.prefill_len);
-      toks[0] = e.tokenizer().bos();
+      toks[0] = e.tokenizer().start();
       for (size_t i = 1; i < toks.size(); ++i) toks[i] = static_cast<int>(3 + rng() % (vocab - 3));
       auto t0 = Clock::now();
       KVTRIM_RETURN_IF_ERROR(ses.Prefill(toks));

@@ -30,7 +30,7 @@ std::vector<int> ProbeTokens(const io::Tokenizer& tok, int K, int repeats, uint6
   std::vector<int> block(K);
   uint64_t s = seed;
   for (int& id : block) id = ordinary[SplitMix(s) % ordinary.size()];
-  std::vector<int> seq{tok.bos()};
+  std::vector<int> seq{tok.start()};
   for (int r = 0; r < repeats; ++r) seq.insert(seq.end(), block.begin(), block.end());
   return seq;
 }

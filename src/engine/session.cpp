@@ -208,6 +208,15 @@ Status Session::RunReferencePass() {
   return {};
 }
 
+Status Session::CheckTokens(const int* t, size_t n) const {
+  const int64_t V = engine_->config().vocab;
+  for (size_t i = 0; i < n; ++i)
+    if (t[i] < 0 || t[i] >= V)
+      return MakeError("token id " + std::to_string(t[i]) + " at position " + std::to_string(i) +
+                       " is outside the vocabulary [0, " + std::to_string(V) + ")");
+  return {};
+}
+
 Status Session::CheckRoom(size_t n) const {
   if (position() + static_cast<int64_t>(n) > ctx_) {
     return MakeError("sequence of " + std::to_string(position() + static_cast<int64_t>(n)) +
@@ -218,6 +227,7 @@ Status Session::CheckRoom(size_t n) const {
 
 Status Session::Prefill(const std::vector<int>& tokens) {
   KVTRIM_RETURN_IF_ERROR(CheckRoom(tokens.size()));
+  KVTRIM_RETURN_IF_ERROR(CheckTokens(tokens.data(), tokens.size()));
   const auto t0 = std::chrono::steady_clock::now();
   compressor_->BeginPrompt(position() + static_cast<int64_t>(tokens.size()));
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
@@ -241,6 +251,7 @@ Status Session::Prefill(const std::vector<int>& tokens) {
 
 Status Session::Decode(int token) {
   KVTRIM_RETURN_IF_ERROR(CheckRoom(1));
+  KVTRIM_RETURN_IF_ERROR(CheckTokens(&token, 1));
   tokens_.push_back(token);
   KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(pool(), *cache_, &token, 1, false, &logits_,
                                                         compressor_->tap()));
@@ -249,6 +260,7 @@ Status Session::Decode(int token) {
 
 Expected<std::vector<float>> Session::ForwardAll(const std::vector<int>& tokens) {
   KVTRIM_RETURN_IF_ERROR(CheckRoom(tokens.size()));
+  KVTRIM_RETURN_IF_ERROR(CheckTokens(tokens.data(), tokens.size()));
   const size_t V = engine_->config().vocab;
   std::vector<float> all;
   all.reserve(tokens.size() * V);

@@ -124,7 +124,7 @@ Expected<std::vector<Context>> MakeContexts(const Engine& e, const CalibrateOpti
     if (!o.fidelity) continue;
     for (int i = 0; i < o.samples; ++i) {
       const int T = std::min(o.continuation, context_tokens / 2);
-      std::vector<int> toks = {tok.bos()};
+      std::vector<int> toks = {tok.start()};
       auto f = hay->Filler(tok, context_tokens - 1, o.seed * 0x9E3779B97F4A7C15ull + 7919 * (out.size() + 1) + i);
       toks.insert(toks.end(), f.begin(), f.end());
       Context c{"fidelity", static_cast<int>(out.size()), {toks.begin(), toks.end() - T}, {}, {toks.end() - T, toks.end()}};

@@ -261,7 +261,7 @@ class Sweep {
   Status RunFidelity(const Unit& u, const Haystack& hay) {
     const bool decode = u.kind == Unit::kFidelityDecode;
     const int T = std::min(o_.fidelity_continuation, o_.context_tokens / 2);
-    std::vector<int> toks = {tok_.bos()};
+    std::vector<int> toks = {tok_.start()};
     std::vector<int> filler =
         hay.Filler(tok_, o_.context_tokens - 1, o_.seed * 0x9E3779B97F4A7C15ull + 7919 * u.sample + 1);
     toks.insert(toks.end(), filler.begin(), filler.end());

@@ -206,7 +206,7 @@ void Assemble(const io::Tokenizer& tok, const std::vector<int>& filler, const st
               const std::vector<double>& targets, int slots, TaskSample& s) {
   const int n_fill = static_cast<int>(filler.size());
   const int reach = std::min(64, (n_fill - 1) / (2 * slots) - 1);
-  s.context = {tok.bos()};
+  s.context = {tok.start()};
   int prev = 0;
   for (size_t j = 0; j < needles.size(); ++j) {
     int p = static_cast<int>(targets[j] * n_fill + 0.5);

@@ -46,6 +46,10 @@ class Tokenizer {
 
   int vocab_size() const { return static_cast<int>(pieces_.size()); }
   int bos() const { return bos_; }
+  // The token a sequence starts with where kvtrim builds one itself (eval
+  // contexts, bench, the profile probe): BOS, else EOS (byte-level
+  // vocabularies without a BOS, as GPT-2's <|endoftext|> serves both), else 0.
+  int start() const { return bos_ >= 0 ? bos_ : eos_ >= 0 ? eos_ : 0; }
   int eos() const { return eos_; }
   int eot() const { return eot_; }  // tokenizer.ggml.eot_token_id, -1 when absent
   Model model() const { return model_; }

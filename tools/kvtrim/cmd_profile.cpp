@@ -95,7 +95,7 @@ Expected<std::vector<std::vector<int>>> CalibContexts(const Engine& e, const Hea
                      std::to_string(e.config().ctx));
   std::vector<std::vector<int>> out;
   for (int k = 0; k < f.contexts; ++k) {
-    std::vector<int> t{e.tokenizer().bos()};
+    std::vector<int> t{e.tokenizer().start()};
     std::vector<int> fill = hay.value().Filler(e.tokenizer(), n + 32, f.seed + static_cast<uint64_t>(k));
     t.insert(t.end(), fill.begin(), fill.end());
     if (static_cast<int>(t.size()) < n) return MakeError("the haystack is too short for the calibration contexts");
