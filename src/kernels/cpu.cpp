@@ -1,0 +1,61 @@
+#include "kernels/cpu.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+namespace kvtrim::kernels {
+namespace {
+
+KernelPath Detect() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  return avx512 ? KernelPath::kAvx512 : avx2 ? KernelPath::kAvx2 : KernelPath::kScalar;
+#else
+  return KernelPath::kScalar;
+#endif
+}
+
+// The environment is read once, at the first kernel call (not in a constructor).
+KernelPath FromEnv(KernelPath best) {
+  const char* e = std::getenv("KVTRIM_KERNELS");
+  if (!e) return best;
+  KernelPath want = best;
+  if (!std::strcmp(e, "scalar")) want = KernelPath::kScalar;
+  else if (!std::strcmp(e, "avx2")) want = KernelPath::kAvx2;
+  else if (!std::strcmp(e, "avx512")) want = KernelPath::kAvx512;
+  return std::min(want, best);
+}
+
+std::atomic<int>& Active() {
+  static std::atomic<int> a{static_cast<int>(FromEnv(BestKernelPath()))};
+  return a;
+}
+
+}  // namespace
+
+const char* KernelPathName(KernelPath p) {
+  switch (p) {
+    case KernelPath::kScalar: return "scalar";
+    case KernelPath::kAvx2: return "avx2";
+    case KernelPath::kAvx512: return "avx512-vnni";
+  }
+  return "?";
+}
+
+KernelPath BestKernelPath() {
+  static const KernelPath best = Detect();
+  return best;
+}
+
+KernelPath ActiveKernelPath() { return static_cast<KernelPath>(Active().load(std::memory_order_relaxed)); }
+
+KernelPath SetKernelPath(KernelPath p) {
+  return static_cast<KernelPath>(Active().exchange(static_cast<int>(std::min(p, BestKernelPath()))));
+}
+
+}  // namespace kvtrim::kernels
