@@ -83,7 +83,7 @@ void BM_MatMul(benchmark::State& st) {
   st.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * cols * T * st.iterations(), benchmark::Counter::kIsRate,
                                               benchmark::Counter::kIs1000);
 }
-BENCHMARK(BM_MatMul)->ArgsProduct({{0, 8, 2}, {1, 512}, {0, 1, 2, 3}})->MeasureProcessCPUTime();
+BENCHMARK(BM_MatMul)->ArgsProduct({{0, 8, 2}, {1, 4, 16, 64, 512}, {0, 1, 2, 3}})->MeasureProcessCPUTime();
 
 }  // namespace
 }  // namespace kvtrim::kernels

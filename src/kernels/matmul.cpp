@@ -21,6 +21,13 @@ using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMa
 using CMap = Eigen::Map<const RowMat, 0, Eigen::OuterStride<>>;
 using MMap = Eigen::Map<RowMat, 0, Eigen::OuterStride<>>;
 
+// Batches below this size use the integer kernels of qgemm.h on Q8_0/Q4_0;
+// larger ones dequantize row blocks for Eigen's GEMM, which is faster there
+// (one thread, [768 x 256] Q8_0, bench/kernels_bench BM_MatMul on Zen 4, CPU
+// time: T=1 8.4 vs 13.7 us, T=4 25 vs 64 us, T=16 98 vs 117 us, T=64 400 vs
+// 337 us, T=512 62 vs 76 GFLOP/s; docs/kernels.md).
+constexpr int kIntegerMaxBatch = 32;
+
 }  // namespace
 
 void MatVec(ThreadPool& pool, const WeightView& w, const float* x, float* y) {
@@ -47,7 +54,7 @@ void GemmAB(int M, int N, int K, const float* a, int lda, const float* b, int ld
 }
 
 void MatMul(ThreadPool& pool, const WeightView& w, const float* x, int T, float* y) {
-  if (QGemmSupports(w)) {  // Q8_0/Q4_0: int16 activations against the stored blocks
+  if (QGemmSupports(w) && T < kIntegerMaxBatch) {  // Q8_0/Q4_0: int16 activations against the stored blocks
     // Reused across calls (no allocation per product). The pool's workers must
     // see the caller's buffer: a lambda names a thread_local directly (no
     // capture), so it is passed through a plain reference.

@@ -84,6 +84,12 @@ void QuantizeBlocks(const float* x, QActs* a, int64_t b0, int64_t b1) {
 
 #ifdef KVTRIM_X86
 
+KVTRIM_T_AVX2 inline float HalfAtF16c(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
 // ---- AVX2: one block of weights per ymm, widened to int16.
 KVTRIM_T_AVX2 inline __m256i LoadW2(bool q4, const uint8_t* blk) {
   if (!q4) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
@@ -120,7 +126,7 @@ KVTRIM_T_AVX2 void TileAvx2(const uint8_t* const* w, const int16_t* const* x, co
     for (int i = 0; i < RM; ++i) {
       const uint8_t* blk = w[i] + bb * b;
       Widen(LoadW2(Q4, blk), &lo[i], &hi[i]);
-      dw[i] = _mm256_set1_ps(HalfAt(blk));
+      dw[i] = _mm256_set1_ps(HalfAtF16c(blk));
     }
     for (int j = 0; j < RN; ++j) {
       const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[j] + kBlk * b));
@@ -150,7 +156,7 @@ KVTRIM_T_AVX512 void TileAvx512(const uint8_t* const* w, const int16_t* const* x
     for (int i = 0; i < RM; ++i) {
       const uint8_t* blk = w[i] + bb * b;
       wv[i] = _mm512_cvtepi8_epi16(LoadW2(Q4, blk));
-      dw[i] = _mm512_set1_ps(HalfAt(blk));
+      dw[i] = _mm512_set1_ps(HalfAtF16c(blk));
     }
     for (int j = 0; j < RN; ++j) {
       const __m512i xv = _mm512_loadu_si512(x[j] + kBlk * b);
