@@ -21,9 +21,13 @@ KernelPath Detect() {
 }
 
 // The environment is read once, at the first kernel call (not in a constructor).
+// Without it the AVX2 kernels run even where AVX-512 VNNI exists: on the Zen 4
+// machines here (512-bit operations issued as two 256-bit halves) they
+// measured 5-15% faster (docs/kernels.md); KVTRIM_KERNELS=avx512 selects the
+// AVX-512 kernels.
 KernelPath FromEnv(KernelPath best) {
   const char* e = std::getenv("KVTRIM_KERNELS");
-  if (!e) return best;
+  if (!e) return std::min(best, KernelPath::kAvx2);
   KernelPath want = best;
   if (!std::strcmp(e, "scalar")) want = KernelPath::kScalar;
   else if (!std::strcmp(e, "avx2")) want = KernelPath::kAvx2;
