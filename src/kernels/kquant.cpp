@@ -136,6 +136,18 @@ void DequantBlock(GgmlType t, const uint8_t* blk, float* out) {
 namespace kvtrim::kernels {
 namespace {
 
+// f16 scale at p, converted inline (F16C) rather than through quant.cpp's
+// F16ToF32 (a call per block; exact either way).
+inline float Hv(const uint8_t* p) {
+#ifdef __F16C__
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+#else
+  return H(p);
+#endif
+}
+
 // 8 consecutive int8 codes of a 32-byte vector (group k of 4) as floats.
 inline __m256 Lane(__m256i v, int k) {
   __m128i h = k < 2 ? _mm256_castsi256_si128(v) : _mm256_extracti128_si256(v, 1);
@@ -180,7 +192,7 @@ float Hsum(__m256 v) {
 // before issue 16, prefill-free paths), the int8 sink with Q8 activations.
 template <class Sink>
 void Q4_1Or5Codes(const uint8_t* b, GgmlType t, Sink& sink) {
-  const float d = H(b), m = t == GgmlType::Q5_0 ? 0.f : H(b + 2);
+  const float d = Hv(b), m = t == GgmlType::Q5_0 ? 0.f : Hv(b + 2);
   const uint8_t* qs = b + (t == GgmlType::Q4_1 ? 4 : t == GgmlType::Q5_0 ? 6 : 8);
   __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
   __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0xF)), _mm_and_si128(raw, _mm_set1_epi8(0xF)));
@@ -194,7 +206,7 @@ void Q4_1Or5Codes(const uint8_t* b, GgmlType t, Sink& sink) {
 }
 template <class Sink>
 void Q2KCodes(const uint8_t* b, Sink& sink) {
-  const float d = H(b + 80), dmin = H(b + 82);
+  const float d = Hv(b + 80), dmin = Hv(b + 82);
   for (int half = 0; half < 2; ++half) {
     const __m256i q = Load32(b + 16 + 32 * half);
     for (int j = 0; j < 4; ++j) {
@@ -205,7 +217,7 @@ void Q2KCodes(const uint8_t* b, Sink& sink) {
 }
 template <class Sink>
 void Q3KCodes(const uint8_t* b, Sink& sink) {
-  const float d = H(b + 108);
+  const float d = Hv(b + 108);
   const uint8_t* s = b + 96;
   float scale[16];
   for (int k = 0; k < 16; ++k) {
@@ -225,7 +237,7 @@ void Q3KCodes(const uint8_t* b, Sink& sink) {
 // Q4_K (qh == nullptr) and Q5_K.
 template <class Sink>
 void Q45KCodes(const uint8_t* b, const uint8_t* qh, const uint8_t* qs, Sink& sink) {
-  const float d = H(b), dmin = H(b + 2);
+  const float d = Hv(b), dmin = Hv(b + 2);
   const __m256i h = qh ? Load32(qh) : _mm256_setzero_si256();
   for (int g = 0; g < 4; ++g, qs += 32) {
     float d1, m1, d2, m2;
@@ -243,7 +255,7 @@ void Q45KCodes(const uint8_t* b, const uint8_t* qh, const uint8_t* qs, Sink& sin
 }
 template <class Sink>
 void Q6KCodes(const uint8_t* b, Sink& sink) {
-  const float d = H(b + 208);
+  const float d = Hv(b + 208);
   const auto* sc = reinterpret_cast<const int8_t*>(b + 192);
   const __m256i m32 = _mm256_set1_epi8(32);
   for (int half = 0; half < 2; ++half, sc += 8) {
@@ -291,8 +303,11 @@ bool HaveDotBlocksQ16() { return true; }
 
 bool DotBlocksQ16Avx2(GgmlType t, const uint8_t* p, const int16_t* xq, const float* xd, const int32_t* xs,
                       int nblocks, float* out) {
-  __m256 acc = _mm256_setzero_ps();
-  float mins = 0.f;
+  // Four accumulators (half block x group parity) and two min sums, so the
+  // loop is not bound by the latency of one FMA chain.
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  float mins[2] = {0.f, 0.f};
+  int k = 0;
   auto sink = [&](__m256i code, float sa, float sb, float ma, float mb) {
     const float dx = *xd++;
     // int16 codes x int16 activations, 8 int32 lanes per half of the group
@@ -300,14 +315,15 @@ bool DotBlocksQ16Avx2(GgmlType t, const uint8_t* p, const int16_t* xq, const flo
                                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq)));
     const __m256i p1 = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(code, 1)),
                                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 16)));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(sa * dx), acc);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(sb * dx), acc);
-    mins += dx * (ma * static_cast<float>(xs[0]) + mb * static_cast<float>(xs[1]));
+    acc[2 * k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(sa * dx), acc[2 * k]);
+    acc[2 * k + 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(sb * dx), acc[2 * k + 1]);
+    mins[k] += dx * (ma * static_cast<float>(xs[0]) + mb * static_cast<float>(xs[1]));
+    k ^= 1;
     xq += 32;
     xs += 2;
   };
   if (!VisitBlocks(t, p, nblocks, sink)) return false;
-  *out = Hsum(acc) - mins;
+  *out = Hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))) - (mins[0] + mins[1]);
   return true;
 }
 
