@@ -139,6 +139,31 @@ TEST(QGemm, MatMulWithinActivationRoundingOfFloatProduct) {
   }
 }
 
+// A NaN in a token's activations reaches that token's outputs (as through a
+// float product) and no other token's.
+TEST(QGemm, NonFiniteActivationsPropagateToTheirTokenOnly) {
+  std::mt19937 rng(5);
+  const int rows = 6, cols = 64, T = 3;
+  std::vector<uint8_t> data(RowBytes(GgmlType::Q8_0, cols) * rows);
+  for (int r = 0; r < rows; ++r)
+    QuantizeRow(GgmlType::Q8_0, RandVec(rng, cols).data(), data.data() + RowBytes(GgmlType::Q8_0, cols) * r, cols);
+  WeightView w{GgmlType::Q8_0, data.data(), rows, cols};
+  std::vector<float> x = RandVec(rng, T * cols);
+  x[cols + 40] = std::nanf("");
+  for (KernelPath path : Paths()) {
+    PathGuard guard(path);
+    QActs a;
+    QuantizeActs(x.data(), T, cols, &a);
+    std::vector<float> y(T * rows);
+    QGemmRows(w, a, 0, rows, y.data(), rows);
+    for (int r = 0; r < rows; ++r) {
+      EXPECT_TRUE(std::isfinite(y[r])) << KernelPathName(path);
+      EXPECT_TRUE(std::isnan(y[rows + r])) << KernelPathName(path);
+      EXPECT_TRUE(std::isfinite(y[2 * rows + r])) << KernelPathName(path);
+    }
+  }
+}
+
 TEST(QGemm, PathClampsToWhatTheCpuHas) {
   PathGuard guard(KernelPath::kAvx512);
   EXPECT_LE(ActiveKernelPath(), BestKernelPath());

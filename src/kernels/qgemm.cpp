@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "kernels/cpu.h"
 #include "kernels/kquant.h"
@@ -68,8 +69,15 @@ void QuantizeBlocks(const float* x, QActs* a, int64_t b0, int64_t b1) {
   for (int64_t b = b0; b < b1; ++b) {
     const float* xb = x + b * kBlk;
     float amax = 0.f;
-    for (int j = 0; j < kBlk; ++j) amax = std::max(amax, std::fabs(xb[j]));
-    const float d = amax / kQMax, id = amax > 0.f ? kQMax / amax : 0.f;
+    bool finite = true;
+    for (int j = 0; j < kBlk; ++j) {
+      amax = std::max(amax, std::fabs(xb[j]));
+      finite = finite && std::isfinite(xb[j]);
+    }
+    // A NaN or infinity makes the block's scale NaN (codes 0), so it reaches
+    // the outputs as it would through a float product.
+    const float d = finite ? amax / kQMax : std::numeric_limits<float>::quiet_NaN();
+    const float id = finite && amax > 0.f ? kQMax / amax : 0.f;
     a->d[b] = d;
     int16_t* q = &a->q[b * kBlk];
     int32_t s0 = 0, s1 = 0;
