@@ -119,7 +119,7 @@ void AttendCausal(const KvView& kv, const float* q, int T, int G, int q_stride, 
   // with 64; docs/kernels.md).
   const int Tb = std::max(1, 64 / G);
   std::vector<float> qb(static_cast<size_t>(Tb) * G * d), ob(static_cast<size_t>(Tb) * G * d);
-  std::vector<float> s;
+  std::vector<float> s, inv(static_cast<size_t>(Tb) * G);  // inv: 1 / softmax sum per row
   for (int t0 = 0; t0 < T; t0 += Tb) {
     const int t1 = std::min(T, t0 + Tb), rows = (t1 - t0) * G;
     const int nv = std::min(n_total, n_visible0 + t1);  // entries seen by the block's last query
@@ -131,14 +131,30 @@ void AttendCausal(const KvView& kv, const float* q, int T, int G, int q_stride, 
     for (int t = t0; t < t1; ++t) {
       const int vis = std::min(nv, n_visible0 + t + 1);
       for (int g = 0; g < G; ++g) {
-        float* row = &s[static_cast<size_t>((t - t0) * G + g) * nv];
-        for (int j = 0; j < vis; ++j) row[j] = row[j] * scale + kv.logw[j];
-        Softmax(row, vis);  // the masked tail gets weight 0 without an exp
+        const int r = (t - t0) * G + g;
+        float* row = &s[static_cast<size_t>(r) * nv];
+        float m = -INFINITY;
+        for (int j = 0; j < vis; ++j) {  // scaled scores and their max in one pass
+          row[j] = row[j] * scale + kv.logw[j];
+          m = std::max(m, row[j]);
+        }
+        // exp without normalizing (the output row is scaled instead, d
+        // values rather than vis) unless a tap needs the probabilities; the
+        // masked tail gets weight 0 without an exp.
+        const float sum = m == -INFINITY ? 0.f : ExpShiftSum(row, vis, m);
+        if (m == -INFINITY) std::fill(row, row + vis, 0.f);
+        inv[r] = sum > 0.f ? 1.f / sum : 0.f;
         std::fill(row + vis, row + nv, 0.f);
-        if (obs) (*obs)(t, g, row, vis);
+        if (obs) {
+          for (int j = 0; j < vis; ++j) row[j] *= inv[r];
+          inv[r] = 1.f;
+          (*obs)(t, g, row, vis);
+        }
       }
     }
     GemmAB(rows, d, nv, s.data(), nv, V, d, ob.data(), d);  // ob: [rows, d]
+    for (int r = 0; r < rows; ++r)
+      for (int i = 0; i < d; ++i) ob[static_cast<size_t>(r) * d + i] *= inv[r];
     for (int t = t0; t < t1; ++t)
       std::copy(&ob[static_cast<size_t>(t - t0) * G * d], &ob[static_cast<size_t>(t - t0 + 1) * G * d],
                 out + static_cast<size_t>(t) * out_stride);
