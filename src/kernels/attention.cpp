@@ -120,6 +120,7 @@ void AttendCausal(const KvView& kv, const float* q, int T, int G, int q_stride, 
   const int Tb = std::max(1, 64 / G);
   std::vector<float> qb(static_cast<size_t>(Tb) * G * d), ob(static_cast<size_t>(Tb) * G * d);
   std::vector<float> s, inv(static_cast<size_t>(Tb) * G);  // inv: 1 / softmax sum per row
+  std::vector<float> probs(obs ? n_total : 0);               // one normalized row for the taps
   for (int t0 = 0; t0 < T; t0 += Tb) {
     const int t1 = std::min(T, t0 + Tb), rows = (t1 - t0) * G;
     const int nv = std::min(n_total, n_visible0 + t1);  // entries seen by the block's last query
@@ -138,17 +139,18 @@ void AttendCausal(const KvView& kv, const float* q, int T, int G, int q_stride, 
           row[j] = row[j] * scale + kv.logw[j];
           m = std::max(m, row[j]);
         }
-        // exp without normalizing (the output row is scaled instead, d
-        // values rather than vis) unless a tap needs the probabilities; the
-        // masked tail gets weight 0 without an exp.
+        // exp without normalizing: the output row is scaled instead (d
+        // values rather than vis), the same arithmetic with or without taps
+        // (so ratio-1 compression reproduces the full cache bit for bit); a
+        // tap gets the normalized row in a copy. The masked tail gets weight
+        // 0 without an exp.
         const float sum = m == -INFINITY ? 0.f : ExpShiftSum(row, vis, m);
         if (m == -INFINITY) std::fill(row, row + vis, 0.f);
         inv[r] = sum > 0.f ? 1.f / sum : 0.f;
         std::fill(row + vis, row + nv, 0.f);
         if (obs) {
-          for (int j = 0; j < vis; ++j) row[j] *= inv[r];
-          inv[r] = 1.f;
-          (*obs)(t, g, row, vis);
+          for (int j = 0; j < vis; ++j) probs[j] = row[j] * inv[r];
+          (*obs)(t, g, probs.data(), vis);
         }
       }
     }
