@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/cpu.h"
+#include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "kv/cache.h"
 
@@ -46,6 +48,42 @@ void BM_AttendOne(benchmark::State& st) {
   st.SetBytesProcessed(st.iterations() * static_cast<int64_t>(2 * n * h.row_bytes()));
 }
 BENCHMARK(BM_AttendOne)->ArgsProduct({{128, 1024}, {0, 8}});
+
+// A [768 x 256] weight matrix (needle's FFN shape) times T tokens on one
+// thread. Args: type, T, path (0 scalar, 1 AVX2, 2 AVX-512; 3 = the float path
+// before issue 16: DequantRow + Eigen GEMM for T > 1, DotRow for T == 1).
+void BM_MatMul(benchmark::State& st) {
+  auto type = static_cast<GgmlType>(st.range(0));
+  const int T = static_cast<int>(st.range(1)), path = static_cast<int>(st.range(2));
+  const int rows = 768, cols = 256;
+  if (path < 3 && static_cast<KernelPath>(path) > BestKernelPath()) {
+    st.SkipWithError("path not supported here");
+    return;
+  }
+  std::vector<uint8_t> w(RowBytes(type, cols) * rows);
+  auto wf = Rand(rows * cols, 5);
+  for (int r = 0; r < rows; ++r) QuantizeRow(type, &wf[r * cols], w.data() + RowBytes(type, cols) * r, cols);
+  WeightView view{type, w.data(), rows, cols};
+  auto x = Rand(T * cols, 6);
+  std::vector<float> y(static_cast<size_t>(T) * rows), deq(static_cast<size_t>(rows) * cols);
+  ThreadPool pool(1);
+  const KernelPath old = SetKernelPath(static_cast<KernelPath>(std::min(path, 2)));
+  for (auto _ : st) {
+    if (path < 3) {
+      MatMul(pool, view, x.data(), T, y.data());
+    } else if (T == 1) {
+      for (int r = 0; r < rows; ++r) y[r] = DotRow(type, view.row(r), x.data(), cols);
+    } else {
+      for (int r = 0; r < rows; ++r) DequantRow(type, view.row(r), &deq[static_cast<size_t>(r) * cols], cols);
+      GemmABt(T, rows, cols, x.data(), cols, deq.data(), cols, y.data(), rows);
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  SetKernelPath(old);
+  st.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * cols * T * st.iterations(), benchmark::Counter::kIsRate,
+                                              benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_MatMul)->ArgsProduct({{0, 8, 2}, {1, 4, 16, 64, 512}, {0, 1, 2, 3}})->MeasureProcessCPUTime();
 
 }  // namespace
 }  // namespace kvtrim::kernels

@@ -10,7 +10,9 @@
 #include <set>
 
 #include "io/gguf.h"
+#include "kernels/kquant.h"
 #include "kernels/matmul.h"
+#include "kernels/qgemm.h"
 #include "kernels/quant.h"
 #include "kernels/ref/quant_ref.h"
 #include "test_util.h"
@@ -101,7 +103,47 @@ TEST_P(BlockTypes, MatMulAndMatVecMatchReference) {
       double want = kernels::ref::DotRow(t, view.row(r), x.data() + s * cols, cols);
       ASSERT_NEAR(y[s * rows + r], want, 1e-4 * (1 + mass)) << TypeName(t) << " r=" << r << " t=" << s;
     }
-    ASSERT_NEAR(y1[r], y[(T - 1) * rows + r], 1e-4 * (1 + mass)) << TypeName(t) << " r=" << r;
+    // Decode quantizes x to int16 groups of 32 (qgemm.h) where the integer block dots
+    // exist: within the rounding bound sum_c |w_c| d_x(group) / 2 of the float dot.
+    double bound = 1e-4 * (1 + mass);
+    if (kernels::QGemvBlockSupports(view)) {
+      for (int g = 0; g < cols / 32; ++g) {
+        float amax = 0, wsum = 0;
+        for (int c = 32 * g; c < 32 * g + 32; ++c) {
+          amax = std::max(amax, std::fabs(x[(T - 1) * cols + c]));
+          wsum += std::fabs(wr[c]);
+        }
+        bound += wsum * amax / 32767.0 / 2;
+      }
+    }
+    ASSERT_NEAR(y1[r], y[(T - 1) * rows + r], bound) << TypeName(t) << " r=" << r;
+  }
+}
+
+// The integer decode dot (DotBlocksQ16Avx2) against float64 of the same scheme:
+// sum_i w_i q_x(i) d_x(group of i), w from the element-wise reference.
+TEST_P(BlockTypes, Q8DotMatchesReferenceOfSameScheme) {
+  const GgmlType t = GetParam();
+  if (!kernels::HaveDotBlocksQ16()) GTEST_SKIP() << "no AVX2 build";
+  std::mt19937 rng(static_cast<unsigned>(t) * 17 + 3);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (int n : {256, 768}) {
+    std::vector<uint8_t> row = RandomRow(rng, t, n);
+    std::vector<float> x(n), wr(n);
+    for (float& v : x) v = nd(rng);
+    kernels::QActs a;
+    kernels::QuantizeActs(x.data(), 1, n, &a);
+    kernels::ref::DequantRow(t, row.data(), wr.data(), n);
+    double want = 0, mass = 0;
+    for (int i = 0; i < n; ++i) {
+      const double xi = double{a.d[i / 32]} * a.q[i];
+      want += double{wr[i]} * xi;
+      mass += std::fabs(double{wr[i]} * xi);
+    }
+    const int nblocks = n / static_cast<int>(GetTypeTraits(static_cast<uint32_t>(t))->block_elems);
+    float got = 0;
+    ASSERT_TRUE(kernels::DotBlocksQ16Avx2(t, row.data(), a.q.data(), a.d.data(), a.hsum.data(), nblocks, &got));
+    EXPECT_NEAR(got, want, 1e-5 * (1 + mass)) << TypeName(t) << " n=" << n;
   }
 }
 

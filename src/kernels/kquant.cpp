@@ -136,6 +136,18 @@ void DequantBlock(GgmlType t, const uint8_t* blk, float* out) {
 namespace kvtrim::kernels {
 namespace {
 
+// f16 scale at p, converted inline (F16C) rather than through quant.cpp's
+// F16ToF32 (a call per block; exact either way).
+inline float Hv(const uint8_t* p) {
+#ifdef __F16C__
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+#else
+  return H(p);
+#endif
+}
+
 // 8 consecutive int8 codes of a 32-byte vector (group k of 4) as floats.
 inline __m256 Lane(__m256i v, int k) {
   __m128i h = k < 2 ? _mm256_castsi256_si128(v) : _mm256_extracti128_si256(v, 1);
@@ -174,8 +186,13 @@ float Hsum(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(lo, _mm_movehdup_ps(lo)));
 }
 
-__m256 Q4_1Or5(const uint8_t* b, const float* x, __m256 acc, GgmlType t) {
-  const float d = H(b), m = t == GgmlType::Q5_0 ? 0.f : H(b + 2);
+// The block decoders below hand each group of 32 codes (int8, |code| <= 32)
+// to a sink with its scales: value = sa * code - ma for elements 0..15 and
+// sb * code - mb for 16..31. The float sink dots them with float x (decode
+// before issue 16, prefill-free paths), the int8 sink with Q8 activations.
+template <class Sink>
+void Q4_1Or5Codes(const uint8_t* b, GgmlType t, Sink& sink) {
+  const float d = Hv(b), m = t == GgmlType::Q5_0 ? 0.f : Hv(b + 2);
   const uint8_t* qs = b + (t == GgmlType::Q4_1 ? 4 : t == GgmlType::Q5_0 ? 6 : 8);
   __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
   __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0xF)), _mm_and_si128(raw, _mm_set1_epi8(0xF)));
@@ -185,23 +202,22 @@ __m256 Q4_1Or5(const uint8_t* b, const float* x, __m256 acc, GgmlType t) {
     q = _mm256_or_si256(q, FifthBits(qh));
     if (t == GgmlType::Q5_0) q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
   }
-  acc = Acc32(acc, q, x, d, d);
-  return m != 0.f ? Min32(acc, x, -m, -m) : acc;
+  sink(q, d, d, -m, -m);
 }
-__m256 Q2K(const uint8_t* b, const float* x, __m256 acc) {
-  const float d = H(b + 80), dmin = H(b + 82);
+template <class Sink>
+void Q2KCodes(const uint8_t* b, Sink& sink) {
+  const float d = Hv(b + 80), dmin = Hv(b + 82);
   for (int half = 0; half < 2; ++half) {
     const __m256i q = Load32(b + 16 + 32 * half);
-    for (int j = 0; j < 4; ++j, x += 32) {
+    for (int j = 0; j < 4; ++j) {
       const uint8_t sa = b[8 * half + 2 * j], sb = b[8 * half + 2 * j + 1];
-      acc = Acc32(acc, Bits(q, 2 * j, 3), x, d * (sa & 0xF), d * (sb & 0xF));
-      acc = Min32(acc, x, dmin * (sa >> 4), dmin * (sb >> 4));
+      sink(Bits(q, 2 * j, 3), d * (sa & 0xF), d * (sb & 0xF), dmin * (sa >> 4), dmin * (sb >> 4));
     }
   }
-  return acc;
 }
-__m256 Q3K(const uint8_t* b, const float* x, __m256 acc) {
-  const float d = H(b + 108);
+template <class Sink>
+void Q3KCodes(const uint8_t* b, Sink& sink) {
+  const float d = Hv(b + 108);
   const uint8_t* s = b + 96;
   float scale[16];
   for (int k = 0; k < 16; ++k) {
@@ -211,19 +227,19 @@ __m256 Q3K(const uint8_t* b, const float* x, __m256 acc) {
   const __m256i hm = Load32(b);
   for (int half = 0; half < 2; ++half) {
     const __m256i q = Load32(b + 32 + 32 * half);
-    for (int j = 0; j < 4; ++j, x += 32) {
+    for (int j = 0; j < 4; ++j) {
       __m256i minus4 = _mm256_slli_epi16(_mm256_xor_si256(Bits(hm, 4 * half + j, 1), _mm256_set1_epi8(1)), 2);
       __m256i code = _mm256_sub_epi8(Bits(q, 2 * j, 3), minus4);
-      acc = Acc32(acc, code, x, scale[8 * half + 2 * j], scale[8 * half + 2 * j + 1]);
+      sink(code, scale[8 * half + 2 * j], scale[8 * half + 2 * j + 1], 0.f, 0.f);
     }
   }
-  return acc;
 }
 // Q4_K (qh == nullptr) and Q5_K.
-__m256 Q45K(const uint8_t* b, const float* x, __m256 acc, const uint8_t* qh, const uint8_t* qs) {
-  const float d = H(b), dmin = H(b + 2);
+template <class Sink>
+void Q45KCodes(const uint8_t* b, const uint8_t* qh, const uint8_t* qs, Sink& sink) {
+  const float d = Hv(b), dmin = Hv(b + 2);
   const __m256i h = qh ? Load32(qh) : _mm256_setzero_si256();
-  for (int g = 0; g < 4; ++g, qs += 32, x += 64) {
+  for (int g = 0; g < 4; ++g, qs += 32) {
     float d1, m1, d2, m2;
     ScaleMin(b + 4, 2 * g, d, dmin, &d1, &m1);
     ScaleMin(b + 4, 2 * g + 1, d, dmin, &d2, &m2);
@@ -233,44 +249,81 @@ __m256 Q45K(const uint8_t* b, const float* x, __m256 acc, const uint8_t* qh, con
       lo = _mm256_or_si256(lo, _mm256_slli_epi16(Bits(h, 2 * g, 1), 4));
       hi = _mm256_or_si256(hi, _mm256_slli_epi16(Bits(h, 2 * g + 1, 1), 4));
     }
-    acc = Min32(Acc32(acc, lo, x, d1, d1), x, m1, m1);
-    acc = Min32(Acc32(acc, hi, x + 32, d2, d2), x + 32, m2, m2);
+    sink(lo, d1, d1, m1, m1);
+    sink(hi, d2, d2, m2, m2);
   }
-  return acc;
 }
-__m256 Q6K(const uint8_t* b, const float* x, __m256 acc) {
-  const float d = H(b + 208);
+template <class Sink>
+void Q6KCodes(const uint8_t* b, Sink& sink) {
+  const float d = Hv(b + 208);
   const auto* sc = reinterpret_cast<const int8_t*>(b + 192);
   const __m256i m32 = _mm256_set1_epi8(32);
   for (int half = 0; half < 2; ++half, sc += 8) {
     const __m256i ql0 = Load32(b + 64 * half), ql1 = Load32(b + 64 * half + 32), qh = Load32(b + 128 + 32 * half);
-    for (int k = 0; k < 4; ++k, x += 32) {
+    for (int k = 0; k < 4; ++k) {
       __m256i nib = Bits(k & 1 ? ql1 : ql0, k < 2 ? 0 : 4, 0xF);
       __m256i code = _mm256_sub_epi8(_mm256_or_si256(nib, _mm256_slli_epi16(Bits(qh, 2 * k, 3), 4)), m32);
-      acc = Acc32(acc, code, x, d * sc[2 * k], d * sc[2 * k + 1]);
+      sink(code, d * sc[2 * k], d * sc[2 * k + 1], 0.f, 0.f);
     }
   }
-  return acc;
+}
+
+template <class Sink>
+bool VisitBlocks(GgmlType t, const uint8_t* p, int nblocks, Sink& sink) {
+  const TypeTraits* tt = GetTypeTraits(static_cast<uint32_t>(t));
+  for (int i = 0; i < nblocks; ++i, p += tt->block_bytes) {
+    switch (t) {
+      case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: Q4_1Or5Codes(p, t, sink); break;
+      case GgmlType::Q2_K: Q2KCodes(p, sink); break;
+      case GgmlType::Q3_K: Q3KCodes(p, sink); break;
+      case GgmlType::Q4_K: Q45KCodes(p, nullptr, p + 16, sink); break;
+      case GgmlType::Q5_K: Q45KCodes(p, p + 16, p + 48, sink); break;
+      case GgmlType::Q6_K: Q6KCodes(p, sink); break;
+      default: return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace
 
 bool DotBlocksAvx2(GgmlType t, const uint8_t* p, const float* x, int nblocks, float* out) {
-  const TypeTraits* tt = GetTypeTraits(static_cast<uint32_t>(t));
-  const int be = static_cast<int>(tt->block_elems);
   __m256 acc = _mm256_setzero_ps();
-  for (int i = 0; i < nblocks; ++i, p += tt->block_bytes, x += be) {
-    switch (t) {
-      case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: acc = Q4_1Or5(p, x, acc, t); break;
-      case GgmlType::Q2_K: acc = Q2K(p, x, acc); break;
-      case GgmlType::Q3_K: acc = Q3K(p, x, acc); break;
-      case GgmlType::Q4_K: acc = Q45K(p, x, acc, nullptr, p + 16); break;
-      case GgmlType::Q5_K: acc = Q45K(p, x, acc, p + 16, p + 48); break;
-      case GgmlType::Q6_K: acc = Q6K(p, x, acc); break;
-      default: return false;
-    }
-  }
+  auto sink = [&](__m256i code, float sa, float sb, float ma, float mb) {
+    acc = Acc32(acc, code, x, sa, sb);
+    if (ma != 0.f || mb != 0.f) acc = Min32(acc, x, ma, mb);
+    x += 32;
+  };
+  if (!VisitBlocks(t, p, nblocks, sink)) return false;
   *out = Hsum(acc);
+  return true;
+}
+
+bool HaveDotBlocksQ16() { return true; }
+
+bool DotBlocksQ16Avx2(GgmlType t, const uint8_t* p, const int16_t* xq, const float* xd, const int32_t* xs,
+                      int nblocks, float* out) {
+  // Four accumulators (half block x group parity) and two min sums, so the
+  // loop is not bound by the latency of one FMA chain.
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  float mins[2] = {0.f, 0.f};
+  int k = 0;
+  auto sink = [&](__m256i code, float sa, float sb, float ma, float mb) {
+    const float dx = *xd++;
+    // int16 codes x int16 activations, 8 int32 lanes per half of the group
+    const __m256i p0 = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(code)),
+                                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq)));
+    const __m256i p1 = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(code, 1)),
+                                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 16)));
+    acc[2 * k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(sa * dx), acc[2 * k]);
+    acc[2 * k + 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(sb * dx), acc[2 * k + 1]);
+    mins[k] += dx * (ma * static_cast<float>(xs[0]) + mb * static_cast<float>(xs[1]));
+    k ^= 1;
+    xq += 32;
+    xs += 2;
+  };
+  if (!VisitBlocks(t, p, nblocks, sink)) return false;
+  *out = Hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))) - (mins[0] + mins[1]);
   return true;
 }
 
@@ -278,5 +331,7 @@ bool DotBlocksAvx2(GgmlType t, const uint8_t* p, const float* x, int nblocks, fl
 #else
 namespace kvtrim::kernels {
 bool DotBlocksAvx2(GgmlType, const uint8_t*, const float*, int, float*) { return false; }
+bool HaveDotBlocksQ16() { return false; }
+bool DotBlocksQ16Avx2(GgmlType, const uint8_t*, const int16_t*, const float*, const int32_t*, int, float*) { return false; }
 }  // namespace kvtrim::kernels
 #endif

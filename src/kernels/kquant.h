@@ -16,5 +16,12 @@ void DequantBlock(GgmlType t, const uint8_t* blk, float* out);
 // *out = dot of nblocks whole blocks with x, straight on the packed codes
 // (AVX2+FMA builds); false where that path is not compiled in.
 bool DotBlocksAvx2(GgmlType t, const uint8_t* blk, const float* x, int nblocks, float* out);
+// The same dot with x in int16 groups of 32 (kernels/qgemm.h QActs): xq
+// codes, xd[g] the group scales, xs[2 g], xs[2 g + 1] the sums of the codes of
+// the group's two halves (for the types with mins). Integer products per half
+// group, float scales. HaveDotBlocksQ16: compiled in (AVX2 builds).
+bool HaveDotBlocksQ16();
+bool DotBlocksQ16Avx2(GgmlType t, const uint8_t* blk, const int16_t* xq, const float* xd, const int32_t* xs,
+                      int nblocks, float* out);
 
 }  // namespace kvtrim::kernels

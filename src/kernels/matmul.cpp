@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/qgemm.h"
 #include "kernels/quant.h"
 
 namespace kvtrim::kernels {
@@ -19,6 +20,13 @@ namespace {
 using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using CMap = Eigen::Map<const RowMat, 0, Eigen::OuterStride<>>;
 using MMap = Eigen::Map<RowMat, 0, Eigen::OuterStride<>>;
+
+// Batches below this size use the integer kernels of qgemm.h on Q8_0/Q4_0;
+// larger ones dequantize row blocks for Eigen's GEMM, which is faster there
+// (one thread, [768 x 256] Q8_0, bench/kernels_bench BM_MatMul on Zen 4, CPU
+// time: T=1 8.4 vs 13.7 us, T=4 25 vs 64 us, T=16 98 vs 117 us, T=64 400 vs
+// 337 us, T=512 62 vs 76 GFLOP/s; docs/kernels.md).
+constexpr int kIntegerMaxBatch = 32;
 
 }  // namespace
 
@@ -46,6 +54,28 @@ void GemmAB(int M, int N, int K, const float* a, int lda, const float* b, int ld
 }
 
 void MatMul(ThreadPool& pool, const WeightView& w, const float* x, int T, float* y) {
+  if (QGemmSupports(w) && T < kIntegerMaxBatch) {  // Q8_0/Q4_0: int16 activations against the stored blocks
+    // Reused across calls (no allocation per product). The pool's workers must
+    // see the caller's buffer: a lambda names a thread_local directly (no
+    // capture), so it is passed through a plain reference.
+    thread_local QActs tl_acts;
+    QActs& acts = tl_acts;
+    QuantizeActs(x, T, w.cols, &acts, &pool);
+    const int64_t grain = T == 1 ? std::max<int64_t>(4, 32768 / std::max(1, w.cols)) : 16;
+    pool.ParallelFor(w.rows, [&](int64_t r0, int64_t r1) {
+      QGemmRows(w, acts, static_cast<int>(r0), static_cast<int>(r1), y, w.rows);
+    }, grain);
+    return;
+  }
+  if (T == 1 && QGemvBlockSupports(w)) {  // K-quant / Q4_1 / Q5_x decode on int16 activations
+    thread_local QActs tl_acts;
+    QActs& acts = tl_acts;  // see above
+    QuantizeActs(x, 1, w.cols, &acts);
+    pool.ParallelFor(w.rows, [&](int64_t r0, int64_t r1) {
+      QGemvBlockRows(w, acts, static_cast<int>(r0), static_cast<int>(r1), y);
+    }, std::max<int64_t>(4, 32768 / std::max(1, w.cols)));
+    return;
+  }
   if (T == 1) {
     MatVec(pool, w, x, y);
     return;

@@ -22,7 +22,10 @@ struct WeightView {
 
 // y[rows] = W x[cols]
 void MatVec(ThreadPool& pool, const WeightView& w, const float* x, float* y);
-// Y[T, rows] = X[T, cols] W^T  (GEMM; quantized W is dequantized in row blocks)
+// Y[T, rows] = X[T, cols] W^T. Q8_0/Q4_0 batches below 32 tokens (decode)
+// through the integer kernels of qgemm.h, other block types at T == 1 through
+// their int16-activation dots; F32 through Eigen; larger batches of the other
+// types dequantize bounded row blocks for Eigen's GEMM (faster there, measured).
 void MatMul(ThreadPool& pool, const WeightView& w, const float* x, int T, float* y);
 // C[M, N] = A[M, K] B[N, K]^T (+ beta C), plain single-threaded float GEMM.
 void GemmABt(int M, int N, int K, const float* a, int lda, const float* b, int ldb, float* c, int ldc,

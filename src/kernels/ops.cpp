@@ -25,6 +25,11 @@ void Softmax(float* x, int n) {
     std::fill(x, x + n, 0.f);
     return;
   }
+  float inv = 1.f / ExpShiftSum(x, n, m);
+  for (int i = 0; i < n; ++i) x[i] *= inv;
+}
+
+float ExpShiftSum(float* x, int n, float m) {
   float s = 0.f;
   int i = 0;
 #ifdef KVTRIM_SOFTMAX_AVX2
@@ -42,8 +47,7 @@ void Softmax(float* x, int n) {
     x[i] = std::exp(x[i] - m);
     s += x[i];
   }
-  float inv = 1.f / s;
-  for (int i = 0; i < n; ++i) x[i] *= inv;
+  return s;
 }
 
 void SwiGlu(float* a, const float* b, int n) {

@@ -7,6 +7,9 @@ namespace kvtrim::kernels {
 void RmsNorm(const float* x, const float* w, int n, float eps, float* out);
 // In-place softmax over n values; returns the max (for callers that need it).
 void Softmax(float* x, int n);
+// x[i] <- exp(x[i] - m) in place; returns the sum (softmax without the
+// normalization, for callers that normalize later).
+float ExpShiftSum(float* x, int n, float m);
 // a[n] = silu(a) * b
 void SwiGlu(float* a, const float* b, int n);
 

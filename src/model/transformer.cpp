@@ -1,5 +1,6 @@
 #include "model/transformer.h"
 
+#include <chrono>
 #include <cmath>
 
 #include "kernels/matmul.h"
@@ -16,13 +17,35 @@ void AddBias(float* x, const std::vector<float>& b, int T) {
     for (int i = 0; i < n; ++i) x[t * n + i] += b[i];
 }
 
+thread_local ForwardProfile* t_profile = nullptr;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Adds the time from construction to destruction to *acc (nothing if acc is null).
+class Span {
+ public:
+  explicit Span(std::atomic<int64_t>* acc) : acc_(acc), t0_(acc ? NowNs() : 0) {}
+  ~Span() {
+    if (acc_) acc_->fetch_add(NowNs() - t0_, std::memory_order_relaxed);
+  }
+
+ private:
+  std::atomic<int64_t>* acc_;
+  int64_t t0_;
+};
+
 }  // namespace
+
+ScopedForwardProfile::ScopedForwardProfile(ForwardProfile* p) : prev_(t_profile) { t_profile = p; }
+ScopedForwardProfile::~ScopedForwardProfile() { t_profile = prev_; }
 
 // Appends the batch's rotated keys and values to every head of layer l, then
 // computes attention for the batch's queries: q [T, H*hd] -> att [T, H*hd].
 void Transformer::AppendAndAttend(kernels::ThreadPool& pool, kv::KvCache& cache, int l, const float* q,
                                   const float* k, const float* v, int T, int pos0, float* att,
-                                  ForwardObserver* obs) const {
+                                  ForwardObserver* obs, ForwardProfile* prof) const {
   const int hd = c_.head_dim, Hkv = c_.n_head_kv, G = c_.group();
   const int q_dim = c_.n_head * hd, kv_dim = Hkv * hd;
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
@@ -41,6 +64,7 @@ void Transformer::AppendAndAttend(kernels::ThreadPool& pool, kv::KvCache& cache,
     pool.ParallelFor(Hkv, [&](int64_t h0, int64_t h1) {
       for (int64_t h = h0; h < h1; ++h) {
         kernels::ProbObserver po = [&, h](int t, int g, const float* p, int n) {
+          Span s(prof ? &prof->stats_thread_ns : nullptr);
           obs->OnProbs(l, static_cast<int>(h), t, g, p, n);
         };
         kernels::AttendOne(cache.head(l, h).View(), &q[h * G * hd], G, scale, &att[h * G * hd],
@@ -52,7 +76,10 @@ void Transformer::AppendAndAttend(kernels::ThreadPool& pool, kv::KvCache& cache,
   pool.ParallelFor(Hkv, [&](int64_t h0, int64_t h1) {  // heads in parallel, each GEMM single-threaded
     for (int64_t hh = h0; hh < h1; ++hh) {
       const int h = static_cast<int>(hh);
-      kernels::ProbObserver po = [&, h](int t, int g, const float* p, int n) { obs->OnProbs(l, h, t, g, p, n); };
+      kernels::ProbObserver po = [&, h](int t, int g, const float* p, int n) {
+        Span s(prof ? &prof->stats_thread_ns : nullptr);
+        obs->OnProbs(l, h, t, g, p, n);
+      };
       kernels::AttendCausal(cache.head(l, h).View(), &q[h * G * hd], T, G, q_dim, n_before[h], scale,
                             &att[h * G * hd], q_dim, want ? &po : nullptr);
     }
@@ -68,6 +95,14 @@ Status Transformer::Forward(kernels::ThreadPool& pool, kv::KvCache& cache, const
     if (tokens[t] < 0 || tokens[t] >= c_.vocab) return MakeError("token id " + std::to_string(tokens[t]) + " out of range");
   const int pos0 = static_cast<int>(cache.logical_length());
   if (obs) obs->OnBatch(pos0, T);
+  ForwardProfile* prof = t_profile;
+  Span total(prof ? &prof->total_ns : nullptr);
+  if (prof) prof->tokens.fetch_add(T, std::memory_order_relaxed);
+  auto matmul = [&pool, mm = prof ? &prof->matmul_ns : nullptr](const kernels::WeightView& w, const float* in, int n,
+                                                                 float* out) {
+    Span s(mm);
+    kernels::MatMul(pool, w, in, n, out);
+  };
 
   std::vector<float> x(static_cast<size_t>(T) * D);      // [T, D] residual stream
   std::vector<float> xb(static_cast<size_t>(T) * D);     // [T, D] normed input
@@ -82,9 +117,9 @@ Status Transformer::Forward(kernels::ThreadPool& pool, kv::KvCache& cache, const
   for (int l = 0; l < c_.n_layer; ++l) {
     const LayerWeights& L = w_.layers[l];
     for (int t = 0; t < T; ++t) kernels::RmsNorm(&x[t * D], L.attn_norm.data(), D, c_.rms_eps, &xb[t * D]);
-    kernels::MatMul(pool, L.wq, xb.data(), T, q.data());
-    kernels::MatMul(pool, L.wk, xb.data(), T, k.data());
-    kernels::MatMul(pool, L.wv, xb.data(), T, v.data());
+    matmul(L.wq, xb.data(), T, q.data());
+    matmul(L.wk, xb.data(), T, k.data());
+    matmul(L.wv, xb.data(), T, v.data());
     AddBias(q.data(), L.bq, T);
     AddBias(k.data(), L.bk, T);
     AddBias(v.data(), L.bv, T);
@@ -97,15 +132,18 @@ Status Transformer::Forward(kernels::ThreadPool& pool, kv::KvCache& cache, const
     }
     if (want_qk) obs->OnQK(l, k_pre.data(), q.data(), T);
 
-    AppendAndAttend(pool, cache, l, q.data(), k.data(), v.data(), T, pos0, att.data(), obs);
-    kernels::MatMul(pool, L.wo, att.data(), T, xb.data());
+    {
+      Span s(prof ? &prof->attention_ns : nullptr);  // the taps' share is taken out when reported
+      AppendAndAttend(pool, cache, l, q.data(), k.data(), v.data(), T, pos0, att.data(), obs, prof);
+    }
+    matmul(L.wo, att.data(), T, xb.data());
     for (size_t i = 0; i < x.size(); ++i) x[i] += xb[i];
 
     for (int t = 0; t < T; ++t) kernels::RmsNorm(&x[t * D], L.ffn_norm.data(), D, c_.rms_eps, &xb[t * D]);
-    kernels::MatMul(pool, L.w_gate, xb.data(), T, hg.data());
-    kernels::MatMul(pool, L.w_up, xb.data(), T, hu.data());
+    matmul(L.w_gate, xb.data(), T, hg.data());
+    matmul(L.w_up, xb.data(), T, hu.data());
     kernels::SwiGlu(hg.data(), hu.data(), T * F);
-    kernels::MatMul(pool, L.w_down, hg.data(), T, xb.data());
+    matmul(L.w_down, hg.data(), T, xb.data());
     for (size_t i = 0; i < x.size(); ++i) x[i] += xb[i];
   }
   cache.AdvanceLogical(T);
@@ -113,7 +151,7 @@ Status Transformer::Forward(kernels::ThreadPool& pool, kv::KvCache& cache, const
   const int t_first = all_logits ? 0 : T - 1, n_out = T - t_first;
   for (int t = t_first; t < T; ++t) kernels::RmsNorm(&x[t * D], w_.output_norm.data(), D, c_.rms_eps, &xb[(t - t_first) * D]);
   logits->resize(static_cast<size_t>(n_out) * c_.vocab);
-  kernels::MatMul(pool, w_.output, xb.data(), n_out, logits->data());
+  matmul(w_.output, xb.data(), n_out, logits->data());
   return {};
 }
 

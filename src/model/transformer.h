@@ -1,6 +1,8 @@
 // Forward pass of the Llama family (llama: RoPE on adjacent pairs; qwen2: RoPE
 // on split halves and q/k/v biases) over the entry-list KV cache.
 #pragma once
+#include <atomic>
+#include <cstdint>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -15,6 +17,26 @@
 namespace kvtrim::model {
 
 using ForwardObserver = kv::AttentionTap;
+
+// Where a forward pass spends its time (`kvtrim bench --time-breakdown`), in
+// nanoseconds summed over calls: wall time of the weight products and of the
+// attention (statistics taps excluded), the taps' time summed over the pool's
+// threads, and the whole pass. Off unless a ScopedForwardProfile is live on
+// the calling thread (then a clock read per phase; nothing when off).
+struct ForwardProfile {
+  std::atomic<int64_t> matmul_ns{0}, attention_ns{0}, stats_thread_ns{0}, total_ns{0};
+  std::atomic<int64_t> tokens{0};
+};
+class ScopedForwardProfile {
+ public:
+  explicit ScopedForwardProfile(ForwardProfile* p);
+  ~ScopedForwardProfile();
+  ScopedForwardProfile(const ScopedForwardProfile&) = delete;
+  ScopedForwardProfile& operator=(const ScopedForwardProfile&) = delete;
+
+ private:
+  ForwardProfile* prev_;
+};
 
 class Transformer {
  public:
@@ -32,7 +54,8 @@ class Transformer {
 
  private:
   void AppendAndAttend(kernels::ThreadPool& pool, kv::KvCache& cache, int l, const float* q, const float* k,
-                       const float* v, int T, int pos0, float* att, ForwardObserver* obs) const;
+                       const float* v, int T, int pos0, float* att, ForwardObserver* obs,
+                       ForwardProfile* prof) const;
   const ModelConfig& c_;
   const Weights& w_;
   Rope rope_;

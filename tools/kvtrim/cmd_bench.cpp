@@ -6,9 +6,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "bench_llama_output.h"
 #include "commands.h"
 #include "kv_flags.h"
 #include "engine/bench.h"
+#include "engine/bench_llama.h"
+#include "kernels/cpu.h"
 #include "model/config.h"
 
 namespace kvtrim::cli {
@@ -21,7 +24,57 @@ struct BenchOpts {
   int gen = 32, reps = 3, threads = 0, prefill = 128;
   double membw_mib = 0;
   KvFlags kv;
+  std::string output = "text";              // text | md | json (llama-bench's formats)
+  std::vector<int> n_prompt = {512}, n_gen = {128};
+  bool depth_given = false;
+  bool breakdown = false;
 };
+
+// `--time-breakdown`: where a prefill of --prefill tokens spends its time.
+int RunBreakdown(const Engine& e, const BenchOpts& o) {
+  SessionOptions so;
+  so.kv = ToKvOptions(o.kv, o.kv.policy);
+  auto b = MeasurePrefillBreakdown(e, so, o.prefill, o.reps);
+  if (!b.ok()) {
+    std::fprintf(stderr, "kvtrim bench: %s\n", b.error().message.c_str());
+    return 1;
+  }
+  const PrefillBreakdown& r = b.value();
+  std::printf("prefill of %d tokens, %d threads, kv %s, %s kernels: %.1f ms (%.1f tok/s), mean of %d\n", r.tokens,
+              e.threads(), o.kv.policy.c_str(), kernels::KernelPathName(kernels::ActiveKernelPath()), r.total_s * 1e3,
+              r.tokens / r.total_s, o.reps);
+  const std::pair<const char*, double> parts[] = {{"matrix products", r.matmul_s}, {"attention", r.attention_s},
+                                                  {"statistics taps", r.stats_s}, {"other", r.other_s}};
+  for (const auto& [name, sec] : parts) std::printf("  %-16s %9.2f ms  %5.1f%%\n", name, sec * 1e3, 100 * sec / r.total_s);
+  return 0;
+}
+
+// `-o md|json`: llama-bench's pp/tg tests, printed in its format.
+int RunLlamaStyle(const Engine& e, const BenchOpts& o) {
+  LlamaBenchOptions lo;
+  lo.prompts = o.n_prompt;
+  lo.gens = o.n_gen;
+  lo.depths = o.depth_given ? o.depths : std::vector<int>{0};
+  lo.reps = o.reps;
+  lo.session.kv = ToKvOptions(o.kv, o.kv.policy);
+  auto tests = RunLlamaBench(e, lo);
+  if (!tests.ok()) {
+    std::fprintf(stderr, "kvtrim bench: %s\n", tests.error().message.c_str());
+    return 1;
+  }
+  const LlamaBenchMeta m = DescribeForBench(e, o.model, o.kv.quant);
+  const std::string out = o.output == "md" ? LlamaBenchMarkdown(m, tests.value()) : LlamaBenchJson(m, tests.value());
+  std::fputs(out.c_str(), stdout);
+  if (!o.json.empty()) {
+    std::ofstream f(o.json);
+    if (!f) {
+      std::fprintf(stderr, "kvtrim bench: cannot write '%s'\n", o.json.c_str());
+      return 1;
+    }
+    f << LlamaBenchJson(m, tests.value());
+  }
+  return 0;
+}
 
 // The policy's counters under a row (summed over reps; decode steps alone in
 // parentheses), the fallback rate when there are merges, and the share of a
@@ -100,13 +153,23 @@ Command AddBench(CLI::App& app) {
   sub->add_option("--membw", o->membw_mib, "Also measure read bandwidth over a buffer of this many MiB (0: off)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   sub->add_option("--json", o->json, "Write the rows as JSON to this file");
-  auto action = [o]() -> int {
+  sub->add_option("-o,--output", o->output, "text, or llama-bench's md / json (pp/tg tests of -p/-n at the -d depths)")
+      ->capture_default_str()->check(CLI::IsMember({"text", "md", "json"}));
+  sub->add_flag("--time-breakdown", o->breakdown, "Print where a prefill of --prefill tokens spends its time "
+                "(matrix products, attention, statistics taps, other; mean of --reps)");
+  sub->add_option("-p,--n-prompt", o->n_prompt, "With -o md|json: prompt lengths (pp tests)")
+      ->capture_default_str()->delimiter(',');
+  sub->add_option("-n,--n-gen", o->n_gen, "With -o md|json: decode lengths (tg tests)")->capture_default_str()->delimiter(',');
+  auto action = [o, sub]() -> int {
+    o->depth_given = sub->get_option("--depth")->count() > 0;
     auto engine = Engine::Load({o->model, o->threads});
     if (!engine.ok()) {
       std::fprintf(stderr, "kvtrim bench: %s\n", engine.error().message.c_str());
       return 1;
     }
     const Engine& e = *engine.value();
+    if (o->breakdown) return RunBreakdown(e, *o);
+    if (o->output != "text") return RunLlamaStyle(e, *o);
     BenchOptions bo;
     bo.gen = o->gen;
     bo.reps = o->reps;

@@ -1,0 +1,62 @@
+// llama-bench-style tests (`kvtrim bench -o md|json`): test names, sample
+// counts and the JSON/markdown fields llama-bench writes.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/bench_llama.h"
+#include "test_util.h"
+
+namespace kvtrim {
+namespace {
+
+TEST(LlamaBench, TestsPerDepthWithNamesAndSamples) {
+  auto e = test::LoadEngine("stories260K.gguf", 1);
+  ASSERT_TRUE(e);
+  LlamaBenchOptions o;
+  o.prompts = {16};
+  o.gens = {4};
+  o.depths = {0, 20};
+  o.reps = 2;
+  o.warmup_s = 0;
+  auto r = RunLlamaBench(*e, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r.value().size(), 4u);
+  const char* names[] = {"pp16", "tg4", "pp16 @ d20", "tg4 @ d20"};
+  for (size_t i = 0; i < 4; ++i) {
+    const LlamaBenchTest& t = r.value()[i];
+    EXPECT_EQ(t.name(), names[i]);
+    ASSERT_EQ(t.samples_ns.size(), 2u);
+    for (double ns : t.samples_ns) EXPECT_GT(ns, 0);
+    // tokens / second of each sample: (n_prompt + n_gen) / seconds
+    EXPECT_NEAR(t.samples_ts()[0], 1e9 * (t.n_prompt + t.n_gen) / t.samples_ns[0], 1e-6);
+    EXPECT_NEAR(t.avg_ns(), (t.samples_ns[0] + t.samples_ns[1]) / 2, 1e-6);
+  }
+  o.depths = {510};  // 510 + 16 > the context of 512
+  auto bad = RunLlamaBench(*e, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("context"), std::string::npos);
+}
+
+TEST(LlamaBench, CliJsonAndMarkdownHaveLlamaBenchFields) {
+  const std::string base = std::string(KVTRIM_CLI) + " bench -m " + test::ModelPath("stories260K.gguf") +
+                           " -t 1 -p 8 -n 4 --reps 2";
+  auto j = test::RunCommand(base + " -o json 2>/dev/null");
+  ASSERT_EQ(j.code, 0);
+  auto rows = nlohmann::json::parse(j.out);
+  ASSERT_EQ(rows.size(), 2u);
+  for (const char* k : {"model_filename", "model_type", "model_size", "model_n_params", "n_threads", "n_prompt",
+                        "n_gen", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts", "samples_ns", "samples_ts"})
+    EXPECT_TRUE(rows[0].contains(k)) << k;
+  EXPECT_EQ(rows[0]["n_prompt"], 8);
+  EXPECT_EQ(rows[1]["n_gen"], 4);
+  EXPECT_EQ(rows[1]["samples_ns"].size(), 2u);
+  auto m = test::RunCommand(base + " -o md 2>/dev/null");
+  ASSERT_EQ(m.code, 0);
+  EXPECT_NE(m.out.find("| model "), std::string::npos);
+  EXPECT_NE(m.out.find("|           pp8 |"), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("|           tg4 |"), std::string::npos) << m.out;
+}
+
+}  // namespace
+}  // namespace kvtrim

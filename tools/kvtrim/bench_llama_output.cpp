@@ -1,0 +1,85 @@
+#include "bench_llama_output.h"
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "io/gguf.h"
+#include "kernels/cpu.h"
+#include "model/config.h"
+
+namespace kvtrim::cli {
+namespace {
+
+std::string Fmt(const char* f, double a, double b = 0) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, a, b);
+  return buf;
+}
+
+std::string Pad(const std::string& s, int w, bool right) {
+  if (static_cast<int>(s.size()) >= w) return s;
+  const std::string sp(w - s.size(), ' ');
+  return right ? sp + s : s + sp;
+}
+
+std::string NowUtc() {
+  std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+}  // namespace
+
+LlamaBenchMeta DescribeForBench(const Engine& e, const std::string& path, const std::string& kv_quant) {
+  LlamaBenchMeta m;
+  m.model_filename = path;
+  std::map<std::string, uint64_t> by_type;  // the weight type holding most parameters names the file
+  for (const auto& t : e.file().tensors()) {
+    m.model_size += t.n_bytes;
+    m.model_n_params += t.n_elements;
+    if (t.shape.size() >= 2) by_type[TypeName(t.type)] += t.n_elements;
+  }
+  std::string main_type = "?";
+  uint64_t best = 0;
+  for (const auto& [name, n] : by_type)
+    if (n > best) best = n, main_type = name;
+  m.model_type = e.config().arch + " " + Fmt("%.1fM", m.model_n_params / 1e6) + " " + main_type;
+  m.n_threads = e.threads();
+  m.type_kv = kv_quant;
+  m.kernels = kernels::KernelPathName(kernels::ActiveKernelPath());
+  return m;
+}
+
+std::string LlamaBenchMarkdown(const LlamaBenchMeta& m, const std::vector<LlamaBenchTest>& tests) {
+  std::string s = "| model                          |       size |     params | backend    | threads |          test |                  t/s |\n"
+                  "| ------------------------------ | ---------: | ---------: | ---------- | ------: | ------------: | -------------------: |\n";
+  for (const auto& t : tests) {
+    s += "| " + Pad(m.model_type, 30, false) + " | " + Pad(Fmt("%.2f MiB", m.model_size / 1048576.0), 10, true) +
+         " | " + Pad(Fmt("%.2f M", m.model_n_params / 1e6), 10, true) + " | " + Pad("CPU", 10, false) + " | " +
+         Pad(std::to_string(m.n_threads), 7, true) + " | " + Pad(t.name(), 13, true) + " | " +
+         Pad(Fmt("%.2f ± %.2f", t.avg_ts(), t.stddev_ts()), 20, true) + " |\n";
+  }
+  s += "\nbuild: kvtrim (" + m.kernels + " kernels)\n";
+  return s;
+}
+
+std::string LlamaBenchJson(const LlamaBenchMeta& m, const std::vector<LlamaBenchTest>& tests) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& t : tests) {
+    j.push_back({{"build_commit", "kvtrim"}, {"cpu_info", ""}, {"backends", "CPU"}, {"kernels", m.kernels},
+                 {"model_filename", m.model_filename}, {"model_type", m.model_type},
+                 {"model_size", m.model_size}, {"model_n_params", m.model_n_params}, {"n_threads", m.n_threads},
+                 {"type_k", m.type_kv}, {"type_v", m.type_kv}, {"n_prompt", t.n_prompt}, {"n_gen", t.n_gen},
+                 {"n_depth", t.n_depth}, {"test_time", NowUtc()},
+                 {"avg_ns", static_cast<uint64_t>(t.avg_ns())}, {"stddev_ns", static_cast<uint64_t>(t.stddev_ns())},
+                 {"avg_ts", t.avg_ts()}, {"stddev_ts", t.stddev_ts()}, {"samples_ns", t.samples_ns},
+                 {"samples_ts", t.samples_ts()}});
+  }
+  return j.dump(2) + "\n";
+}
+
+}  // namespace kvtrim::cli
