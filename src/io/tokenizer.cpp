@@ -43,6 +43,10 @@ Expected<Tokenizer> Tokenizer::FromGguf(const GgufFile& f) {
   Tokenizer tk;
   const size_t n = toks.value()->size();
   if (n == 0) return MakeError("tokenizer.ggml.tokens is empty");
+  if (n > kGgufMaxVocab) {
+    return MakeError("tokenizer.ggml.tokens has " + std::to_string(n) + " tokens, over the limit of " +
+                     std::to_string(kGgufMaxVocab) + " (kGgufMaxVocab)");
+  }
   tk.pieces_.reserve(n);
   for (const auto& v : *toks.value()) tk.pieces_.push_back(std::get<std::string>(v.v));
   tk.scores_.assign(n, 0.f);

@@ -21,6 +21,7 @@ struct KvFlags {
   bool head_budgets = false, no_head_budgets = false;  // --head-budgets / --no-head-budgets
   double quality = 0;        // --kv-quality TAU (0: off)
   std::string calibration;   // --calibration FILE
+  bool check_finite = false;  // --check-finite
   std::map<std::string, double> params;          // values of the policy flags
   std::map<std::string, CLI::Option*> options;   // to tell which were given
   CLI::Option* ratio_opt = nullptr;
