@@ -15,6 +15,7 @@
 #include "kv/numerics/leverage.h"
 #include "kv/numerics/nnls.h"
 #include "kv/profile.h"
+#include "test_util.h"
 
 namespace kvtrim::kv {
 namespace {
@@ -247,6 +248,19 @@ TEST(NumericGuards, CheckFiniteNamesThePolicyThatBrokeTheCache) {
     EXPECT_NE(st.message().find("layer 0 head 0"), std::string::npos) << st.message();
     EXPECT_NE(st.message().find("key component 0 of entry 0"), std::string::npos) << st.message();
   }
+}
+
+TEST(NumericGuards, CliCheckFiniteFlag) {
+  // The flag reaches the compressor: a merging policy under it runs clean,
+  // with the same output as without it.
+  const std::string cmd = std::string(KVTRIM_CLI) + " run -m " + test::ModelPath("stories260K.gguf") +
+                          " -p 'Once upon a time' -n 8 --temp 0 --kv kvslimmer --kv-ratio 0.5";
+  auto plain = test::RunCommand(cmd + " 2>/dev/null");
+  auto checked = test::RunCommand(cmd + " --check-finite 2>/dev/null");
+  ASSERT_EQ(plain.code, 0) << plain.out;
+  ASSERT_EQ(checked.code, 0) << checked.out;
+  EXPECT_EQ(plain.out, checked.out);
+  EXPECT_FALSE(plain.out.empty());
 }
 
 }  // namespace
