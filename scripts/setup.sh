@@ -17,6 +17,10 @@ PKGS=(
   libbenchmark-dev            # kernel micro-benchmarks
   gnuplot-nox                 # plots in eval reports
 )
+# Fuzzing (docs/reliability.md; not needed by CI): KVTRIM_FUZZ=1 bash scripts/setup.sh
+if [ "${KVTRIM_FUZZ:-0}" = 1 ]; then
+  PKGS+=(clang libclang-rt-14-dev llvm)  # clang++ -fsanitize=fuzzer, llvm-cov
+fi
 missing=()
 for p in "${PKGS[@]}"; do
   [[ "$p" == \#* ]] && continue

@@ -40,6 +40,9 @@ struct KvOptions {
   // policy's fit in the `kvtrim calibrate` file `calibration`.
   double quality = 0;
   std::string calibration;
+  // Verify every compressed head (finite keys/values, no NaN log-weight) and
+  // name the policy that broke it; always on in debug builds (no NDEBUG).
+  bool check_finite = false;
 };
 
 struct SessionOptions {

@@ -19,13 +19,18 @@ class Cursor {
     pos_ += sizeof(T);
     return {};
   }
-  Status ReadString(std::string* out, const char* what) {
+  Status ReadString(std::string* out, const char* what, uint64_t limit = kGgufMaxStringBytes) {
     uint64_t n = 0;
     if (auto st = Read(&n, what); !st.ok()) return st;
     if (n > remaining()) {
       return MakeError(std::string("string length ") + std::to_string(n) + " for " + what +
                        " at offset " + std::to_string(pos_ - 8) + " runs past end of file (" +
                        std::to_string(size_) + " bytes)");
+    }
+    if (n > limit) {
+      return MakeError(std::string("string length ") + std::to_string(n) + " for " + what + " at offset " +
+                       std::to_string(pos_ - 8) + " exceeds the limit of " + std::to_string(limit) + " bytes (" +
+                       (limit == kGgufMaxNameBytes ? "kGgufMaxNameBytes" : "kGgufMaxStringBytes") + ")");
     }
     out->assign(reinterpret_cast<const char*>(base_ + pos_), n);
     pos_ += n;
@@ -61,7 +66,12 @@ size_t MinElemBytes(GgufValueType t) {
   return 1;
 }
 
-Status ReadValue(Cursor& c, GgufValueType t, GgufValue* out, int depth, const std::string& key) {
+// Array elements read so far in the whole file (kGgufMaxArrayElems bounds the sum).
+struct ElemBudget {
+  uint64_t used = 0;
+};
+
+Status ReadValue(Cursor& c, GgufValueType t, GgufValue* out, int depth, const std::string& key, ElemBudget& budget) {
   out->type = t;
   auto rd = [&](auto tag, auto conv) -> Status {
     decltype(tag) x{};
@@ -103,13 +113,19 @@ Status ReadValue(Cursor& c, GgufValueType t, GgufValue* out, int depth, const st
       }
       if (auto st = c.Read(&n, key.c_str()); !st.ok()) return st;
       auto etype = static_cast<GgufValueType>(et);
+      if (n > kGgufMaxArrayElems - budget.used) {
+        return MakeError("array length " + std::to_string(n) + " for key '" + key + "' exceeds the limit of " +
+                         std::to_string(kGgufMaxArrayElems) + " array elements per file (kGgufMaxArrayElems; " +
+                         std::to_string(budget.used) + " already read)");
+      }
       if (n > c.remaining() / MinElemBytes(etype)) {
         return MakeError("array length " + std::to_string(n) + " for key '" + key +
                          "' runs past end of file");
       }
+      budget.used += n;
       GgufArray arr(n);
       for (uint64_t i = 0; i < n; ++i) {
-        if (auto st = ReadValue(c, etype, &arr[i], depth + 1, key); !st.ok()) return st;
+        if (auto st = ReadValue(c, etype, &arr[i], depth + 1, key, budget); !st.ok()) return st;
       }
       out->elem_type = etype;
       out->v = std::move(arr);
@@ -173,14 +189,15 @@ Expected<std::unique_ptr<GgufFile>> GgufFile::FromBytes(std::string bytes) {
 }
 
 Status GgufFile::ParseMetadata(Cursor& c, uint64_t n_kv) {
+  ElemBudget budget;
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key;
-    if (auto st = c.ReadString(&key, "metadata key"); !st.ok()) return st;
+    if (auto st = c.ReadString(&key, "metadata key", kGgufMaxNameBytes); !st.ok()) return st;
     uint32_t t = 0;
     if (auto st = c.Read(&t, key.c_str()); !st.ok()) return st;
     if (!ValidValueType(t)) return MakeError("bad type id " + std::to_string(t) + " for key '" + key + "'");
     GgufValue val;
-    if (auto st = ReadValue(c, static_cast<GgufValueType>(t), &val, 0, key); !st.ok()) return st;
+    if (auto st = ReadValue(c, static_cast<GgufValueType>(t), &val, 0, key, budget); !st.ok()) return st;
     if (kv_index_.count(key)) return MakeError("duplicate metadata key '" + key + "'");
     kv_index_[key] = kv_.size();
     kv_.emplace_back(std::move(key), std::move(val));
@@ -198,7 +215,7 @@ Status GgufFile::ParseMetadata(Cursor& c, uint64_t n_kv) {
 Status GgufFile::ParseTensorInfos(Cursor& c, uint64_t n_tensors) {
   for (uint64_t i = 0; i < n_tensors; ++i) {
     GgufTensorInfo ti;
-    if (auto st = c.ReadString(&ti.name, "tensor name"); !st.ok()) return st;
+    if (auto st = c.ReadString(&ti.name, "tensor name", kGgufMaxNameBytes); !st.ok()) return st;
     uint32_t nd = 0;
     if (auto st = c.Read(&nd, "tensor dims"); !st.ok()) return st;
     if (nd == 0 || nd > 4) {
@@ -227,6 +244,11 @@ Status GgufFile::ParseTensorInfos(Cursor& c, uint64_t n_tensors) {
       return MakeError("tensor '" + ti.name + "' row length " + std::to_string(ti.shape[0]) +
                        " is not a multiple of the " + tt->name + " block size");
     }
+    if (ti.n_elements / tt->block_elems > kGgufMaxTensorBytes / tt->block_bytes) {
+      return MakeError("tensor '" + ti.name + "' declares " + std::to_string(ti.n_elements) + " " + tt->name +
+                       " elements, over the limit of " + std::to_string(kGgufMaxTensorBytes) +
+                       " bytes per tensor (kGgufMaxTensorBytes)");
+    }
     ti.n_bytes = ti.n_elements / tt->block_elems * tt->block_bytes;
     if (auto st = c.Read(&ti.offset, "tensor offset"); !st.ok()) return st;
     if (ti.offset % alignment_ != 0) {
@@ -253,6 +275,14 @@ Expected<std::unique_ptr<GgufFile>> GgufFile::Parse(std::unique_ptr<MappedFile> 
   uint64_t n_tensors = 0, n_kv = 0;
   if (auto st = c.Read(&n_tensors, "tensor count"); !st.ok()) return st.error();
   if (auto st = c.Read(&n_kv, "metadata count"); !st.ok()) return st.error();
+  if (n_kv > kGgufMaxKv) {
+    return MakeError("metadata count " + std::to_string(n_kv) + " exceeds the limit of " + std::to_string(kGgufMaxKv) +
+                     " (kGgufMaxKv)");
+  }
+  if (n_tensors > kGgufMaxTensors) {
+    return MakeError("tensor count " + std::to_string(n_tensors) + " exceeds the limit of " +
+                     std::to_string(kGgufMaxTensors) + " (kGgufMaxTensors)");
+  }
   if (n_kv > c.remaining() / 12) return MakeError("metadata count " + std::to_string(n_kv) + " exceeds file size");
   if (n_tensors > c.remaining() / 24) {
     return MakeError("tensor count " + std::to_string(n_tensors) + " exceeds file size");

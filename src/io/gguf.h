@@ -21,6 +21,18 @@ enum class GgufValueType : uint32_t {
 
 const char* GgufValueTypeName(GgufValueType t);
 
+// Limits on untrusted files (docs/reliability.md): a header declaring more is
+// refused before anything is allocated, with the limit named in the message.
+// Each is far above any real model (Llama 3 405B: ~1100 tensors, ~50 keys,
+// vocabularies <= 256k, BPE merges < 1M, chat templates ~10 KiB).
+inline constexpr uint64_t kGgufMaxTensors = uint64_t{1} << 16;       // tensor infos
+inline constexpr uint64_t kGgufMaxKv = uint64_t{1} << 16;            // metadata entries
+inline constexpr uint64_t kGgufMaxNameBytes = uint64_t{1} << 16;     // a key or tensor name
+inline constexpr uint64_t kGgufMaxStringBytes = uint64_t{1} << 24;   // a string value
+inline constexpr uint64_t kGgufMaxArrayElems = uint64_t{1} << 22;    // one array, and all arrays together
+inline constexpr uint64_t kGgufMaxTensorBytes = uint64_t{1} << 40;   // one tensor's data
+inline constexpr uint64_t kGgufMaxVocab = uint64_t{1} << 21;         // tokens (model/config, tokenizer)
+
 struct GgufValue;
 using GgufArray = std::vector<GgufValue>;
 

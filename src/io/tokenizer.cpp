@@ -67,6 +67,10 @@ Status Tokenizer::LoadCommon(const GgufFile& f) {
   if (!toks.ok()) return toks.error();
   const size_t n = toks.value()->size();
   if (n == 0) return MakeError("tokenizer.ggml.tokens is empty");
+  if (n > kGgufMaxVocab) {
+    return MakeError("tokenizer.ggml.tokens has " + std::to_string(n) + " tokens, over the limit of " +
+                     std::to_string(kGgufMaxVocab) + " (kGgufMaxVocab)");
+  }
   pieces_.clear();
   pieces_.reserve(n);
   for (const auto& v : *toks.value()) pieces_.push_back(std::get<std::string>(v.v));

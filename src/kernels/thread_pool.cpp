@@ -56,6 +56,9 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
     fn(0, n);
     return;
   }
+  // The job counters are shared: a second caller waits for the first's loop
+  // to finish (otherwise it would reset them while the first still runs).
+  std::lock_guard<std::mutex> call(call_mu_);
   Job job{&fn, n, chunks};
   {
     // Workers join a job only under this lock, so once none is inside the

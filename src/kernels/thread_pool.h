@@ -24,6 +24,8 @@ class ThreadPool {
   int size() const { return n_threads_; }
   // Calls fn(begin, end) over [0, n) in contiguous chunks of at least
   // `grain` items; runs inline when there is only one chunk or one thread.
+  // Callers on several threads are served one loop at a time (not reentrant:
+  // fn must not call ParallelFor on the same pool).
   void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain = 1);
 
  private:
@@ -37,6 +39,7 @@ class ThreadPool {
   int n_threads_;
   std::vector<std::thread> workers_;
   std::mutex mu_;
+  std::mutex call_mu_;  // one ParallelFor at a time (sessions on several threads share the engine's pool)
   std::condition_variable cv_;
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> next_chunk_{0};

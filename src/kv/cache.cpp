@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/quant.h"
+#include "kv/numerics/cardinality.h"
 #include "kv/plan.h"
 
 namespace kvtrim::kv {
@@ -103,13 +104,18 @@ std::vector<std::vector<int>> HeadStore::Apply(const Plan& plan) {
   out.reserve(plan.keep.size() + plan.merge.size() + plan.add.size());
   for (int i : plan.keep) out.push_back({static_cast<double>(pos_[i]), {i}, {}});
   std::vector<float> row(d_);
+  std::vector<double> b, cw;
   for (const MergeEntry& m : plan.merge) {
+    b.resize(m.sources.size());
     Out o{0.0, m.sources, {std::vector<float>(d_, 0.f), std::vector<float>(d_, 0.f), 0, 0.f}};
-    double card = 0, pos = 0;
-    for (int i : m.sources) card += std::exp(double{logw_[i]});
+    double pos = 0;
+    for (size_t s = 0; s < m.sources.size(); ++s) b[s] = logw_[m.sources[s]];
+    // c_i / sum c with the largest b shifted out: finite even when every
+    // cardinality underflows (uniform when all are zero).
+    const double log_card = numerics::CardinalityWeights(b, &cw);
     for (size_t s = 0; s < m.sources.size(); ++s) {
       const int i = m.sources[s];
-      const double c = std::exp(double{logw_[i]}) / card;
+      const double c = cw[s];
       const double wk = m.key_weights.empty() ? c : m.key_weights[s];
       ReadKey(i, row.data());
       for (int j = 0; j < d_; ++j) o.made.k[j] += static_cast<float>(wk * row[j]);
@@ -119,7 +125,7 @@ std::vector<std::vector<int>> HeadStore::Apply(const Plan& plan) {
     }
     o.pos = pos;
     o.made.pos = static_cast<int32_t>(std::lround(pos));
-    o.made.logw = static_cast<float>(std::log(card));
+    o.made.logw = static_cast<float>(log_card);
     out.push_back(std::move(o));
   }
   for (const SyntheticEntry& e : plan.add) out.push_back({static_cast<double>(e.pos), {}, e});

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kv/adaptive_budget.h"
+#include "kv/check.h"
 #include "kv/head_budgets.h"
 
 namespace kvtrim::kv {
@@ -57,8 +58,23 @@ Status ValidatePlan(const Plan& plan, int n, int d) {
   auto out_of_range = [n](int i) { return MakeError("policy plan names entry " + std::to_string(i) + " of " + std::to_string(n)); };
   if (!plan.keep.empty() && !in_range(plan.keep.front())) return out_of_range(plan.keep.front());
   if (!plan.keep.empty() && !in_range(plan.keep.back())) return out_of_range(plan.keep.back());
-  for (const auto& [i, b] : plan.set_logw)
+  for (const auto& [i, b] : plan.set_logw) {
     if (!in_range(i)) return out_of_range(i);
+    if (!ValidLogw(b)) return MakeError("policy plan sets log-weight " + std::to_string(b) + " (NaN or +inf)");
+  }
+  // Overwritten rows: in range, of the head dimension, finite (no allocation:
+  // eviction-only plans run on the decode path).
+  auto bad_row = [&](const char* what, int i, const std::vector<float>& r, bool indexed = true) -> Status {
+    if (indexed && !in_range(i)) return out_of_range(i);  // not indexed: a synthetic entry's row
+    if (static_cast<int>(r.size()) != d)
+      return MakeError(std::string("policy plan sets a ") + what + " of dimension " + std::to_string(r.size()) +
+                       " (head dimension " + std::to_string(d) + ")");
+    for (float x : r)
+      if (!std::isfinite(x)) return MakeError(std::string("policy plan sets a non-finite ") + what);
+    return {};
+  };
+  for (const auto& [i, v] : plan.set_value) KVTRIM_RETURN_IF_ERROR(bad_row("value", i, v));
+  for (const auto& [i, k] : plan.set_key) KVTRIM_RETURN_IF_ERROR(bad_row("key", i, k));
   if (plan.merge.empty() && plan.add.empty()) return {};  // eviction only: no allocation on the decode path
   std::vector<char> used(n, 0);
   for (int i : plan.keep) used[i] = 1;
@@ -67,15 +83,21 @@ Status ValidatePlan(const Plan& plan, int n, int d) {
     if (!m.key_weights.empty() && m.key_weights.size() != m.sources.size())
       return MakeError("policy plan gives " + std::to_string(m.key_weights.size()) + " key weights for " +
                        std::to_string(m.sources.size()) + " merged entries");
+    for (float w : m.key_weights)
+      if (!std::isfinite(w)) return MakeError("policy plan gives a non-finite key weight");
     for (int i : m.sources) {
       if (!in_range(i)) return out_of_range(i);
       if (used[i]) return MakeError("policy plan uses entry " + std::to_string(i) + " twice");
       used[i] = 1;
     }
   }
-  for (const SyntheticEntry& e : plan.add)
+  for (const SyntheticEntry& e : plan.add) {
     if (static_cast<int>(e.k.size()) != d || static_cast<int>(e.v.size()) != d)
       return MakeError("policy plan adds an entry of the wrong head dimension");
+    KVTRIM_RETURN_IF_ERROR(bad_row("key", 0, e.k, false));
+    KVTRIM_RETURN_IF_ERROR(bad_row("value", 0, e.v, false));
+    if (!ValidLogw(e.logw)) return MakeError("policy plan adds an entry of log-weight " + std::to_string(e.logw));
+  }
   return {};
 }
 
@@ -93,6 +115,11 @@ Expected<std::unique_ptr<Compressor>> Compressor::Create(const CompressionOption
   std::unique_ptr<Compressor> c(new Compressor());
   c->o_ = o;
   c->policy_ = std::move(p.value());
+#if !defined(NDEBUG) || defined(KVTRIM_CHECK_FINITE)
+  c->check_finite_ = true;  // debug and sanitizer builds always verify the cache
+#else
+  c->check_finite_ = o.check_finite;
+#endif
   c->quant_ = q.value();
   c->n_layer_ = n_layer;
   c->n_head_kv_ = n_head_kv;
@@ -232,6 +259,12 @@ Status Compressor::CompressHead(KvCache& cache, int layer, int h, Phase phase, i
   KVTRIM_RETURN_IF_ERROR(ValidatePlan(plan, hs.size(), hs.head_dim()));
   const int before = hs.size();
   auto from = hs.Apply(plan);
+  if (check_finite_) {
+    if (Status st = CheckHead(hs); !st.ok())
+      return MakeError("--check-finite: policy '" + o_.policy + "' left layer " + std::to_string(layer) + " head " +
+                       std::to_string(h) + " inconsistent (" + (phase == Phase::kPrefill ? "prefill" : "decode") +
+                       "): " + st.message());
+  }
   if (plan.merge.empty() && plan.add.empty()) stats_->Retain(layer, h, plan.keep);
   else stats_->Rebuild(layer, h, from);
   evicted_ += before - hs.size();

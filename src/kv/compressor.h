@@ -39,6 +39,15 @@ class Compressor {
     o_.budget_tokens = 0;
   }
   Policy& policy() { return *policy_; }
+  // Compress with this policy object instead (a policy outside the registry:
+  // tests, embedders), reported under `name`; the statistics stay those of
+  // the policy the compressor was created with.
+  void UsePolicy(std::unique_ptr<Policy> p, std::string name) {
+    policy_ = std::move(p);
+    o_.policy = std::move(name);
+  }
+  // Whether every head is checked after each plan (KvOptions::check_finite; debug builds: always).
+  bool check_finite() const { return check_finite_; }
   // Tap to pass to the forward pass (null when the policy needs no statistics).
   AttentionTap* tap() {
     return needs_.any_probs() || needs_.prefill_qk || needs_.query_window > 0 ? stats_.get() : nullptr;
@@ -102,6 +111,7 @@ class Compressor {
   std::unique_ptr<AttentionStats> stats_;
   StatsNeeds needs_;
   GgmlType quant_ = GgmlType::F32;
+  bool check_finite_ = false;
   int n_layer_ = 0, n_head_kv_ = 0, group_ = 1, head_dim_ = 0;
   double compress_s_ = 0;
   std::vector<double> layer_s_;

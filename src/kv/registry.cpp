@@ -36,7 +36,7 @@ Expected<std::unique_ptr<Policy>> MakePolicy(const std::string& name, const Para
   Params full;
   for (const auto& s : info->params) full[s.name] = s.def;
   for (const auto& [k, v] : given) {
-    auto spec = std::find_if(info->params.begin(), info->params.end(), [&](const ParamSpec& s) { return s.name == k; });
+    auto spec = std::find_if(info->params.begin(), info->params.end(), [&k = k](const ParamSpec& s) { return s.name == k; });
     if (spec == info->params.end()) return MakeError("flag --" + k + " does not apply to policy '" + name + "'");
     if (!(v >= spec->lo && v <= spec->hi)) {
       return MakeError("flag --" + k + " = " + std::to_string(v) + " is outside [" + std::to_string(spec->lo) + ", " +

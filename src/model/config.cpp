@@ -174,6 +174,10 @@ Expected<ModelConfig> ReadConfig(const io::GgufFile& f) {
   const io::GgufTensorInfo* emb = f.FindTensor("token_embd.weight");
   if (!emb) return MakeError("missing tensor 'token_embd.weight'");
   if (emb->shape.size() != 2) return MakeError("tensor 'token_embd.weight' must be 2-D");
+  if (emb->shape[1] > io::kGgufMaxVocab) {
+    return MakeError("tensor 'token_embd.weight' declares a vocabulary of " + std::to_string(emb->shape[1]) +
+                     " tokens, over the limit of " + std::to_string(io::kGgufMaxVocab) + " (kGgufMaxVocab)");
+  }
   c.vocab = static_cast<int>(emb->shape[1]);
   if (f.Find(p + "vocab_size")) {
     int n = 0;

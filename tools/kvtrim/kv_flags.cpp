@@ -37,6 +37,9 @@ void AddKvFlags(CLI::App* sub, KvFlags* f, bool with_policy, bool with_quality) 
         ->check(CLI::Range(0.0, 1.0));
     sub->add_option("--calibration", f->calibration, "Calibration file written by `kvtrim calibrate`");
   }
+  sub->add_flag("--check-finite", f->check_finite,
+                "Verify the cache after every compression (finite keys/values, no NaN log-weight) and name the "
+                "policy that broke it (always on in debug builds)");
   std::set<std::string> seen;
   for (const auto& info : kv::Registry()) {
     for (const auto& p : info.params) {
@@ -69,6 +72,7 @@ KvOptions ToKvOptions(const KvFlags& f, const std::string& policy) {
   o.min_head_share = f.min_head_share;
   o.quality = f.quality;
   o.calibration = f.calibration;
+  o.check_finite = f.check_finite;
   for (const auto& [name, opt] : f.options)
     if (opt->count() > 0) o.params[name] = f.params.at(name);
   return o;

@@ -23,6 +23,7 @@ struct KvFlags {
   double min_head_share = 0.2;          // --min-head-share
   double quality = 0;        // --kv-quality TAU (0: off)
   std::string calibration;   // --calibration FILE
+  bool check_finite = false;  // --check-finite
   std::map<std::string, double> params;          // values of the policy flags
   std::map<std::string, CLI::Option*> options;   // to tell which were given
   CLI::Option* ratio_opt = nullptr;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "kv/numerics/cardinality.h"
 #include "kv/policies/policies.h"
 #include "kv/profile.h"
 
@@ -99,25 +100,26 @@ class RazorPolicy : public Policy {
   // entry S (the compensation entry) so the plan only evicts: no new store
   // per step. Its position stays where prefill put it (metadata only).
   static Plan Fold(const HeadStore& s, Plan plan, const std::vector<int>& sources) {
+    if (sources.empty()) return plan;  // a compensation entry over zero tokens: nothing to fold
     const int d = s.head_dim();
-    std::vector<double> k(d, 0.0), v(d, 0.0);
+    std::vector<double> k(d, 0.0), v(d, 0.0), b(sources.size()), w;
+    for (size_t a = 0; a < sources.size(); ++a) b[a] = s.logw(sources[a]);
+    // Normalized cardinalities, finite even when every exp(b) underflows.
+    const double log_card = numerics::CardinalityWeights(b, &w);
     std::vector<float> row(d);
-    double card = 0;
-    for (int i : sources) {
-      const double c = std::exp(double{s.logw(i)});
-      card += c;
-      s.ReadKey(i, row.data());
-      for (int j = 0; j < d; ++j) k[j] += c * row[j];
-      s.ReadValue(i, row.data());
-      for (int j = 0; j < d; ++j) v[j] += c * row[j];
+    for (size_t a = 0; a < sources.size(); ++a) {
+      s.ReadKey(sources[a], row.data());
+      for (int j = 0; j < d; ++j) k[j] += w[a] * row[j];
+      s.ReadValue(sources[a], row.data());
+      for (int j = 0; j < d; ++j) v[j] += w[a] * row[j];
     }
     std::vector<float> kf(d), vf(d);
-    for (int j = 0; j < d; ++j) kf[j] = static_cast<float>(k[j] / card), vf[j] = static_cast<float>(v[j] / card);
+    for (int j = 0; j < d; ++j) kf[j] = static_cast<float>(k[j]), vf[j] = static_cast<float>(v[j]);
     const int at = sources.front();
     plan.keep.insert(std::lower_bound(plan.keep.begin(), plan.keep.end(), at), at);
     plan.set_key.emplace_back(at, std::move(kf));
     plan.set_value.emplace_back(at, std::move(vf));
-    plan.set_logw.emplace_back(at, static_cast<float>(std::log(card)));
+    plan.set_logw.emplace_back(at, static_cast<float>(log_card));
     return plan;
   }
 
