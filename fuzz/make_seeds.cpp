@@ -156,6 +156,20 @@ int main(int argc, char** argv) {
     for (char& c : b) c = static_cast<char>(rng());
     Write(out / "plan" / ("p" + std::to_string(i)), b);
   }
-  std::printf("seeds: %d tiny models, %d synthetic GGUF, %d tokenizer inputs, 32 plans in %s\n", n, s, t, out.c_str());
+  // Request bodies: selector byte (0 completion, 1 chat, 2 context) + JSON.
+  const std::vector<std::pair<char, std::string>> bodies = {
+      {0, R"({"prompt": "Once upon a time", "max_tokens": 8, "temperature": 0, "seed": 7})"},
+      {0, R"({"prompt": "x", "stream": true, "stop": ["\n", "."], "top_p": 0.5, "kv": "snapkv", "kv_ratio": 0.25})"},
+      {0, R"({"prompt": "q", "context_id": "ctx-1", "return_tokens": true})"},
+      {0, R"({"prompt": "y", "kv": "h2o", "kv_budget": 40, "kv_quant": "q8_0", "kv_params": {"sink-guard": 4}})"},
+      {1, R"({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]})"},
+      {1, R"({"messages": [{"role": "user", "content": "Hi"}], "kv": "window", "kv_params": {"sinks": 2}})"},
+      {2, R"({"text": "a long document", "kv": "snapkv", "kv_ratio": 0.5})"},
+      {2, R"({"text": "doc", "kv": "razor", "kv_params": {"value-norm": "l2"}})"},
+      {0, R"({"prompt": 5})"}, {0, "{"}, {1, "[]"}, {2, R"({"text": "\ud800"})"}};
+  int q = 0;
+  for (const auto& [sel, body] : bodies) Write(out / "request" / ("r" + std::to_string(q++)), std::string(1, sel) + body);
+  std::printf("seeds: %d tiny models, %d synthetic GGUF, %d tokenizer inputs, 32 plans, %d requests in %s\n", n, s, t, q,
+              out.c_str());
   return 0;
 }

@@ -3,6 +3,6 @@
 # command): scripts/fuzz-short.sh [SECONDS]. Stops at the first failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-for t in gguf tokenizer plan; do
+for t in gguf tokenizer plan request; do
   bash scripts/fuzz.sh "$t" "${1:-60}"
 done

@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
 # Runs one libFuzzer target for SECONDS (docs/reliability.md):
-#   scripts/fuzz.sh gguf|tokenizer|plan SECONDS [libFuzzer flags...]
+#   scripts/fuzz.sh gguf|tokenizer|plan|request SECONDS [libFuzzer flags...]
 # Builds build-fuzz/ with clang (-DKVTRIM_FUZZ=ON: ASan + UBSan + coverage),
 # writes the seed corpora once (fuzz/make_seeds.cpp, from ../shared and the
 # test GGUF writer), and grows build-fuzz/corpus/TARGET. Crashing inputs land
 # in build-fuzz/crashes/TARGET/; the log in build-fuzz/logs/TARGET.log.
 # Environment: KVTRIM_FUZZ_BUILD (build dir), KVTRIM_SHARED_DIR, JOBS (build -j, default 2).
 set -euo pipefail
-TARGET=${1:?usage: scripts/fuzz.sh gguf|tokenizer|plan SECONDS [libFuzzer flags...]}
+TARGET=${1:?usage: scripts/fuzz.sh gguf|tokenizer|plan|request SECONDS [libFuzzer flags...]}
 SECS=${2:-60}
 shift $(( $# < 2 ? $# : 2 ))
 case "$TARGET" in
   gguf) MAX_LEN=800000 ;;   # the tiny models cut from the shared ones are up to ~770 KB
   tokenizer) MAX_LEN=4096 ;;
   plan) MAX_LEN=2048 ;;
-  *) echo "unknown target '$TARGET' (gguf, tokenizer, plan)" >&2; exit 2 ;;
+  request) MAX_LEN=4096 ;;
+  *) echo "unknown target '$TARGET' (gguf, tokenizer, plan, request)" >&2; exit 2 ;;
 esac
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${KVTRIM_FUZZ_BUILD:-$ROOT/build-fuzz}
