@@ -298,11 +298,6 @@ inline __m256i Reduce8(const __m256i* s) {
   return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20), _mm256_permute2x128_si256(q0, q1, 0x31));
 }
 inline __m256i LoadX(const int16_t* x) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)); }
-// 32 codes (bytes, unsigned) times 32 int16 activations: 8 int32 partial sums.
-inline __m256i MaddU8(__m256i c, const int16_t* x) {
-  return _mm256_add_epi32(_mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(c)), LoadX(x)),
-                          _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm256_extracti128_si256(c, 1)), LoadX(x + 16)));
-}
 // The 8 six-bit scales (bytes 0..7) and mins (8..15) of a Q4_K/Q5_K block's 12 scale bytes.
 inline void Unpack6(const uint8_t* s, uint32_t u[4]) {
   std::memcpy(u, s, 12);
@@ -321,7 +316,7 @@ template <int RM>
 void Q4KRows(const uint8_t* const* w, int nsb, const int16_t* xq, const float* xd, const int32_t* xs, float* y) {
   __m256 accd[RM], accm[RM];
   for (int i = 0; i < RM; ++i) accd[i] = accm[i] = _mm256_setzero_ps();
-  const __m256i m4 = _mm256_set1_epi8(0xF);
+  const __m256i m4 = _mm256_set1_epi16(0xF);
   for (int sb = 0; sb < nsb; ++sb, xq += 256, xd += 8, xs += 16) {
     const __m256 dx = _mm256_loadu_ps(xd);
     // activation sums per sub-block of 32 (both halves), scaled by d_x
@@ -333,9 +328,15 @@ void Q4KRows(const uint8_t* const* w, int nsb, const int16_t* xq, const float* x
       const uint8_t* b = w[i] + 144 * static_cast<size_t>(sb);
       __m256i s[8];
       for (int g = 0; g < 4; ++g) {
-        const __m256i raw = Load32(b + 16 + 32 * g);
-        s[2 * g] = MaddU8(_mm256_and_si256(raw, m4), xq + 64 * g);
-        s[2 * g + 1] = MaddU8(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4), xq + 64 * g + 32);
+        // 16 bytes zero-extended to int16 hold both nibbles: v & 15 are the
+        // low-nibble codes (sub-block 2g), v >> 4 the high ones (2g + 1).
+        const __m256i v0 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16 + 32 * g)));
+        const __m256i v1 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 32 + 32 * g)));
+        const int16_t* x = xq + 64 * g;
+        s[2 * g] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_and_si256(v0, m4), LoadX(x)),
+                                    _mm256_madd_epi16(_mm256_and_si256(v1, m4), LoadX(x + 16)));
+        s[2 * g + 1] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_srli_epi16(v0, 4), LoadX(x + 32)),
+                                        _mm256_madd_epi16(_mm256_srli_epi16(v1, 4), LoadX(x + 48)));
       }
       uint32_t u[4];
       Unpack6(b + 4, u);
