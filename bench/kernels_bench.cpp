@@ -2,6 +2,7 @@
 // attention at several cache lengths. Run: build/bench/kvtrim_kernels_bench
 // --benchmark_out=bench.json --benchmark_out_format=json
 #include <benchmark/benchmark.h>
+#include <cstring>
 
 #include <random>
 #include <vector>
@@ -84,6 +85,40 @@ void BM_MatMul(benchmark::State& st) {
                                               benchmark::Counter::kIs1000);
 }
 BENCHMARK(BM_MatMul)->ArgsProduct({{0, 8, 2}, {1, 4, 16, 64, 512}, {0, 1, 2, 3}})->MeasureProcessCPUTime();
+
+// Decode (T = 1) on K-quant rows [768 x 256] (random codes, scales 0.01):
+// arg 0 the type (12 Q4_K, 14 Q6_K), arg 1 the path (0 scalar: float dots,
+// 1 AVX2, 2 AVX-512: the int16 row tiles).
+void BM_MatVecK(benchmark::State& st) {
+  auto type = static_cast<GgmlType>(st.range(0));
+  const int path = static_cast<int>(st.range(1));
+  const int rows = 768, cols = 256;
+  if (static_cast<KernelPath>(path) > BestKernelPath()) {
+    st.SkipWithError("path not supported here");
+    return;
+  }
+  const TypeTraits* tt = GetTypeTraits(static_cast<uint32_t>(type));
+  std::vector<uint8_t> w(RowBytes(type, cols) * rows);
+  uint32_t s = 12345;
+  for (uint8_t& b : w) b = static_cast<uint8_t>((s = s * 1664525u + 1013904223u) >> 24);
+  const uint16_t h = F32ToF16(0.01f);
+  const int off = type == GgmlType::Q6_K ? 208 : 0;
+  for (size_t b = 0; b < w.size(); b += tt->block_bytes) {
+    std::memcpy(&w[b + off], &h, 2);
+    if (type == GgmlType::Q4_K) std::memcpy(&w[b + 2], &h, 2);
+  }
+  WeightView view{type, w.data(), rows, cols};
+  auto x = Rand(cols, 6);
+  std::vector<float> y(rows);
+  ThreadPool pool(1);
+  const KernelPath old = SetKernelPath(static_cast<KernelPath>(path));
+  for (auto _ : st) {
+    MatMul(pool, view, x.data(), 1, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  SetKernelPath(old);
+}
+BENCHMARK(BM_MatVecK)->ArgsProduct({{12, 14}, {0, 1, 2}})->MeasureProcessCPUTime();
 
 }  // namespace
 }  // namespace kvtrim::kernels

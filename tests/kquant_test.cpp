@@ -8,8 +8,10 @@
 #include <cstring>
 #include <random>
 #include <set>
+#include <string>
 
 #include "io/gguf.h"
+#include "kernels/cpu.h"
 #include "kernels/kquant.h"
 #include "kernels/matmul.h"
 #include "kernels/qgemm.h"
@@ -144,6 +146,56 @@ TEST_P(BlockTypes, Q8DotMatchesReferenceOfSameScheme) {
     float got = 0;
     ASSERT_TRUE(kernels::DotBlocksQ16Avx2(t, row.data(), a.q.data(), a.d.data(), a.hsum.data(), nblocks, &got));
     EXPECT_NEAR(got, want, 1e-5 * (1 + mass)) << TypeName(t) << " n=" << n;
+  }
+}
+
+// Decode through QGemvBlockRows (Q4_K/Q6_K: the 4-row tiles of GemvKQ16Avx2;
+// the others: one row at a time) on every dispatch path, on a row range that
+// does not fill the tiles, against float64 of the same scheme; nothing outside
+// the range written. The scalar path (no integer block dots) goes through
+// MatMul's float dot and is held to the activation rounding bound instead.
+TEST_P(BlockTypes, RowTilesMatchReferenceOnEveryPath) {
+  const GgmlType t = GetParam();
+  std::mt19937 rng(static_cast<unsigned>(t) * 29 + 11);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  kernels::ThreadPool pool(1);
+  for (kernels::KernelPath path : {kernels::KernelPath::kScalar, kernels::KernelPath::kAvx2, kernels::KernelPath::kAvx512}) {
+    if (path > kernels::BestKernelPath()) continue;
+    const kernels::KernelPath old = kernels::SetKernelPath(path);
+    for (int cols : {256, 768}) {
+      const int rows = 11;
+      std::vector<uint8_t> w;
+      for (int r = 0; r < rows; ++r) {
+        auto row = RandomRow(rng, t, cols);
+        w.insert(w.end(), row.begin(), row.end());
+      }
+      kernels::WeightView view{t, w.data(), rows, cols};
+      std::vector<float> x(cols), wr(cols), y(rows, -7.f), y1(rows);
+      for (float& v : x) v = nd(rng);
+      kernels::QActs a;
+      kernels::QuantizeActs(x.data(), 1, cols, &a);
+      const bool integer = kernels::QGemvBlockSupports(view);
+      EXPECT_EQ(integer, path != kernels::KernelPath::kScalar && kernels::HaveDotBlocksQ16());
+      if (integer) kernels::QGemvBlockRows(view, a, 1, rows - 1, y.data());
+      kernels::MatMul(pool, view, x.data(), 1, y1.data());
+      for (int r = 0; r < rows; ++r) {
+        kernels::ref::DequantRow(t, view.row(r), wr.data(), cols);
+        double want = 0, mass = 0, bound = 0;
+        for (int i = 0; i < cols; ++i) {
+          const double xi = double{a.d[i / 32]} * a.q[i];
+          want += double{wr[i]} * xi;
+          mass += std::fabs(double{wr[i]} * xi);
+          bound += std::fabs(double{wr[i]}) * a.d[i / 32] / 2;
+        }
+        const std::string where = std::string(TypeName(t)) + " " + kernels::KernelPathName(path) +
+                                  " cols=" + std::to_string(cols) + " r=" + std::to_string(r);
+        ASSERT_NEAR(y1[r], want, (integer ? 0.0 : bound) + 1e-5 * (1 + mass)) << where;
+        if (!integer) continue;
+        if (r == 0 || r == rows - 1) ASSERT_EQ(y[r], -7.f) << where;
+        else ASSERT_NEAR(y[r], want, 1e-5 * (1 + mass)) << where;
+      }
+    }
+    kernels::SetKernelPath(old);
   }
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "kernels/cpu.h"
@@ -162,6 +163,41 @@ TEST(QGemm, NonFiniteActivationsPropagateToTheirTokenOnly) {
       EXPECT_TRUE(std::isfinite(y[2 * rows + r])) << KernelPathName(path);
     }
   }
+}
+
+// The vectorized activation quantization (AVX2/AVX-512 paths) gives the
+// scalar loop's codes, scales and half sums bit for bit: ties (x / d exactly
+// k + 0.5, rounded to even), an all-zero block, -0, an infinity and a NaN.
+TEST(QGemm, ActivationCodesIdenticalOnEveryPath) {
+  std::mt19937 rng(3);
+  const int T = 2, cols = 224;  // 7 blocks per token
+  std::vector<float> x = RandVec(rng, T * cols, 3.f);
+  x[0] = 32767.f;  // block 0: d = 1, every other element a tie
+  for (int j = 1; j < 32; ++j) x[j] = (j % 2 ? 1.f : -1.f) * (static_cast<float>(j) * 37.f + 0.5f);
+  std::fill(x.begin() + 32, x.begin() + 64, 0.f);
+  x[40] = -0.f;
+  x[70] = std::numeric_limits<float>::infinity();
+  x[cols + 100] = std::nanf("");
+  QActs want;
+  {
+    PathGuard guard(KernelPath::kScalar);
+    QuantizeActs(x.data(), T, cols, &want);
+  }
+  EXPECT_EQ(want.q[1], 38);   // 37.5 -> 38 (even)
+  EXPECT_EQ(want.q[2], -74);  // -74.5 -> -74 (even)
+  for (KernelPath path : Paths()) {
+    PathGuard guard(path);
+    QActs a;
+    QuantizeActs(x.data(), T, cols, &a);
+    ASSERT_EQ(a.q, want.q) << KernelPathName(path);
+    ASSERT_EQ(a.hsum, want.hsum) << KernelPathName(path);
+    for (int b = 0; b < T * a.nb; ++b) {
+      if (std::isnan(want.d[b])) EXPECT_TRUE(std::isnan(a.d[b])) << KernelPathName(path) << " block " << b;
+      else EXPECT_EQ(a.d[b], want.d[b]) << KernelPathName(path) << " block " << b;
+    }
+  }
+  EXPECT_TRUE(std::isnan(want.d[2]));       // the infinity's block
+  EXPECT_TRUE(std::isnan(want.d[7 + 3]));   // the NaN's block
 }
 
 TEST(QGemm, PathClampsToWhatTheCpuHas) {

@@ -285,7 +285,126 @@ bool VisitBlocks(GgmlType t, const uint8_t* p, int nblocks, Sink& sink) {
   return true;
 }
 
+// ---- Whole-row tiles for Q4_K and Q6_K decode (int16 activations): per
+// 256-element super-block, each sub-block's codes times the activations as
+// exact int32 sums (madd_epi16), the 8 sums of a row reduced into one vector
+// (Reduce8), and the sub-block scales, mins and activation scales applied as
+// vectors of 8 (no per-group scalar work, no dequantized copy).
+
+// s[k] (8 int32 partial sums of sub-block k) -> lane k = total of s[k].
+inline __m256i Reduce8(const __m256i* s) {
+  const __m256i q0 = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
+  const __m256i q1 = _mm256_hadd_epi32(_mm256_hadd_epi32(s[4], s[5]), _mm256_hadd_epi32(s[6], s[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20), _mm256_permute2x128_si256(q0, q1, 0x31));
+}
+inline __m256i LoadX(const int16_t* x) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)); }
+// The 8 six-bit scales (bytes 0..7) and mins (8..15) of a Q4_K/Q5_K block's 12 scale bytes.
+inline void Unpack6(const uint8_t* s, uint32_t u[4]) {
+  std::memcpy(u, s, 12);
+  u[3] = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
+  const uint32_t mins_lo = u[1] & 0x3f3f3f3f;
+  u[1] = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
+  u[2] = mins_lo;
+  u[0] &= 0x3f3f3f3f;
+}
+inline __m256 U8x8(const void* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+
+// RM rows of Q4_K (144 bytes per super-block) against one token.
+template <int RM>
+void Q4KRows(const uint8_t* const* w, int nsb, const int16_t* xq, const float* xd, const int32_t* xs, float* y) {
+  __m256 accd[RM], accm[RM];
+  for (int i = 0; i < RM; ++i) accd[i] = accm[i] = _mm256_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi16(0xF);
+  for (int sb = 0; sb < nsb; ++sb, xq += 256, xd += 8, xs += 16) {
+    const __m256 dx = _mm256_loadu_ps(xd);
+    // activation sums per sub-block of 32 (both halves), scaled by d_x
+    const __m256i hs = _mm256_permute4x64_epi64(
+        _mm256_hadd_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs)),
+                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + 8))), 0xD8);
+    const __m256 mx = _mm256_mul_ps(dx, _mm256_cvtepi32_ps(hs));
+    for (int i = 0; i < RM; ++i) {
+      const uint8_t* b = w[i] + 144 * static_cast<size_t>(sb);
+      __m256i s[8];
+      for (int g = 0; g < 4; ++g) {
+        // 16 bytes zero-extended to int16 hold both nibbles: v & 15 are the
+        // low-nibble codes (sub-block 2g), v >> 4 the high ones (2g + 1).
+        const __m256i v0 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16 + 32 * g)));
+        const __m256i v1 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 32 + 32 * g)));
+        const int16_t* x = xq + 64 * g;
+        s[2 * g] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_and_si256(v0, m4), LoadX(x)),
+                                    _mm256_madd_epi16(_mm256_and_si256(v1, m4), LoadX(x + 16)));
+        s[2 * g + 1] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_srli_epi16(v0, 4), LoadX(x + 32)),
+                                        _mm256_madd_epi16(_mm256_srli_epi16(v1, 4), LoadX(x + 48)));
+      }
+      uint32_t u[4];
+      Unpack6(b + 4, u);
+      const __m256 prod = _mm256_mul_ps(_mm256_cvtepi32_ps(Reduce8(s)), dx);
+      accd[i] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(Hv(b)), U8x8(u)), prod, accd[i]);
+      accm[i] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(Hv(b + 2)), U8x8(u + 2)), mx, accm[i]);
+    }
+  }
+  for (int i = 0; i < RM; ++i) y[i] = Hsum(_mm256_sub_ps(accd[i], accm[i]));
+}
+
+// RM rows of Q6_K (210 bytes per super-block: ql[128], qh[64], int8 scales[16]
+// per 16 elements, f16 d) against one token.
+template <int RM>
+void Q6KRows(const uint8_t* const* w, int nsb, const int16_t* xq, const float* xd, float* y) {
+  __m256 acc[RM];
+  for (int i = 0; i < RM; ++i) acc[i] = _mm256_setzero_ps();
+  const __m256i m32 = _mm256_set1_epi8(32);
+  const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+  for (int sb = 0; sb < nsb; ++sb, xq += 256, xd += 8) {
+    // d_x per sub-block of 16: each group's scale twice
+    const __m256 dx[2] = {_mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(xd)), dup),
+                          _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(xd + 4)), dup)};
+    for (int i = 0; i < RM; ++i) {
+      const uint8_t* b = w[i] + 210 * static_cast<size_t>(sb);
+      const __m256 d = _mm256_set1_ps(Hv(b + 208));
+      for (int half = 0; half < 2; ++half) {
+        const __m256i ql0 = Load32(b + 64 * half), ql1 = Load32(b + 64 * half + 32), qh = Load32(b + 128 + 32 * half);
+        const int16_t* x = xq + 128 * half;
+        __m256i s[8];
+        for (int k = 0; k < 4; ++k) {
+          const __m256i nib = Bits(k & 1 ? ql1 : ql0, k < 2 ? 0 : 4, 0xF);
+          const __m256i code = _mm256_sub_epi8(_mm256_or_si256(nib, _mm256_slli_epi16(Bits(qh, 2 * k, 3), 4)), m32);
+          s[2 * k] = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(code)), LoadX(x + 32 * k));
+          s[2 * k + 1] = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(code, 1)), LoadX(x + 32 * k + 16));
+        }
+        const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 192 + 8 * half))));
+        acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, sc), _mm256_mul_ps(_mm256_cvtepi32_ps(Reduce8(s)), dx[half]), acc[i]);
+      }
+    }
+  }
+  for (int i = 0; i < RM; ++i) y[i] = Hsum(acc[i]);
+}
+
+template <int RM>
+void KRows(GgmlType t, const uint8_t* const* w, int nsb, const int16_t* xq, const float* xd, const int32_t* xs, float* y) {
+  if (t == GgmlType::Q4_K) Q4KRows<RM>(w, nsb, xq, xd, xs, y);
+  else Q6KRows<RM>(w, nsb, xq, xd, y);
+}
+
 }  // namespace
+
+bool GemvKQ16Avx2(GgmlType t, const uint8_t* w, size_t row_bytes, int nsb, const int16_t* xq, const float* xd,
+                  const int32_t* xs, int r0, int r1, float* y) {
+  if (t != GgmlType::Q4_K && t != GgmlType::Q6_K) return false;
+  constexpr int kRows = 4;
+  int r = r0;
+  for (; r + kRows <= r1; r += kRows) {
+    const uint8_t* rows[kRows];
+    for (int i = 0; i < kRows; ++i) rows[i] = w + row_bytes * static_cast<size_t>(r + i);
+    KRows<kRows>(t, rows, nsb, xq, xd, xs, y + r);
+  }
+  for (; r < r1; ++r) {
+    const uint8_t* row = w + row_bytes * static_cast<size_t>(r);
+    KRows<1>(t, &row, nsb, xq, xd, xs, y + r);
+  }
+  return true;
+}
 
 bool DotBlocksAvx2(GgmlType t, const uint8_t* p, const float* x, int nblocks, float* out) {
   __m256 acc = _mm256_setzero_ps();
@@ -333,5 +452,8 @@ namespace kvtrim::kernels {
 bool DotBlocksAvx2(GgmlType, const uint8_t*, const float*, int, float*) { return false; }
 bool HaveDotBlocksQ16() { return false; }
 bool DotBlocksQ16Avx2(GgmlType, const uint8_t*, const int16_t*, const float*, const int32_t*, int, float*) { return false; }
+bool GemvKQ16Avx2(GgmlType, const uint8_t*, size_t, int, const int16_t*, const float*, const int32_t*, int, int, float*) {
+  return false;
+}
 }  // namespace kvtrim::kernels
 #endif

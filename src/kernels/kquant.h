@@ -3,6 +3,7 @@
 // DequantRow/DotRow/AxpyRow in quant.cpp (decode dots one block at a time from a
 // stack buffer; prefill dequantizes row blocks for the GEMM).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "io/ggml_types.h"
@@ -23,5 +24,11 @@ bool DotBlocksAvx2(GgmlType t, const uint8_t* blk, const float* x, int nblocks, 
 bool HaveDotBlocksQ16();
 bool DotBlocksQ16Avx2(GgmlType t, const uint8_t* blk, const int16_t* xq, const float* xd, const int32_t* xs,
                       int nblocks, float* out);
+// Rows [r0, r1) of a Q4_K or Q6_K matrix (row_bytes apart, nsb super-blocks of
+// 256 per row) times one token's int16 activations (same layout as above):
+// y[r] for each row, 4 rows per tile, integer sums per sub-block and the
+// scales applied as vectors of 8. False for other types or non-AVX2 builds.
+bool GemvKQ16Avx2(GgmlType t, const uint8_t* w, size_t row_bytes, int nsb, const int16_t* xq, const float* xd,
+                  const int32_t* xs, int r0, int r1, float* y);
 
 }  // namespace kvtrim::kernels

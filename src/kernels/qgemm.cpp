@@ -112,11 +112,70 @@ KVTRIM_T_AVX2 inline float Hsum2(__m256 v) {
   lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
   return _mm_cvtss_f32(lo);
 }
+KVTRIM_T_AVX2 inline float HmaxAvx2(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
 
 // Sign-extends the 32 int8 weights of a block to two vectors of 16 int16.
 KVTRIM_T_AVX2 inline void Widen(__m256i w, __m256i* lo, __m256i* hi) {
   *lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(w));
   *hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(w, 1));
+}
+
+// Q4_0: the 16 bytes zero-extended to int16 hold both nibbles of each byte;
+// low nibbles (elements 0..15) and high nibbles (16..31), minus 8, as int16.
+KVTRIM_T_AVX2 inline void WidenQ4(const uint8_t* blk, __m256i* lo, __m256i* hi) {
+  const __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2)));
+  const __m256i eight = _mm256_set1_epi16(8);
+  *lo = _mm256_sub_epi16(_mm256_and_si256(v, _mm256_set1_epi16(0xF)), eight);
+  *hi = _mm256_sub_epi16(_mm256_srli_epi16(v, 4), eight);
+}
+
+// QuantizeBlocks with 8 floats per vector; the same codes bit for bit
+// (round_ps to nearest even = nearbyint in the default rounding mode, the
+// clamp and the scale computed as in the scalar loop).
+KVTRIM_T_AVX2 void QuantizeBlocksAvx2(const float* x, QActs* a, int64_t b0, int64_t b1) {
+  const __m256 sign = _mm256_set1_ps(-0.f), big = _mm256_set1_ps(std::numeric_limits<float>::max());
+  for (int64_t b = b0; b < b1; ++b) {
+    const float* xb = x + b * kBlk;
+    __m256 v[4], amax = _mm256_setzero_ps();
+    int finite = 0xFF;
+    for (int k = 0; k < 4; ++k) {
+      v[k] = _mm256_loadu_ps(xb + 8 * k);
+      const __m256 ab = _mm256_andnot_ps(sign, v[k]);
+      finite &= _mm256_movemask_ps(_mm256_cmp_ps(ab, big, _CMP_LE_OQ));
+      amax = _mm256_max_ps(amax, ab);
+    }
+    int16_t* q = &a->q[b * kBlk];
+    if (finite != 0xFF) {  // as the scalar loop: NaN scale, zero codes
+      a->d[b] = std::numeric_limits<float>::quiet_NaN();
+      std::fill(q, q + kBlk, int16_t{0});
+      a->hsum[2 * b] = a->hsum[2 * b + 1] = 0;
+      continue;
+    }
+    const float m = HmaxAvx2(amax);
+    a->d[b] = m / kQMax;
+    const __m256 id = _mm256_set1_ps(m > 0.f ? kQMax / m : 0.f);
+    const __m256 hi = _mm256_set1_ps(kQMax), lo = _mm256_set1_ps(-kQMax);
+    __m256i c[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m256 r = _mm256_round_ps(_mm256_mul_ps(v[k], id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      c[k] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi));
+    }
+    const __m256i p0 = _mm256_permute4x64_epi64(_mm256_packs_epi32(c[0], c[1]), 0xD8);
+    const __m256i p1 = _mm256_permute4x64_epi64(_mm256_packs_epi32(c[2], c[3]), 0xD8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), p0);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 16), p1);
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i s = _mm256_hadd_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones));
+    // s lanes: [h0 h0 h1 h1 | h0 h0 h1 h1] partial sums of halves 0 and 1
+    alignas(32) int32_t t[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(t), s);
+    a->hsum[2 * b] = t[0] + t[1] + t[4] + t[5];
+    a->hsum[2 * b + 1] = t[2] + t[3] + t[6] + t[7];
+  }
 }
 
 // y[j * ldy + i] for RM rows (w[i]) x RN tokens (x[j], dx[j]): per block,
@@ -133,7 +192,8 @@ KVTRIM_T_AVX2 void TileAvx2(const uint8_t* const* w, const int16_t* const* x, co
     __m256 dw[RM];
     for (int i = 0; i < RM; ++i) {
       const uint8_t* blk = w[i] + bb * b;
-      Widen(LoadW2(Q4, blk), &lo[i], &hi[i]);
+      if constexpr (Q4) WidenQ4(blk, &lo[i], &hi[i]);
+      else Widen(LoadW2(Q4, blk), &lo[i], &hi[i]);
       dw[i] = _mm256_set1_ps(HalfAtF16c(blk));
     }
     for (int j = 0; j < RN; ++j) {
@@ -226,10 +286,16 @@ void QuantizeActs(const float* x, int T, int cols, QActs* a, ThreadPool* pool) {
   a->q.resize(static_cast<size_t>(T) * cols);
   a->d.resize(static_cast<size_t>(T) * a->nb + 16);
   a->hsum.resize(static_cast<size_t>(T) * a->nb * 2);
+  auto run = [&](int64_t b0, int64_t b1) {
+#ifdef KVTRIM_X86
+    if (ActiveKernelPath() >= KernelPath::kAvx2) return QuantizeBlocksAvx2(x, a, b0, b1);
+#endif
+    QuantizeBlocks(x, a, b0, b1);
+  };
   if (pool && T > 1) {
-    pool->ParallelFor(T, [&](int64_t t0, int64_t t1) { QuantizeBlocks(x, a, t0 * a->nb, t1 * a->nb); }, 16);
+    pool->ParallelFor(T, [&](int64_t t0, int64_t t1) { run(t0 * a->nb, t1 * a->nb); }, 16);
   } else {
-    QuantizeBlocks(x, a, 0, static_cast<int64_t>(T) * a->nb);
+    run(0, static_cast<int64_t>(T) * a->nb);
   }
 }
 
@@ -256,6 +322,8 @@ bool QGemvBlockSupports(const WeightView& w) {
 
 void QGemvBlockRows(const WeightView& w, const QActs& a, int r0, int r1, float* y) {
   const int nblocks = w.cols / static_cast<int>(GetTypeTraits(static_cast<uint32_t>(w.type))->block_elems);
+  // Q4_K / Q6_K: whole-row tiles of 4 rows (kquant.h GemvKQ16Avx2).
+  if (GemvKQ16Avx2(w.type, w.data, w.row_bytes(), nblocks, a.q.data(), a.d.data(), a.hsum.data(), r0, r1, y)) return;
   for (int r = r0; r < r1; ++r) DotBlocksQ16Avx2(w.type, w.row(r), a.q.data(), a.d.data(), a.hsum.data(), nblocks, &y[r]);
 }
 
