@@ -2,7 +2,9 @@
 
 // GCC 12 reports a false -Wmaybe-uninitialized inside Eigen 3.4's AVX-512
 // GEMM packing (gemm_pack_lhs, in avx512fintrin.h); silenced for this file only.
+#if !defined(__clang__)  // a GCC-only warning group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <Eigen/Core>
 #include <algorithm>
 #include <vector>

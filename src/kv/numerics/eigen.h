@@ -4,7 +4,9 @@
 // Include this before anything else that may pull in <immintrin.h>.
 #pragma once
 #pragma GCC diagnostic push
+#if !defined(__clang__)  // a GCC-only warning group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #include <Eigen/Dense>
 #pragma GCC diagnostic pop
