@@ -52,6 +52,7 @@ class AttentionStats : public AttentionTap {
   AttentionStats(int n_layer, int n_head_kv, int group, int head_dim, StatsNeeds needs);
 
   const StatsNeeds& needs() const { return needs_; }
+  int n_layer() const { return n_layer_; }
   HeadStats& head(int layer, int h) { return heads_[layer * n_head_kv_ + h]; }
   const HeadStats& head(int layer, int h) const { return heads_[layer * n_head_kv_ + h]; }
   // The latest query step: steps are logical positions (one per token).
