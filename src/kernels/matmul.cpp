@@ -5,6 +5,7 @@
 #if !defined(__clang__)  // a GCC-only warning group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
+#pragma GCC diagnostic ignored "-Wuninitialized"  // the same, at -O1 (sanitizer builds)
 #include <Eigen/Core>
 #include <algorithm>
 #include <vector>

@@ -1,6 +1,6 @@
 #include "kv/merging.h"
 
-#include <Eigen/Dense>
+#include "kv/numerics/eigen.h"
 #include <algorithm>
 #include <cmath>
 #include <numeric>

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include <Eigen/Dense>
+#include "kv/numerics/eigen.h"
 
 namespace kvtrim::kv::numerics {
 

@@ -7,6 +7,7 @@
 #if !defined(__clang__)  // a GCC-only warning group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
+#pragma GCC diagnostic ignored "-Wuninitialized"  // the same, at -O1 (sanitizer builds)
 #include <immintrin.h>
 #include <Eigen/Dense>
 #pragma GCC diagnostic pop

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include <Eigen/Dense>
+#include "kv/numerics/eigen.h"
 
 #include "kvtrim/status.h"
 

@@ -17,7 +17,7 @@
 #include <cmath>
 #include <limits>
 
-#include <Eigen/Dense>
+#include "kv/numerics/eigen.h"
 
 #include "kv/numerics/leverage.h"
 #include "kv/policies/policies.h"
