@@ -520,7 +520,14 @@ TEST_F(ServerTest, ConcurrentClientsGetCorrectAnswers) {
   ASSERT_TRUE(d && d->status == 200);
   EXPECT_EQ(Metric(c, "kvtrim_kv_bytes_stored_contexts"), 0);
   // Sessions freed: resident memory within 32 MiB of where the load began.
+  // Not under ASan/TSan: their allocators hold freed memory (ASan's
+  // quarantine, 256 MiB by default), so RSS says nothing there; ASan's leak
+  // checker covers the same ground at exit.
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
   EXPECT_LT(CurrentRssBytes(), rss0 + (size_t{32} << 20));
+#else
+  (void)rss0;
+#endif
 }
 
 }  // namespace
