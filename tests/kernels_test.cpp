@@ -4,6 +4,7 @@
 #include <cmath>
 #include <random>
 
+#include "test_util.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -15,12 +16,7 @@
 namespace kvtrim::kernels {
 namespace {
 
-std::vector<float> RandVec(std::mt19937& rng, int n, float scale = 1.f) {
-  std::normal_distribution<float> nd(0.f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = nd(rng);
-  return v;
-}
+using test::RandVec;
 
 TEST(Quant, HalfConversionsRoundTrip) {
   for (float f : {0.f, 1.f, -2.5f, 65504.f, 6.1035156e-05f, 5.9604645e-08f, 0.333333f}) {

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <random>
 
+#include "policy_keep.h"
 #include "eval/report.h"
 #include "eval/sweep.h"
 #include "kv/adaptive_budget.h"
@@ -32,20 +33,7 @@ HeadStore HeadWithKeys(const std::vector<std::vector<float>>& keys) {
 
 HeadStore ZeroHead(int n, int d = 4) { return HeadWithKeys(std::vector<std::vector<float>>(n, std::vector<float>(d, 0.f))); }
 
-std::vector<int> KeepOf(const std::string& name, const Params& p, const HeadStore& h, const HeadStats* st, int budget,
-                        Phase phase = Phase::kPrefill) {
-  auto pol = MakePolicy(name, p);
-  EXPECT_TRUE(pol.ok()) << (pol.ok() ? "" : pol.error().message);
-  PolicyContext ctx;
-  ctx.phase = phase;
-  ctx.store = &h;
-  ctx.stats = st;
-  ctx.budget = budget;
-  ctx.logical_len = h.size();
-  Plan plan = pol.value()->Compress(ctx);
-  EXPECT_FALSE(plan.noop);
-  return plan.keep;
-}
+using test::KeepOf;
 
 // One query (the latest) over 6 entries from 2 query heads of the group:
 // group mean {.20, .15, .15, .06, .24, .20}.

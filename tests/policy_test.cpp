@@ -4,6 +4,7 @@
 
 #include <numeric>
 
+#include "policy_keep.h"
 #include "kv/policy.h"
 #include "kv/stats.h"
 
@@ -17,21 +18,7 @@ HeadStore MakeHead(int n, int d = 8) {
   return h;
 }
 
-std::vector<int> KeepOf(const std::string& name, const Params& p, const HeadStore& h, const HeadStats* st, int budget,
-                     Phase phase = Phase::kPrefill, const AttentionStats* all = nullptr) {
-  auto pol = MakePolicy(name, p);
-  EXPECT_TRUE(pol.ok()) << (pol.ok() ? "" : pol.error().message);
-  PolicyContext ctx;
-  ctx.phase = phase;
-  ctx.store = &h;
-  ctx.stats = st;
-  ctx.all_stats = all;
-  ctx.budget = budget;
-  ctx.logical_len = h.size();
-  Plan plan = pol.value()->Compress(ctx);
-  EXPECT_FALSE(plan.noop);
-  return plan.keep;
-}
+using test::KeepOf;
 
 std::vector<int> Range(int a, int b) {
   std::vector<int> r(b - a);

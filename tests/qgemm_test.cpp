@@ -7,6 +7,7 @@
 #include <limits>
 #include <random>
 
+#include "test_util.h"
 #include "kernels/cpu.h"
 #include "kernels/matmul.h"
 #include "kernels/qgemm.h"
@@ -17,12 +18,7 @@
 namespace kvtrim::kernels {
 namespace {
 
-std::vector<float> RandVec(std::mt19937& rng, int n, float scale = 1.f) {
-  std::normal_distribution<float> nd(0.f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = nd(rng);
-  return v;
-}
+using test::RandVec;
 
 // Restores the active path when a test ends.
 struct PathGuard {

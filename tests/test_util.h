@@ -4,9 +4,11 @@
 
 #include <fstream>
 #include <memory>
+#include <random>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "kvtrim/engine.h"
 
@@ -14,6 +16,14 @@ namespace kvtrim::test {
 
 inline std::string SharedPath(const std::string& rel) { return std::string(KVTRIM_SHARED_DIR) + "/" + rel; }
 inline std::string ModelPath(const std::string& name) { return SharedPath("models/" + name); }
+
+// n normal samples with standard deviation `scale` (kernel tests).
+inline std::vector<float> RandVec(std::mt19937& rng, int n, float scale = 1.f) {
+  std::normal_distribution<float> nd(0.f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = nd(rng);
+  return v;
+}
 
 inline std::string ReadFile(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
