@@ -12,6 +12,7 @@
 #include "kernels/ref/attention_ref.h"
 #include "kernels/ref/quant_ref.h"
 #include "kv/cache.h"
+#include "model/rope.h"
 
 namespace kvtrim::kernels {
 namespace {
@@ -105,6 +106,45 @@ TEST(Ops, RopeRotatesPairsAndPreservesNorm) {
   for (int i = 0; i < 8; ++i) n0 += x[i] * x[i], n1 += y[i] * y[i], n2 += z[i] * z[i];
   EXPECT_NEAR(n0, n1, 1e-5);
   EXPECT_NEAR(n0, n2, 1e-5);
+}
+
+TEST(Ops, SwiGluMatchesFloat64OnEveryLength) {
+  // The 8-wide SLEEF body and the scalar tail against silu(a) * b in double.
+  std::mt19937 rng(5);
+  for (int n : {1, 7, 8, 9, 37, 768}) {
+    std::vector<float> a = RandVec(rng, n), b = RandVec(rng, n);
+    for (int i = 0; i < n; ++i) a[i] *= 12.f;  // well into both tails of the sigmoid
+    std::vector<float> y = a;
+    SwiGlu(y.data(), b.data(), n);
+    for (int i = 0; i < n; ++i) {
+      const double ref = a[i] / (1.0 + std::exp(-static_cast<double>(a[i]))) * b[i];
+      EXPECT_NEAR(y[i], ref, 4e-7 * std::fabs(ref) + 1e-30) << n << " " << i;
+    }
+  }
+}
+
+TEST(Ops, RopeTableRotatesAsTheKernelPerPosition) {
+  // model::Rope's per-batch (cos, sin) table, applied to every head, against
+  // kernels::Rope evaluated position by position (both layouts, partial rotary).
+  for (auto mode : {RopeMode::kNormal, RopeMode::kNeox})
+    for (int rot : {8, 16}) {
+      model::ModelConfig c;
+      c.rope_dims = rot;
+      c.rope_mode = mode;
+      c.rope_base = 10000.f;
+      const model::Rope rope(c, {});
+      const int d = 16, heads = 3, pos0 = 37, T = 5;
+      std::vector<float> cs;
+      rope.Table(pos0, T, &cs);
+      ASSERT_EQ(cs.size(), static_cast<size_t>(T) * rope.table_stride());
+      std::mt19937 rng(rot);
+      for (int t = 0; t < T; ++t) {
+        std::vector<float> x = RandVec(rng, heads * d), y = x;
+        rope.ApplyTable(x.data(), heads, d, &cs[static_cast<size_t>(t) * rope.table_stride()]);
+        Rope(y.data(), heads, d, rot, pos0 + t, 10000.f, mode);
+        for (int i = 0; i < heads * d; ++i) EXPECT_NEAR(x[i], y[i], 2e-6) << rot << " " << t << " " << i;
+      }
+    }
 }
 
 // A KV head built from float rows for the attention tests.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/qgemm.h"
+#include "kernels/scratch.h"
 #include "kernels/quant.h"
 
 namespace kvtrim::kernels {
@@ -92,7 +93,11 @@ void MatMul(ThreadPool& pool, const WeightView& w, const float* x, int T, float*
     }
     // Dequantize a block of rows at a time so scratch stays bounded for big models.
     const int64_t block = std::max<int64_t>(1, std::min<int64_t>(r1 - r0, (1 << 18) / std::max(1, w.cols)));
-    std::vector<float> tmp(static_cast<size_t>(block) * w.cols);
+    // Per thread, reused across calls and not zeroed (a fresh zeroed 1 MiB per
+    // call was a memset of the whole block for every product).
+    thread_local ScratchVector<float> tl_tmp;
+    ScratchVector<float>& tmp = tl_tmp;  // a plain reference, see the QActs buffer above
+    tmp.resize(static_cast<size_t>(block) * w.cols);
     for (int64_t b0 = r0; b0 < r1; b0 += block) {
       const int nr = static_cast<int>(std::min(block, r1 - b0));
       for (int r = 0; r < nr; ++r) DequantRow(w.type, w.row(static_cast<int>(b0) + r), &tmp[static_cast<size_t>(r) * w.cols], w.cols);

@@ -42,20 +42,37 @@ double Rope::Theta(int i, int pos) const {
   return yarn_ ? interp * (1 - ramp_[i]) + extrap * ramp_[i] : interp;
 }
 
-void Rope::Apply(float* x, int n_heads, int head_dim, int pos) const {
+void Rope::Table(int pos0, int T, std::vector<float>* cs) const {
+  const int half = dims_ / 2;
+  cs->resize(static_cast<size_t>(T) * dims_);
+  for (int t = 0; t < T; ++t)
+    for (int i = 0; i < half; ++i) {
+      const double theta = Theta(i, pos0 + t);
+      float* o = &(*cs)[static_cast<size_t>(t) * dims_ + 2 * i];
+      o[0] = static_cast<float>(std::cos(theta) * mscale_);
+      o[1] = static_cast<float>(std::sin(theta) * mscale_);
+    }
+}
+
+void Rope::ApplyTable(float* x, int n_heads, int head_dim, const float* cs) const {
   const int half = dims_ / 2;
   const bool normal = mode_ == kernels::RopeMode::kNormal;
-  for (int i = 0; i < half; ++i) {
-    const double theta = Theta(i, pos);
-    const float c = static_cast<float>(std::cos(theta) * mscale_), s = static_cast<float>(std::sin(theta) * mscale_);
-    const int i0 = normal ? 2 * i : i, i1 = normal ? 2 * i + 1 : i + half;
-    for (int h = 0; h < n_heads; ++h) {
-      float* v = x + h * head_dim;
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + h * head_dim;
+    for (int i = 0; i < half; ++i) {
+      const float c = cs[2 * i], s = cs[2 * i + 1];
+      const int i0 = normal ? 2 * i : i, i1 = normal ? 2 * i + 1 : i + half;
       const float a = v[i0], b = v[i1];
       v[i0] = a * c - b * s;
       v[i1] = a * s + b * c;
     }
   }
+}
+
+void Rope::Apply(float* x, int n_heads, int head_dim, int pos) const {
+  std::vector<float> cs;
+  Table(pos, 1, &cs);
+  ApplyTable(x, n_heads, head_dim, cs.data());
 }
 
 }  // namespace kvtrim::model

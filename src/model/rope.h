@@ -27,6 +27,14 @@ class Rope {
 
   // Rotates n_heads heads of head_dim floats each (x is [n_heads, head_dim]).
   void Apply(float* x, int n_heads, int head_dim, int pos) const;
+  // The (cos, sin) pairs of positions pos0 .. pos0+T-1: [T, dims/2, 2], the
+  // same floats Apply computes. A batch computes them once and rotates every
+  // layer's queries and keys with ApplyTable (decode: 1 position instead of
+  // 2 x n_layer evaluations of dims/2 sin/cos).
+  void Table(int pos0, int T, std::vector<float>* cs) const;
+  int table_stride() const { return dims_; }  // floats per position in Table
+  // Apply with one position's row of Table (bit-identical to Apply).
+  void ApplyTable(float* x, int n_heads, int head_dim, const float* cs) const;
   // The angle of pair i at position pos.
   double Theta(int i, int pos) const;
   double mscale() const { return mscale_; }

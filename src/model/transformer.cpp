@@ -6,6 +6,7 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
+#include "kernels/scratch.h"
 
 namespace kvtrim::model {
 namespace {
@@ -104,13 +105,29 @@ Status Transformer::Forward(kernels::ThreadPool& pool, kv::KvCache& cache, const
     kernels::MatMul(pool, w, in, n, out);
   };
 
-  std::vector<float> x(static_cast<size_t>(T) * D);      // [T, D] residual stream
-  std::vector<float> xb(static_cast<size_t>(T) * D);     // [T, D] normed input
-  std::vector<float> q(static_cast<size_t>(T) * q_dim);  // [T, H*hd]
-  std::vector<float> k(static_cast<size_t>(T) * kv_dim), v(static_cast<size_t>(T) * kv_dim);  // [T, Hkv*hd]
-  std::vector<float> att(static_cast<size_t>(T) * q_dim);  // [T, H*hd] attention output
-  std::vector<float> hg(static_cast<size_t>(T) * F), hu(static_cast<size_t>(T) * F);  // [T, F]
+  // Decode-sized batches reuse this thread's buffers (no allocation and
+  // zeroing per token); large batches allocate, so a prefill's buffers are
+  // not kept. Every buffer is fully written before it is read.
+  struct Buffers {
+    kernels::ScratchVector<float> x, xb, q, k, v, att, hg, hu;
+    std::vector<float> rope_cs;
+  };
+  thread_local Buffers reused;
+  Buffers fresh;
+  Buffers& B = T <= 32 ? reused : fresh;
+  B.x.resize(static_cast<size_t>(T) * D);       // [T, D] residual stream
+  B.xb.resize(static_cast<size_t>(T) * D);      // [T, D] normed input
+  B.q.resize(static_cast<size_t>(T) * q_dim);   // [T, H*hd]
+  B.k.resize(static_cast<size_t>(T) * kv_dim);  // [T, Hkv*hd]
+  B.v.resize(static_cast<size_t>(T) * kv_dim);
+  B.att.resize(static_cast<size_t>(T) * q_dim);  // [T, H*hd] attention output
+  B.hg.resize(static_cast<size_t>(T) * F);       // [T, F]
+  B.hu.resize(static_cast<size_t>(T) * F);
+  kernels::ScratchVector<float>&x = B.x, &xb = B.xb, &q = B.q, &k = B.k, &v = B.v, &att = B.att, &hg = B.hg, &hu = B.hu;
   std::vector<float> k_pre;    // [T, Hkv*hd] pre-RoPE keys, only when a tap asks
+
+  std::vector<float>& rope_cs = B.rope_cs;  // [T, rope dims] (cos, sin) of the batch's positions, for every layer
+  rope_.Table(pos0, T, &rope_cs);
 
   for (int t = 0; t < T; ++t) kernels::DequantRow(w_.tok_embd.type, w_.tok_embd.row(tokens[t]), &x[t * D], D);
 
@@ -124,11 +141,12 @@ Status Transformer::Forward(kernels::ThreadPool& pool, kv::KvCache& cache, const
     AddBias(k.data(), L.bk, T);
     AddBias(v.data(), L.bv, T);
     const bool want_qk = obs && obs->WantsQK();
-    if (want_qk) k_pre = k;  // [T, Hkv*hd] before rotation
+    if (want_qk) k_pre.assign(k.begin(), k.end());  // [T, Hkv*hd] before rotation
     if (obs && obs->WantsQPre()) obs->OnQPre(l, q.data(), T);
     for (int t = 0; t < T; ++t) {
-      rope_.Apply(&q[t * q_dim], H, hd, pos0 + t);
-      rope_.Apply(&k[t * kv_dim], Hkv, hd, pos0 + t);
+      const float* cs = rope_cs.data() + static_cast<size_t>(t) * rope_.table_stride();
+      rope_.ApplyTable(&q[t * q_dim], H, hd, cs);
+      rope_.ApplyTable(&k[t * kv_dim], Hkv, hd, cs);
     }
     if (want_qk) obs->OnQK(l, k_pre.data(), q.data(), T);
 
