@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/qgemm.h"
+#include "kernels/qgemm_packed.h"
 #include "kernels/quant.h"
 
 namespace kvtrim::kernels {
@@ -30,6 +31,9 @@ using MMap = Eigen::Map<RowMat, 0, Eigen::OuterStride<>>;
 // time: T=1 8.4 vs 13.7 us, T=4 25 vs 64 us, T=16 98 vs 117 us, T=64 400 vs
 // 337 us, T=512 62 vs 76 GFLOP/s; docs/kernels.md).
 constexpr int kIntegerMaxBatch = 32;
+// Batches from this size on use the repacked weights (qgemm_packed.h) where
+// the view has them (crossover measured with BM_PrefillGemm, docs/kernels.md).
+constexpr int kPackedMinBatch = 32;
 
 }  // namespace
 
@@ -57,6 +61,17 @@ void GemmAB(int M, int N, int K, const float* a, int lda, const float* b, int ld
 }
 
 void MatMul(ThreadPool& pool, const WeightView& w, const float* x, int T, float* y) {
+  if (w.packed && T >= kPackedMinBatch) {  // row-lane integer kernels on the repacked copy
+    thread_local QActs tl_acts;
+    QActs& acts = tl_acts;  // see below
+    QuantizeActs(x, T, w.cols, &acts, &pool);
+    const PackedWeights& p = *w.packed;
+    pool.ParallelFor(p.tiles, [&](int64_t t0, int64_t t1) {
+      PackedGemmRows(p, acts, static_cast<int>(t0) * kPackRows, std::min(w.rows, static_cast<int>(t1) * kPackRows), y,
+                     w.rows);
+    }, 1);
+    return;
+  }
   if (QGemmSupports(w) && T < kIntegerMaxBatch) {  // Q8_0/Q4_0: int16 activations against the stored blocks
     // Reused across calls (no allocation per product). The pool's workers must
     // see the caller's buffer: a lambda names a thread_local directly (no
