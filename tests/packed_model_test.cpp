@@ -1,7 +1,7 @@
-// The model's goldens through batches of 32+ tokens, i.e. through the
-// repacked integer prefill products (kernels/qgemm_packed.h): the golden
-// prompts are 27 tokens (below the repack's batch size), so they are extended
-// to 64 tokens; by causality the logits at position 26 are the golden ones.
+// The model's goldens through batches of 64 tokens on the repacked integer
+// products (kernels/qgemm_packed.h): the golden prompts (27 tokens) are
+// extended to 64 so the products run 16 full 4-token tiles; by causality the
+// logits at position 26 are the golden ones.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -58,10 +58,10 @@ void CheckThroughRepack(const std::string& model, double tol) {
   for (size_t i = 0; i < top.size(); ++i) max_diff = std::max(max_diff, std::fabs(lg[top[i]] - want[i]));
   EXPECT_LE(max_diff, tol) << model;
   EXPECT_EQ(std::max_element(lg, lg + V) - lg, top[0]) << model;
-  // Token-by-token decode (the int16 decode kernels on the stored rows) agrees
-  // with the batched prefill. 2e-3 over 64 positions (DecodeMatchesPrefillLogits
-  // holds 27 positions to 1e-3): measured 0.00048-0.00110 with the repack,
-  // 0.00062-0.00124 with KVTRIM_REPACK=0 (Eigen on dequantized rows).
+  // Token-by-token decode (the same kernels at T = 1) agrees with the batched
+  // prefill. 2e-3 over 64 positions (DecodeMatchesPrefillLogits holds 27
+  // positions to 1e-3): measured 0.00044-0.00086 with the repack,
+  // 0.00062-0.00124 with KVTRIM_REPACK=0 (Eigen prefill, 4 x 2 tile decode).
   auto b = Session::Create(*e, {});
   ASSERT_TRUE(b.ok());
   double md = 0;

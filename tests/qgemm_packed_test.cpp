@@ -160,24 +160,25 @@ TEST(PackedGemm, RowsOutsideTheRangeUntouched) {
   }
 }
 
-// MatMul reads the repack from 32 tokens on (and the stored rows below): a
-// view whose `packed` was built from OTHER weights gives those weights'
-// products for T = 40 and its own rows' for T = 8. Two threads split the tiles.
-TEST(PackedGemm, MatMulUsesTheRepackFromThirtyTwoTokens) {
+// MatMul reads the repack at every batch size when the view has one: a view
+// whose `packed` was built from OTHER weights gives those weights' products;
+// the same view without it gives its own rows'. Two threads split the tiles.
+TEST(PackedGemm, MatMulUsesTheRepackWhereTheViewHasOne) {
   std::mt19937 rng(13);
   ThreadPool pool(2);
   const int rows = 45, cols = 96;
   for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0}) {
     std::vector<uint8_t> own = RandRows(rng, type, rows, cols), other = RandRows(rng, type, rows, cols);
     const PackedWeights p = PackWeights(WeightView{type, other.data(), rows, cols});
-    WeightView w{type, own.data(), rows, cols};
-    w.packed = &p;
-    for (int T : {8, 40}) {
+    for (auto [T, with_pack] : {std::pair{1, true}, std::pair{8, true}, std::pair{40, true}, std::pair{1, false},
+                                std::pair{8, false}}) {
+      WeightView w{type, own.data(), rows, cols};
+      if (with_pack) w.packed = &p;
       std::vector<float> x = RandVec(rng, T * cols), y(static_cast<size_t>(T) * rows);
       MatMul(pool, w, x.data(), T, y.data());
       QActs a;
       QuantizeActs(x.data(), T, cols, &a);
-      const uint8_t* src = T >= 32 ? other.data() : own.data();
+      const uint8_t* src = with_pack ? other.data() : own.data();
       for (int t = 0; t < T; ++t) {
         for (int r = 0; r < rows; ++r) {
           const uint8_t* row = src + RowBytes(type, cols) * r;

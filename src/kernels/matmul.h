@@ -27,9 +27,9 @@ struct WeightView {
 
 // y[rows] = W x[cols]
 void MatVec(ThreadPool& pool, const WeightView& w, const float* x, float* y);
-// Y[T, rows] = X[T, cols] W^T. Q8_0/Q4_0 batches with a repacked copy
-// (w.packed) from kPackedMinBatch tokens on through the row-lane integer
-// kernels of qgemm_packed.h; Q8_0/Q4_0 batches below 32 tokens (decode)
+// Y[T, rows] = X[T, cols] W^T. Q8_0/Q4_0 views with a repacked copy
+// (w.packed) through the row-lane integer kernels of qgemm_packed.h at every
+// T (faster everywhere, measured); without one, batches below 32 tokens
 // through the integer kernels of qgemm.h, other block types at T == 1 through
 // their int16-activation dots; F32 through Eigen; larger batches of the other
 // types dequantize bounded row blocks for Eigen's GEMM (faster there, measured).
