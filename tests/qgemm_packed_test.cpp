@@ -61,7 +61,9 @@ TEST(PackedGemm, RepackRoundTrips) {
     ASSERT_TRUE(PackSupports(w));
     const PackedWeights p = PackWeights(w);
     ASSERT_EQ(p.tiles, 3);
-    EXPECT_EQ(p.bytes(), 3u * nb * (512 + 64));
+    // Q8_0: 32 int8 codes + a float scale per row and block; Q4_0 keeps 4-bit codes.
+    EXPECT_EQ(p.nibbles, type == GgmlType::Q4_0);
+    EXPECT_EQ(p.bytes(), 3u * nb * ((type == GgmlType::Q4_0 ? 256 : 512) + 64));
     std::vector<float> wf(cols);
     int8_t codes[32];
     float d = 0;

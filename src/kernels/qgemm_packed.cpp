@@ -28,6 +28,9 @@ constexpr int kBlk = 32;
 constexpr int kPairs = kBlk / 2;
 constexpr size_t kGroupBytes = kPackRows * 2;         // one pair of codes of 16 rows
 constexpr size_t kBlockBytes = kPairs * kGroupBytes;  // one block of 16 rows: 512 bytes
+constexpr size_t kNibBlockBytes = kBlockBytes / 2;   // the same in 4-bit codes: 256 bytes
+
+size_t BlockBytes(const PackedWeights& p) { return p.nibbles ? kNibBlockBytes : kBlockBytes; }
 
 // Code j of a stored Q8_0/Q4_0 block.
 int8_t CodeAt(bool q4, const uint8_t* blk, int j) {
@@ -41,8 +44,9 @@ struct Tile {
   const int8_t* codes = nullptr;  // the first tile's block 0
   const float* scales = nullptr;
   size_t tile_codes = 0, tile_scales = 0;  // strides between consecutive tiles
-  const int16_t* x = nullptr;  // the first token's codes
-  const float* dx = nullptr;   // the first token's block scales
+  const int16_t* x = nullptr;   // the first token's codes
+  const float* dx = nullptr;    // the first token's block scales
+  const int32_t* hs = nullptr;  // the first token's half-block code sums (QActs::hsum)
   int nb = 0;                  // blocks per row and per token
   float* y = nullptr;          // row 16 * (first tile), first token
   int ldy = 0;
@@ -50,17 +54,27 @@ struct Tile {
 };
 
 // One tile x one token, element by element over the repacked layout.
-void MicroScalar(const Tile& k, int ntok) {
+void MicroScalar(const Tile& k, int ntok, bool nib) {
   const size_t ldx = static_cast<size_t>(k.nb) * kBlk;
   for (int t = 0; t < ntok; ++t) {
     float acc[kPackRows] = {};
     for (int b = 0; b < k.nb; ++b) {
       int32_t s[kPackRows] = {};
-      const int8_t* c = k.codes + kBlockBytes * b;
       const int16_t* xb = k.x + ldx * t + kBlk * b;
-      for (int p = 0; p < kPairs; ++p)
-        for (int i = 0; i < kPackRows; ++i)
-          s[i] += int32_t{c[kGroupBytes * p + 2 * i]} * xb[2 * p] + int32_t{c[kGroupBytes * p + 2 * i + 1]} * xb[2 * p + 1];
+      if (nib) {
+        const auto* c = reinterpret_cast<const uint8_t*>(k.codes) + kNibBlockBytes * b;
+        for (int p = 0; p < kPairs; ++p)
+          for (int i = 0; i < kPackRows; ++i)
+            for (int e = 0; e < 2; ++e) {
+              const uint8_t byte = c[kGroupBytes * (p % 8) + 2 * i + e];
+              s[i] += ((p < 8 ? byte & 0xF : byte >> 4) - 8) * int32_t{xb[2 * p + e]};
+            }
+      } else {
+        const int8_t* c = k.codes + kBlockBytes * b;
+        for (int p = 0; p < kPairs; ++p)
+          for (int i = 0; i < kPackRows; ++i)
+            s[i] += int32_t{c[kGroupBytes * p + 2 * i]} * xb[2 * p] + int32_t{c[kGroupBytes * p + 2 * i + 1]} * xb[2 * p + 1];
+      }
       const float dx = k.dx[static_cast<size_t>(t) * k.nb + b];
       for (int i = 0; i < kPackRows; ++i) acc[i] += static_cast<float>(s[i]) * (k.scales[kPackRows * b + i] * dx);
     }
@@ -79,7 +93,9 @@ inline int32_t PairAt(const int16_t* x) {
 
 // NV tiles of 16 rows (one zmm each) x NT tokens: per block 16 vpdpwssd per
 // (tile, token) into int32, then one convert and one multiply-add.
-template <int NV, int NT>
+// NIB: 4-bit codes (Q4_0), two pairs per 32-byte group, unsigned; 8 x the
+// token's block code sum is subtracted from the int32 sums.
+template <int NV, int NT, bool NIB>
 KVTRIM_T_AVX512 void MicroAvx512(const Tile& k) {
   const size_t ldx = static_cast<size_t>(k.nb) * kBlk;
   __m512 acc[NV][NT];
@@ -89,16 +105,40 @@ KVTRIM_T_AVX512 void MicroAvx512(const Tile& k) {
     __m512i s[NV][NT];
     for (int v = 0; v < NV; ++v)
       for (int t = 0; t < NT; ++t) s[v][t] = _mm512_setzero_si512();
-    const int8_t* c = k.codes + kBlockBytes * b;
     const int16_t* xb = k.x + kBlk * b;
-#pragma GCC unroll 16
-    for (int p = 0; p < kPairs; ++p) {
-      __m512i w[NV];
-      for (int v = 0; v < NV; ++v)
-        w[v] = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + k.tile_codes * v + kGroupBytes * p)));
+    if constexpr (NIB) {
+      const int8_t* c = k.codes + kNibBlockBytes * b;
+      const __m256i m4 = _mm256_set1_epi8(0xF);
+#pragma GCC unroll 8
+      for (int g = 0; g < kPairs / 2; ++g) {
+        __m512i wl[NV], wh[NV];
+        for (int v = 0; v < NV; ++v) {
+          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + k.tile_codes * v + kGroupBytes * g));
+          wl[v] = _mm512_cvtepu8_epi16(_mm256_and_si256(raw, m4));
+          wh[v] = _mm512_cvtepu8_epi16(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4));
+        }
+        for (int t = 0; t < NT; ++t) {
+          const __m512i xl = _mm512_set1_epi32(PairAt(xb + ldx * t + 2 * g));
+          const __m512i xh = _mm512_set1_epi32(PairAt(xb + ldx * t + 2 * g + 16));
+          for (int v = 0; v < NV; ++v) s[v][t] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(s[v][t], wl[v], xl), wh[v], xh);
+        }
+      }
       for (int t = 0; t < NT; ++t) {
-        const __m512i xv = _mm512_set1_epi32(PairAt(xb + ldx * t + 2 * p));
-        for (int v = 0; v < NV; ++v) s[v][t] = _mm512_dpwssd_epi32(s[v][t], w[v], xv);
+        const int32_t* h = k.hs + static_cast<size_t>(t) * 2 * k.nb + 2 * b;
+        const __m512i off = _mm512_set1_epi32(8 * (h[0] + h[1]));
+        for (int v = 0; v < NV; ++v) s[v][t] = _mm512_sub_epi32(s[v][t], off);
+      }
+    } else {
+      const int8_t* c = k.codes + kBlockBytes * b;
+#pragma GCC unroll 16
+      for (int p = 0; p < kPairs; ++p) {
+        __m512i w[NV];
+        for (int v = 0; v < NV; ++v)
+          w[v] = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + k.tile_codes * v + kGroupBytes * p)));
+        for (int t = 0; t < NT; ++t) {
+          const __m512i xv = _mm512_set1_epi32(PairAt(xb + ldx * t + 2 * p));
+          for (int v = 0; v < NV; ++v) s[v][t] = _mm512_dpwssd_epi32(s[v][t], w[v], xv);
+        }
       }
     }
     for (int v = 0; v < NV; ++v) {
@@ -117,7 +157,7 @@ KVTRIM_T_AVX512 void MicroAvx512(const Tile& k) {
 
 // Half tile h (rows 8h..8h+7, one ymm) x NT tokens: per block 16
 // (madd_epi16 + add) per token, then one convert and one multiply-add.
-template <int NT>
+template <int NT, bool NIB>
 KVTRIM_T_AVX2 void MicroAvx2Half(const Tile& k, int h) {
   const size_t ldx = static_cast<size_t>(k.nb) * kBlk;
   __m256 acc[NT];
@@ -125,14 +165,34 @@ KVTRIM_T_AVX2 void MicroAvx2Half(const Tile& k, int h) {
   for (int b = 0; b < k.nb; ++b) {
     __m256i s[NT];
     for (int t = 0; t < NT; ++t) s[t] = _mm256_setzero_si256();
-    const int8_t* c = k.codes + kBlockBytes * b + 16 * h;
     const int16_t* xb = k.x + kBlk * b;
-#pragma GCC unroll 16
-    for (int p = 0; p < kPairs; ++p) {
-      const __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c + kGroupBytes * p)));
+    if constexpr (NIB) {
+      const int8_t* c = k.codes + kNibBlockBytes * b + 16 * h;
+      const __m128i m4 = _mm_set1_epi8(0xF);
+#pragma GCC unroll 8
+      for (int g = 0; g < kPairs / 2; ++g) {
+        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(c + kGroupBytes * g));
+        const __m256i wl = _mm256_cvtepu8_epi16(_mm_and_si128(raw, m4));
+        const __m256i wh = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), m4));
+        for (int t = 0; t < NT; ++t) {
+          const __m256i xl = _mm256_set1_epi32(PairAt(xb + ldx * t + 2 * g));
+          const __m256i xh = _mm256_set1_epi32(PairAt(xb + ldx * t + 2 * g + 16));
+          s[t] = _mm256_add_epi32(s[t], _mm256_add_epi32(_mm256_madd_epi16(wl, xl), _mm256_madd_epi16(wh, xh)));
+        }
+      }
       for (int t = 0; t < NT; ++t) {
-        const __m256i xv = _mm256_set1_epi32(PairAt(xb + ldx * t + 2 * p));
-        s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(w, xv));
+        const int32_t* hh = k.hs + static_cast<size_t>(t) * 2 * k.nb + 2 * b;
+        s[t] = _mm256_sub_epi32(s[t], _mm256_set1_epi32(8 * (hh[0] + hh[1])));
+      }
+    } else {
+      const int8_t* c = k.codes + kBlockBytes * b + 16 * h;
+#pragma GCC unroll 16
+      for (int p = 0; p < kPairs; ++p) {
+        const __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c + kGroupBytes * p)));
+        for (int t = 0; t < NT; ++t) {
+          const __m256i xv = _mm256_set1_epi32(PairAt(xb + ldx * t + 2 * p));
+          s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(w, xv));
+        }
       }
     }
     const __m256 dw = _mm256_loadu_ps(k.scales + kPackRows * b + 8 * h);
@@ -155,10 +215,10 @@ KVTRIM_T_AVX2 void MicroAvx2Half(const Tile& k, int h) {
   }
 }
 
-template <int NT>
+template <int NT, bool NIB>
 KVTRIM_T_AVX2 void MicroAvx2(const Tile& k) {
-  if (k.mask[0] & 0xFFu) MicroAvx2Half<NT>(k, 0);
-  if (k.mask[0] >> 8) MicroAvx2Half<NT>(k, 1);
+  if (k.mask[0] & 0xFFu) MicroAvx2Half<NT, NIB>(k, 0);
+  if (k.mask[0] >> 8) MicroAvx2Half<NT, NIB>(k, 1);
 }
 
 using Micro = void (*)(const Tile&);
@@ -167,13 +227,13 @@ using Micro = void (*)(const Tile&);
 // tokens, AVX2 8 rows x 4 tokens.
 constexpr int kNv512 = 2, kNt512 = 4, kNtAvx2 = 4;
 
-template <int NV, int... N>
+template <int NV, bool NIB, int... N>
 constexpr std::array<Micro, sizeof...(N)> Avx512Table(std::integer_sequence<int, N...>) {
-  return {&MicroAvx512<NV, N + 1>...};
+  return {&MicroAvx512<NV, N + 1, NIB>...};
 }
-template <int... N>
+template <bool NIB, int... N>
 constexpr std::array<Micro, sizeof...(N)> Avx2Table(std::integer_sequence<int, N...>) {
-  return {&MicroAvx2<N + 1>...};
+  return {&MicroAvx2<N + 1, NIB>...};
 }
 
 #endif  // KVTRIM_X86
@@ -191,7 +251,7 @@ template <class MicroFor>
 void Drive(const PackedWeights& p, const QActs& a, int r0, int r1, float* y, int ldy, int nv_max, int nt_max,
            MicroFor micro) {
   const int tile1 = (r1 + kPackRows - 1) / kPackRows;
-  const size_t tile_codes = kBlockBytes * p.nb, tile_scales = static_cast<size_t>(kPackRows) * p.nb;
+  const size_t tile_codes = BlockBytes(p) * p.nb, tile_scales = static_cast<size_t>(kPackRows) * p.nb;
   for (int tl = r0 / kPackRows; tl < tile1; tl += nv_max) {
     const int nv = std::min(nv_max, tile1 - tl);
     Tile k;
@@ -206,6 +266,7 @@ void Drive(const PackedWeights& p, const QActs& a, int r0, int r1, float* y, int
       const int nt = std::min(nt_max, a.T - t);
       k.x = a.q.data() + static_cast<size_t>(t) * p.nb * kBlk;
       k.dx = a.d.data() + static_cast<size_t>(t) * p.nb;
+      k.hs = a.hsum.data() + static_cast<size_t>(t) * 2 * p.nb;
       k.y = y + static_cast<size_t>(t) * ldy + static_cast<size_t>(kPackRows) * tl;
       micro(nv, nt, k);
     }
@@ -228,7 +289,8 @@ PackedWeights PackWeights(const WeightView& w) {
   p.cols = w.cols;
   p.nb = w.cols / kBlk;
   p.tiles = (w.rows + kPackRows - 1) / kPackRows;
-  p.codes.assign(kBlockBytes * p.nb * p.tiles, 0);
+  p.nibbles = q4;
+  p.codes.assign(BlockBytes(p) * p.nb * p.tiles, q4 ? static_cast<int8_t>(0x88) : int8_t{0});  // code 0 in padding
   p.scales.assign(static_cast<size_t>(kPackRows) * p.nb * p.tiles, 0.f);
   for (int r = 0; r < w.rows; ++r) {
     const int tl = r / kPackRows, i = r % kPackRows;
@@ -238,8 +300,15 @@ PackedWeights PackWeights(const WeightView& w) {
       uint16_t h;
       std::memcpy(&h, blk, 2);
       p.scales[blk_index * kPackRows + i] = F16ToF32(h);
-      int8_t* c = p.codes.data() + blk_index * kBlockBytes + 2 * i;
-      for (int j = 0; j < kBlk; ++j) c[kGroupBytes * (j / 2) + j % 2] = CodeAt(q4, blk, j);
+      int8_t* c = p.codes.data() + blk_index * BlockBytes(p) + 2 * i;
+      if (!q4) {
+        for (int j = 0; j < kBlk; ++j) c[kGroupBytes * (j / 2) + j % 2] = CodeAt(q4, blk, j);
+        continue;
+      }
+      for (int j = 0; j < kBlk / 2; ++j) {  // element j: low nibble of group j / 2; element j + 16: high
+        const int lo = CodeAt(q4, blk, j) + 8, hi = CodeAt(q4, blk, j + 16) + 8;
+        c[kGroupBytes * (j / 2) + j % 2] = static_cast<int8_t>(lo | hi << 4);
+      }
     }
   }
   return p;
@@ -249,8 +318,16 @@ void UnpackBlock(const PackedWeights& p, int r, int b, int8_t* codes, float* d) 
   const size_t blk_index = static_cast<size_t>(r / kPackRows) * p.nb + b;
   const int i = r % kPackRows;
   *d = p.scales[blk_index * kPackRows + i];
-  const int8_t* c = p.codes.data() + blk_index * kBlockBytes + 2 * i;
-  for (int j = 0; j < kBlk; ++j) codes[j] = c[kGroupBytes * (j / 2) + j % 2];
+  const int8_t* c = p.codes.data() + blk_index * BlockBytes(p) + 2 * i;
+  if (!p.nibbles) {
+    for (int j = 0; j < kBlk; ++j) codes[j] = c[kGroupBytes * (j / 2) + j % 2];
+    return;
+  }
+  for (int j = 0; j < kBlk / 2; ++j) {
+    const auto byte = static_cast<uint8_t>(c[kGroupBytes * (j / 2) + j % 2]);
+    codes[j] = static_cast<int8_t>((byte & 0xF) - 8);
+    codes[j + 16] = static_cast<int8_t>((byte >> 4) - 8);
+  }
 }
 
 KernelPath PackedKernelPath() { return KernelPathForced() ? ActiveKernelPath() : BestKernelPath(); }
@@ -260,18 +337,25 @@ void PackedGemmRows(const PackedWeights& p, const QActs& a, int r0, int r1, floa
   const KernelPath path = PackedKernelPath();
 #ifdef KVTRIM_X86
   if (path == KernelPath::kAvx512) {
-    static constexpr auto t1 = Avx512Table<1>(std::make_integer_sequence<int, kNt512>{});
-    static constexpr auto t2 = Avx512Table<kNv512>(std::make_integer_sequence<int, kNt512>{});
+    using Seq = std::make_integer_sequence<int, kNt512>;
+    static constexpr auto t1 = Avx512Table<1, false>(Seq{}), t2 = Avx512Table<kNv512, false>(Seq{});
+    static constexpr auto n1 = Avx512Table<1, true>(Seq{}), n2 = Avx512Table<kNv512, true>(Seq{});
+    if (p.nibbles)
+      return Drive(p, a, r0, r1, y, ldy, kNv512, kNt512,
+                   [](int nv, int nt, const Tile& k) { (nv == kNv512 ? n2 : n1)[nt - 1](k); });
     return Drive(p, a, r0, r1, y, ldy, kNv512, kNt512,
                  [](int nv, int nt, const Tile& k) { (nv == kNv512 ? t2 : t1)[nt - 1](k); });
   }
   if (path == KernelPath::kAvx2) {
-    static constexpr auto t = Avx2Table(std::make_integer_sequence<int, kNtAvx2>{});
-    return Drive(p, a, r0, r1, y, ldy, 1, kNtAvx2, [](int, int nt, const Tile& k) { t[nt - 1](k); });
+    using Seq = std::make_integer_sequence<int, kNtAvx2>;
+    static constexpr auto t = Avx2Table<false>(Seq{}), n = Avx2Table<true>(Seq{});
+    const auto& tab = p.nibbles ? n : t;
+    return Drive(p, a, r0, r1, y, ldy, 1, kNtAvx2, [&tab](int, int nt, const Tile& k) { tab[nt - 1](k); });
   }
 #endif
   (void)path;
-  Drive(p, a, r0, r1, y, ldy, 1, 1, [](int, int nt, const Tile& k) { MicroScalar(k, nt); });
+  const bool nib = p.nibbles;
+  Drive(p, a, r0, r1, y, ldy, 1, 1, [nib](int, int nt, const Tile& k) { MicroScalar(k, nt, nib); });
 }
 
 }  // namespace kvtrim::kernels

@@ -5,6 +5,11 @@
 //           (Q4_0 nibbles stored as nibble - 8); one pair group is 32 bytes,
 //           one zmm of 16 int16 pairs after sign extension;
 //   scales: [tile][block b][row i < 16]  float, d_w(16 tile + i, b).
+// Q4_0 keeps 4-bit codes (nibbles = true): [tile][block][group g < 8][row i][2]
+// bytes, byte (i, e) = (q(i, b, 2g + e) + 8) | (q(i, b, 2g + 16 + e) + 8) << 4:
+// the low nibbles are pair g, the high nibbles pair g + 8 (256 bytes per block
+// of 16 rows); the kernels take the codes unsigned and subtract 8 x the
+// token's block sum of activation codes (QActs::hsum) from the int32 sums.
 // Rows past the last one are padded with zero codes and zero scales.
 // The activations are qgemm.h's QActs (int16 codes, one scale per block of
 // 32), so the int32 block sums equal the decode kernels':
@@ -28,7 +33,8 @@ constexpr int kPackRows = 16;
 struct PackedWeights {
   GgmlType type = GgmlType::Q8_0;  // the type of the rows it was built from
   int rows = 0, cols = 0, nb = 0, tiles = 0;
-  std::vector<int8_t> codes;  // [tiles][nb][16][16][2]
+  bool nibbles = false;       // Q4_0: 4-bit codes, two pairs per byte group
+  std::vector<int8_t> codes;  // [tiles][nb][16][16][2] (nibbles: [tiles][nb][8][16][2] bytes)
   std::vector<float> scales;  // [tiles][nb][16]
   size_t bytes() const { return codes.size() + scales.size() * sizeof(float); }
 };
