@@ -33,9 +33,9 @@ using MMap = Eigen::Map<RowMat, 0, Eigen::OuterStride<>>;
 constexpr int kIntegerMaxBatch = 32;
 // Q8_0/Q4_0 views with a repack (w.packed, qgemm_packed.h) use it at every
 // batch size: one thread, CPU time, BM_PrefillGemm on Zen 4, AVX-512 VNNI
-// kernel 2.9-3.1 us at T = 1 against 7.6-8.4 us for the 4 x 2 tiles below,
-// and 160-190 GFLOP/s from T = 4 on against 57-83 for dequantized row blocks
-// + Eigen (docs/kernels.md).
+// kernel 2.8-3.6 us at T = 1 on [768 x 256] / [256 x 768] against 7.3-8.3 us for the 4 x 2
+// tiles below, and 125-188 GFLOP/s from T = 32 on against 62-85 for
+// dequantized row blocks + Eigen (docs/kernels.md).
 
 }  // namespace
 
