@@ -226,6 +226,7 @@ using Micro = void (*)(const Tile&);
 // Register tiles (measured, docs/kernels.md): AVX-512 2 tiles (32 rows) x 4
 // tokens, AVX2 8 rows x 4 tokens.
 constexpr int kNv512 = 2, kNt512 = 4, kNtAvx2 = 4;
+constexpr int kTokenBlock = 64;  // a multiple of every token tile
 
 template <int NV, bool NIB, int... N>
 constexpr std::array<Micro, sizeof...(N)> Avx512Table(std::integer_sequence<int, N...>) {
@@ -252,23 +253,28 @@ void Drive(const PackedWeights& p, const QActs& a, int r0, int r1, float* y, int
            MicroFor micro) {
   const int tile1 = (r1 + kPackRows - 1) / kPackRows;
   const size_t tile_codes = BlockBytes(p) * p.nb, tile_scales = static_cast<size_t>(kPackRows) * p.nb;
-  for (int tl = r0 / kPackRows; tl < tile1; tl += nv_max) {
-    const int nv = std::min(nv_max, tile1 - tl);
-    Tile k;
-    k.codes = p.codes.data() + tile_codes * tl;
-    k.scales = p.scales.data() + tile_scales * tl;
-    k.tile_codes = tile_codes;
-    k.tile_scales = tile_scales;
-    k.nb = p.nb;
-    k.ldy = ldy;
-    for (int v = 0; v < nv; ++v) k.mask[v] = RowMask(tl + v, r0, r1);
-    for (int t = 0; t < a.T; t += nt_max) {
-      const int nt = std::min(nt_max, a.T - t);
-      k.x = a.q.data() + static_cast<size_t>(t) * p.nb * kBlk;
-      k.dx = a.d.data() + static_cast<size_t>(t) * p.nb;
-      k.hs = a.hsum.data() + static_cast<size_t>(t) * 2 * p.nb;
-      k.y = y + static_cast<size_t>(t) * ldy + static_cast<size_t>(kPackRows) * tl;
-      micro(nv, nt, k);
+  // Tokens in blocks of kTokenBlock (their activations stay in L1/L2 while
+  // every row tile passes over them; the outputs of a block stay in cache).
+  for (int t0 = 0; t0 < a.T; t0 += kTokenBlock) {
+    const int t1 = std::min(a.T, t0 + kTokenBlock);
+    for (int tl = r0 / kPackRows; tl < tile1; tl += nv_max) {
+      const int nv = std::min(nv_max, tile1 - tl);
+      Tile k;
+      k.codes = p.codes.data() + tile_codes * tl;
+      k.scales = p.scales.data() + tile_scales * tl;
+      k.tile_codes = tile_codes;
+      k.tile_scales = tile_scales;
+      k.nb = p.nb;
+      k.ldy = ldy;
+      for (int v = 0; v < nv; ++v) k.mask[v] = RowMask(tl + v, r0, r1);
+      for (int t = t0; t < t1; t += nt_max) {
+        const int nt = std::min(nt_max, t1 - t);
+        k.x = a.q.data() + static_cast<size_t>(t) * p.nb * kBlk;
+        k.dx = a.d.data() + static_cast<size_t>(t) * p.nb;
+        k.hs = a.hsum.data() + static_cast<size_t>(t) * 2 * p.nb;
+        k.y = y + static_cast<size_t>(t) * ldy + static_cast<size_t>(kPackRows) * tl;
+        micro(nv, nt, k);
+      }
     }
   }
 }
