@@ -10,6 +10,8 @@
 #include "kernels/attention.h"
 #include "kernels/cpu.h"
 #include "kernels/matmul.h"
+#include "kernels/qgemm.h"
+#include "kernels/qgemm_packed.h"
 #include "kernels/quant.h"
 #include "kv/cache.h"
 
@@ -85,6 +87,50 @@ void BM_MatMul(benchmark::State& st) {
                                               benchmark::Counter::kIs1000);
 }
 BENCHMARK(BM_MatMul)->ArgsProduct({{0, 8, 2}, {1, 4, 16, 64, 512}, {0, 1, 2, 3}})->MeasureProcessCPUTime();
+
+// Prefill products on Q8_0/Q4_0, one thread, activation quantization
+// included. Args: type (8 Q8_0, 2 Q4_0), T, shape (0: [768 x 256], 1:
+// [256 x 768], 2: [2048 x 256]), mode (0: MatMul without a repack, i.e. the
+// path before the repack: integer 4 x 2 tiles below 32 tokens, dequantized
+// row blocks + Eigen from 32 on; 1: repacked row-lane kernel, AVX2; 2: the
+// same, AVX-512 VNNI; 3: scalar).
+void BM_PrefillGemm(benchmark::State& st) {
+  auto type = static_cast<GgmlType>(st.range(0));
+  const int T = static_cast<int>(st.range(1)), mode = static_cast<int>(st.range(3));
+  static constexpr int kShapes[3][2] = {{768, 256}, {256, 768}, {2048, 256}};
+  const int rows = kShapes[st.range(2)][0], cols = kShapes[st.range(2)][1];
+  const KernelPath want = mode == 0 ? KernelPath::kAvx2 : mode == 1 ? KernelPath::kAvx2
+                        : mode == 2 ? KernelPath::kAvx512 : KernelPath::kScalar;
+  if (want > BestKernelPath()) {
+    st.SkipWithError("path not supported here");
+    return;
+  }
+  std::vector<uint8_t> w(RowBytes(type, cols) * rows);
+  auto wf = Rand(rows * cols, 5);
+  for (int r = 0; r < rows; ++r) QuantizeRow(type, &wf[r * cols], w.data() + RowBytes(type, cols) * r, cols);
+  WeightView view{type, w.data(), rows, cols};
+  const PackedWeights packed = PackWeights(view);
+  auto x = Rand(T * cols, 6);
+  std::vector<float> y(static_cast<size_t>(T) * rows);
+  ThreadPool pool(1);
+  QActs acts;
+  const KernelPath old = SetKernelPath(want);
+  for (auto _ : st) {
+    if (mode == 0) {
+      MatMul(pool, view, x.data(), T, y.data());
+    } else {
+      QuantizeActs(x.data(), T, cols, &acts);
+      PackedGemmRows(packed, acts, 0, rows, y.data(), rows);
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  SetKernelPath(old);
+  st.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * cols * T * st.iterations(), benchmark::Counter::kIsRate,
+                                              benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_PrefillGemm)
+    ->ArgsProduct({{8, 2}, {1, 4, 16, 32, 64, 128, 512}, {0, 1, 2}, {0, 1, 2, 3}})
+    ->MeasureProcessCPUTime();
 
 // Decode (T = 1) on K-quant rows [768 x 256] (random codes, scales 0.01):
 // arg 0 the type (12 Q4_K, 14 Q6_K), arg 1 the path (0 scalar: float dots,

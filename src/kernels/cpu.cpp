@@ -47,6 +47,11 @@ KernelPath FromEnv(KernelPath best) {
   return std::min(want, best);
 }
 
+std::atomic<bool>& Forced() {
+  static std::atomic<bool> f{std::getenv("KVTRIM_KERNELS") != nullptr};
+  return f;
+}
+
 std::atomic<int>& Active() {
   static std::atomic<int> a{static_cast<int>(FromEnv(BestKernelPath()))};
   return a;
@@ -68,9 +73,12 @@ KernelPath BestKernelPath() {
   return best;
 }
 
+bool KernelPathForced() { return Forced().load(std::memory_order_relaxed); }
+
 KernelPath ActiveKernelPath() { return static_cast<KernelPath>(Active().load(std::memory_order_relaxed)); }
 
 KernelPath SetKernelPath(KernelPath p) {
+  Forced().store(true, std::memory_order_relaxed);
   return static_cast<KernelPath>(Active().exchange(static_cast<int>(std::min(p, BestKernelPath()))));
 }
 

@@ -16,5 +16,8 @@ KernelPath BestKernelPath();
 KernelPath ActiveKernelPath();
 // Asks for path p (clamped to BestKernelPath()); returns the previous one.
 KernelPath SetKernelPath(KernelPath p);
+// True once a path was asked for (KVTRIM_KERNELS set, or SetKernelPath called):
+// kernels that choose their own default path (qgemm_packed.h) then follow it.
+bool KernelPathForced();
 
 }  // namespace kvtrim::kernels

@@ -9,12 +9,17 @@
 
 namespace kvtrim::kernels {
 
+struct PackedWeights;  // qgemm_packed.h
+
 // A row-major weight matrix [rows, cols] of any supported ggml type.
 struct WeightView {
   GgmlType type = GgmlType::F32;
   const uint8_t* data = nullptr;
   int rows = 0;
   int cols = 0;
+  // The load-time repack of Q8_0/Q4_0 rows (qgemm_packed.h) the prefill
+  // products use where set; owned by whoever built it (model::Weights).
+  const PackedWeights* packed = nullptr;
   size_t row_bytes() const { return RowBytes(type, static_cast<size_t>(cols)); }
   size_t bytes() const { return row_bytes() * static_cast<size_t>(rows); }
   const uint8_t* row(int r) const { return data + row_bytes() * static_cast<size_t>(r); }
@@ -22,7 +27,9 @@ struct WeightView {
 
 // y[rows] = W x[cols]
 void MatVec(ThreadPool& pool, const WeightView& w, const float* x, float* y);
-// Y[T, rows] = X[T, cols] W^T. Q8_0/Q4_0 batches below 32 tokens (decode)
+// Y[T, rows] = X[T, cols] W^T. Q8_0/Q4_0 views with a repacked copy
+// (w.packed) through the row-lane integer kernels of qgemm_packed.h at every
+// T (faster everywhere, measured); without one, batches below 32 tokens
 // through the integer kernels of qgemm.h, other block types at T == 1 through
 // their int16-activation dots; F32 through Eigen; larger batches of the other
 // types dequantize bounded row blocks for Eigen's GEMM (faster there, measured).

@@ -1,5 +1,7 @@
 #include "model/weights.h"
 
+#include <cstdlib>
+
 #include "kernels/quant.h"
 
 namespace kvtrim::model {
@@ -44,6 +46,24 @@ class Loader {
   const io::GgufFile& f_;
 };
 
+// Repacks every Q8_0/Q4_0 matrix the products use (the output included, for
+// all-logits batches; not the embedding table, read one row at a time).
+// KVTRIM_REPACK=0 in the environment skips it (less memory; prefill then
+// dequantizes row blocks for Eigen's GEMM as before).
+void Repack(Weights* w) {
+  if (const char* e = std::getenv("KVTRIM_REPACK"); e && std::string(e) == "0") return;
+  std::vector<kernels::WeightView*> views{&w->output};
+  for (LayerWeights& L : w->layers)
+    for (kernels::WeightView* v : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) views.push_back(v);
+  for (kernels::WeightView* v : views) {
+    if (!kernels::PackSupports(*v)) continue;
+    auto p = std::make_shared<const kernels::PackedWeights>(kernels::PackWeights(*v));
+    w->packed_bytes += p->bytes();
+    v->packed = p.get();
+    w->packed.push_back(std::move(p));
+  }
+}
+
 }  // namespace
 
 Expected<Weights> LoadWeights(const io::GgufFile& f, const ModelConfig& c) {
@@ -84,6 +104,7 @@ Expected<Weights> LoadWeights(const io::GgufFile& f, const ModelConfig& c) {
     }
   }
   w.total_bytes = ld.bytes;
+  Repack(&w);
   return w;
 }
 

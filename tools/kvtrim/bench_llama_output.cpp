@@ -8,6 +8,8 @@
 
 #include "io/gguf.h"
 #include "kernels/cpu.h"
+#include "kernels/qgemm_packed.h"
+#include "model/weights.h"
 #include "model/config.h"
 
 namespace kvtrim::cli {
@@ -51,6 +53,8 @@ LlamaBenchMeta DescribeForBench(const Engine& e, const std::string& path, const 
   m.n_threads = e.threads();
   m.type_kv = kv_quant;
   m.kernels = kernels::KernelPathName(kernels::ActiveKernelPath());
+  if (e.weights().packed_bytes > 0)  // Q8_0/Q4_0 products on the repack (qgemm_packed.h)
+    m.kernels += std::string(", repacked ") + kernels::KernelPathName(kernels::PackedKernelPath());
   return m;
 }
 

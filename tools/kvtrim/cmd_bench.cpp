@@ -12,7 +12,9 @@
 #include "engine/bench.h"
 #include "engine/bench_llama.h"
 #include "kernels/cpu.h"
+#include "kernels/qgemm_packed.h"
 #include "model/config.h"
+#include "model/weights.h"
 
 namespace kvtrim::cli {
 
@@ -30,6 +32,14 @@ struct BenchOpts {
   bool breakdown = false;
 };
 
+// The kernel paths in use: the dispatched one, and the repacked products'
+// where the model has Q8_0/Q4_0 repacks.
+std::string KernelsLabel(const Engine& e) {
+  std::string s = kernels::KernelPathName(kernels::ActiveKernelPath());
+  if (e.weights().packed_bytes > 0) s += std::string(", repacked ") + kernels::KernelPathName(kernels::PackedKernelPath());
+  return s;
+}
+
 // `--time-breakdown`: where a prefill of --prefill tokens spends its time.
 int RunBreakdown(const Engine& e, const BenchOpts& o) {
   SessionOptions so;
@@ -41,7 +51,7 @@ int RunBreakdown(const Engine& e, const BenchOpts& o) {
   }
   const PrefillBreakdown& r = b.value();
   std::printf("prefill of %d tokens, %d threads, kv %s, %s kernels: %.1f ms (%.1f tok/s), mean of %d\n", r.tokens,
-              e.threads(), o.kv.policy.c_str(), kernels::KernelPathName(kernels::ActiveKernelPath()), r.total_s * 1e3,
+              e.threads(), o.kv.policy.c_str(), KernelsLabel(e).c_str(), r.total_s * 1e3,
               r.tokens / r.total_s, o.reps);
   const std::pair<const char*, double> parts[] = {{"matrix products", r.matmul_s}, {"attention", r.attention_s},
                                                   {"statistics taps", r.stats_s}, {"other", r.other_s}};
@@ -65,6 +75,9 @@ int RunLlamaStyle(const Engine& e, const BenchOpts& o) {
   const LlamaBenchMeta m = DescribeForBench(e, o.model, o.kv.quant);
   const std::string out = o.output == "md" ? LlamaBenchMarkdown(m, tests.value()) : LlamaBenchJson(m, tests.value());
   std::fputs(out.c_str(), stdout);
+  // stdout stays llama-bench's format; the memory of the repacks goes to stderr.
+  std::fprintf(stderr, "weights: %zu bytes in the file, %zu bytes of Q8_0/Q4_0 prefill repacks\n",
+               e.weights().total_bytes, e.weights().packed_bytes);
   if (!o.json.empty()) {
     std::ofstream f(o.json);
     if (!f) {
@@ -125,6 +138,12 @@ bool PrintBench(const Engine& e, const BenchOpts& o, double membw, const std::ve
                  {"peak_rss_bytes", PeakRssBytes()}, {"counters", counters}, {"decode_counters", decode_counters}});
   }
   std::printf("peak RSS: %.1f MiB\n", PeakRssBytes() / 1048576.0);
+  std::printf("weights: %zu bytes in the file, %zu bytes of Q8_0/Q4_0 prefill repacks\n", e.weights().total_bytes,
+              e.weights().packed_bytes);
+  for (auto& row : j) {
+    row["weight_bytes"] = e.weights().total_bytes;
+    row["repacked_weight_bytes"] = e.weights().packed_bytes;
+  }
   if (!o.json.empty()) {
     std::ofstream f(o.json);
     if (!f) {

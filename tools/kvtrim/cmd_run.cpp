@@ -13,6 +13,7 @@
 #include "kv/cache.h"
 #include "kvtrim/engine.h"
 #include "model/config.h"
+#include "model/weights.h"
 
 namespace kvtrim::cli {
 namespace {
@@ -170,6 +171,8 @@ Command AddRun(CLI::App& app) {
       std::fprintf(stderr, "\n");
     }
     std::fprintf(stderr, "peak RSS: %.1f MiB\n", PeakRssBytes() / 1048576.0);
+    std::fprintf(stderr, "weights: %zu bytes in the file, %zu bytes of Q8_0/Q4_0 prefill repacks\n",
+                 engine.value()->weights().total_bytes, engine.value()->weights().packed_bytes);
     return 0;
   };
   return {sub, action};
