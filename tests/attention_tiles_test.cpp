@@ -101,7 +101,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, TiledCausal,
                          ::testing::Combine(::testing::Values(8, 32, 64, 128), ::testing::Values(1, 2, 4),
                                             ::testing::Values(GgmlType::F32, GgmlType::Q8_0)));
 
-// n = 5000 entries, 5 queries at the end: 40 tiles of 128 (the last partial).
+// n = 5003 entries, 5 queries at the end: 20 tiles of the default 256 keys (the last partial).
 TEST(TiledCausal, LongCacheManyTiles) {
   std::mt19937 rng(5);
   const int d = 32, G = 2, T = 5, n = 5003, n0 = n - T;

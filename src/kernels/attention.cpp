@@ -151,8 +151,25 @@ struct CausalPass {
   // tile (in place) and their max.
   float ScaleRow(float* row, int j0, int vis) const {
     float mt = -INFINITY;
-    for (int j = 0; j < vis; ++j) {
-      row[j] = row[j] * scale + kv.logw[j0 + j];
+    int j = 0;
+    const float* b = kv.logw + j0;
+#ifdef KVTRIM_ATT_AVX2
+    if (vis >= 8) {
+      const __m256 vs = _mm256_set1_ps(scale);
+      __m256 vm = _mm256_set1_ps(-INFINITY);
+      for (; j + 8 <= vis; j += 8) {
+        const __m256 x = _mm256_fmadd_ps(_mm256_loadu_ps(row + j), vs, _mm256_loadu_ps(b + j));
+        _mm256_storeu_ps(row + j, x);
+        vm = _mm256_max_ps(vm, x);
+      }
+      __m128 h = _mm_max_ps(_mm256_castps256_ps128(vm), _mm256_extractf128_ps(vm, 1));
+      h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+      h = _mm_max_ss(h, _mm_movehdup_ps(h));
+      mt = _mm_cvtss_f32(h);
+    }
+#endif
+    for (; j < vis; ++j) {
+      row[j] = row[j] * scale + b[j];
       mt = std::max(mt, row[j]);
     }
     return mt;

@@ -50,7 +50,7 @@ void AttendOne(const KvView& kv, const float* q, int G, float scale, float* out,
                const TileObserver* obs = nullptr);
 
 // Keys per tile of AttendCausal (key_tile = 0); docs/kernels.md has the measurement.
-inline constexpr int kAttentionKeyTile = 128;
+inline constexpr int kAttentionKeyTile = 256;
 
 // T query positions (causal): query t sees entries [0, n_visible0 + t].
 // q for (t, g) is at q + t * q_stride + g * d; out likewise with out_stride.
