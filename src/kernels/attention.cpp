@@ -321,12 +321,13 @@ void AttendCausalMl(const KvView& kv, const float* q, int T, int G, int q_stride
 }
 
 void TapCausal(const KvView& kv, const float* q, int T, int G, int q_stride, int n_visible0, float scale,
-               const float* row_ml, const TileObserver& obs, int key_tile) {
+               const float* row_ml, const TileObserver& obs, int key_tile, int t_first) {
   CausalPass c(kv, G, n_visible0, scale, key_tile > 0 ? key_tile : kAttentionKeyTile);
   c.n_total = std::min(kv.n, n_visible0 + T);
   const int Tb = std::max(1, kQueryRows / G);
   for (int t0 = 0; t0 < T; t0 += Tb) {
     const int t1 = std::min(T, t0 + Tb), rows = (t1 - t0) * G;
+    if (t1 <= t_first) continue;
     LoadQueries(c, q, q_stride, t0, t1);
     for (int r = 0; r < rows; ++r) {
       c.m[r] = row_ml[2 * (static_cast<size_t>(t0) * G + r)];

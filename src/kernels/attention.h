@@ -65,8 +65,10 @@ void AttendCausalMl(const KvView& kv, const float* q, int T, int G, int q_stride
 // tile over the same key tiles, normalized with row_ml from AttendCausalMl (a
 // second pass: normalized probabilities need the rows' final max and sum).
 // It only reads, so the attention output never depends on taps.
+// Query blocks that end at or before t_first are skipped (a tap that reads
+// only the last queries).
 void TapCausal(const KvView& kv, const float* q, int T, int G, int q_stride, int n_visible0, float scale,
-               const float* row_ml, const TileObserver& obs, int key_tile = 0);
+               const float* row_ml, const TileObserver& obs, int key_tile = 0, int t_first = 0);
 
 // Both: the output, then, when obs is given, its tiles.
 void AttendCausal(const KvView& kv, const float* q, int T, int G, int q_stride, int n_visible0, float scale,

@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -24,6 +25,10 @@ class AttentionTap {
   // block in increasing j0, blocks in increasing t0. Different heads may be
   // reported from different threads at once.
   virtual void OnProbTile(int /*layer*/, int /*kv_head*/, const ProbTile& /*tile*/) {}
+  // The first logical query position whose probabilities this tap reads in
+  // the current batch (e.g. SnapKV's observation window): the model may skip
+  // the tiles of earlier queries (it may also deliver them).
+  virtual int64_t ProbsFrom(int /*layer*/) const { return 0; }
   // Pre-RoPE keys [T, n_head_kv*hd] and rotated queries [T, n_head*hd].
   virtual bool WantsQK() const { return false; }
   virtual void OnQK(int /*layer*/, const float* /*k_pre*/, const float* /*q_rot*/, int /*T*/) {}

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
 
 namespace kvtrim::kv {
 
@@ -47,6 +48,15 @@ void AttentionStats::OnProbTile(int layer, int kv_head, const ProbTile& tile) {
     TileMass(hs, tile, t, je);
     TileAccess(hs, tile, t, je);
   }
+}
+
+int64_t AttentionStats::ProbsFrom(int) const {
+  if (needs_.acc_mass || needs_.access || needs_.history > 0 || needs_.max_prob) return 0;
+  int64_t first = std::numeric_limits<int64_t>::max();  // nothing read
+  if (needs_.obs_window > 0 && prompt_end_ >= 0) first = std::min(first, prompt_end_ - needs_.obs_window);
+  if (needs_.recent_window > 0) first = std::min(first, step_ - needs_.recent_window + 1);
+  if (needs_.current) first = std::min(first, step_);
+  return std::max<int64_t>(first, 0);
 }
 
 // Sums and means over the query's G rows (same order as row by row: g = 0..G-1 per entry).

@@ -81,6 +81,10 @@ class AttentionStats : public AttentionTap {
   // Per tile: every statistic that reduces over query heads (group mean,
   // group max) needs only one query's G rows, which a tile holds whole.
   void OnProbTile(int layer, int kv_head, const ProbTile& tile) override;
+  // 0 when a statistic reads every query (mass, access, history, max);
+  // else the earliest of the observation window, the recent window and the
+  // latest query.
+  int64_t ProbsFrom(int layer) const override;
   // Row convenience (tests): query t's rows for g = 0..G-1 in order, each
   // over its n visible entries; the G rows go on as one tile.
   void OnProbs(int layer, int kv_head, int t, int g, const float* p, int n);
