@@ -228,11 +228,12 @@ struct CausalPass {
   // after a row's last tile, so they cannot be handed out during the output
   // pass; the scores are recomputed here (one more Q K^T GEMM and exp per
   // tile) rather than kept: keeping them would be the [rows, n] block this
-  // kernel avoids. This pass only reads; the output is not touched.
+  // kernel avoids. This pass only reads kv and q; the output is not touched.
   void Tap(int t0, int t1, const TileObserver& obs) {
     const int rows = (t1 - t0) * G;
     const int nv = Visible(t1 - 1);
-    for (int r = 0; r < rows; ++r) l[r] = l[r] > 0.f ? 1.f / l[r] : 0.f;  // now 1 / sum
+    // exp(s - m) / l as one exp(s - (m + log l)): no pass to normalize.
+    for (int r = 0; r < rows; ++r) m[r] = l[r] > 0.f ? m[r] + std::log(l[r]) : -INFINITY;
     for (int j0 = 0; j0 < nv; j0 += bk) {
       const int w = std::min(bk, nv - j0);
       Scores(rows, j0, w);
@@ -247,7 +248,6 @@ struct CausalPass {
             continue;
           }
           ExpShiftSum(row, vis, m[r]);
-          for (int j = 0; j < vis; ++j) row[j] *= l[r];
           std::fill(row + vis, row + w, 0.f);
         }
       }
