@@ -140,8 +140,8 @@ struct CausalPass {
 
   int Visible(int t) const { return std::min(n_total, n_visible0 + t + 1); }
 
-  // s[rows, w] = scale * Q K^T + b over the tile; returns nothing, the
-  // caller masks per row (entries j >= Visible(t)).
+  // s[rows, w] = Q K^T over the tile (row stride bk); scale, log-weights
+  // and the mask (entries j >= Visible(t)) are the caller's, per row.
   void Scores(int rows, int j0, int w) {
     const float* K = Rows(kv.k, j0, w, kt);
     GemmABt(rows, w, d, qb.data(), d, K, d, s.data(), bk);
