@@ -79,7 +79,7 @@ void BM_PrefillAttentionTile(benchmark::State& st) {
 }
 BENCHMARK(BM_PrefillAttentionTile)
     ->ArgsProduct({{976}, {32, 64, 128, 256, 512}, {0}})
-    ->Args({976, 256, 1})
+    ->ArgsProduct({{976}, {64, 128, 256, 512}, {1}})
     ->Unit(benchmark::kMicrosecond);
 // TILE-ONLY end
 
