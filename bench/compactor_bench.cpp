@@ -49,7 +49,39 @@ void BM_PrefillAttentionHead(benchmark::State& st) {
     benchmark::DoNotOptimize(out.data());
   }
 }
-BENCHMARK(BM_PrefillAttentionHead)->Arg(976)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_PrefillAttentionHead)->Arg(976)->Arg(4096)->Unit(benchmark::kMicrosecond);
+
+// A chunk of 64 queries at the end of a long cache (n = 16384): the old
+// kernel's score block was [64 * G, n].
+void BM_PrefillAttentionLong(benchmark::State& st) {
+  const int n = static_cast<int>(st.range(0)), T = 64;
+  Head h(n);
+  std::vector<float> out(static_cast<size_t>(T) * kG * kD);
+  for (auto _ : st) {
+    kernels::AttendCausal(h.store.View(), h.stats.q_rot.data(), T, kG, kG * kD, n - T, 0.17677f, out.data(), kG * kD);
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+BENCHMARK(BM_PrefillAttentionLong)->Arg(16384)->Unit(benchmark::kMicrosecond);
+
+// TILE-ONLY (not in the pre-tiling kernel): key tile sizes, and the taps'
+// second pass (an empty tap), n = 976 prefill.
+void BM_PrefillAttentionTile(benchmark::State& st) {
+  const int n = static_cast<int>(st.range(0)), tile = static_cast<int>(st.range(1));
+  Head h(n);
+  std::vector<float> out(static_cast<size_t>(n) * kG * kD);
+  kernels::TileObserver tap = [](const kernels::ProbTile& t) { benchmark::DoNotOptimize(t.p); };
+  for (auto _ : st) {
+    kernels::AttendCausal(h.store.View(), h.stats.q_rot.data(), n, kG, kG * kD, 0, 0.17677f, out.data(), kG * kD,
+                          st.range(2) ? &tap : nullptr, tile);
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+BENCHMARK(BM_PrefillAttentionTile)
+    ->ArgsProduct({{976}, {32, 64, 128, 256, 512}, {0}})
+    ->ArgsProduct({{976}, {64, 128, 256, 512}, {1}})
+    ->Unit(benchmark::kMicrosecond);
+// TILE-ONLY end
 
 // The whole policy on one head: scores, blend and selection (ratio 0.5).
 void BM_CompactorCompressHead(benchmark::State& st) {

@@ -1,6 +1,6 @@
 // Causal prefill attention over batches that span several query blocks (64
 // score rows each), head dims 8/32/64/128, against the float64 reference:
-// outputs, and the probability rows the statistics taps receive.
+// outputs, and the probability tiles the statistics taps receive.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -49,11 +49,16 @@ TEST_P(CausalBlocks, OutputsAndTapRowsMatchReference) {
       want_o[t * G + g] = ref::Attend(qg, k, v, b, scale, &want_p[t * G + g]);
     }
   }
-  ProbObserver obs = [&](int t, int g, const float* p, int cnt) {
-    ASSERT_EQ(cnt, n0 + t + 1) << "t " << t;
-    const auto& w = want_p[t * G + g];
-    for (int j = 0; j < cnt; ++j) ASSERT_NEAR(p[j], w[j], 1e-5) << "t " << t << " g " << g << " j " << j;
-    ++rows_seen;
+  TileObserver obs = [&](const ProbTile& tile) {
+    for (int t = tile.t0; t < tile.t1; ++t) {
+      ASSERT_EQ(tile.Visible(t), n0 + t + 1) << "t " << t;
+      for (int g = 0; g < G; ++g) {
+        const auto& w = want_p[t * G + g];
+        for (int j = tile.j0; j < std::min(tile.j1, tile.Visible(t)); ++j)
+          ASSERT_NEAR(tile.Row(t, g)[j - tile.j0], w[j], 1e-5) << "t " << t << " g " << g << " j " << j;
+        if (tile.j1 >= tile.Visible(t) && tile.j0 < tile.Visible(t)) ++rows_seen;  // the row's last tile
+      }
+    }
   };
   AttendCausal(store.View(), q.data(), T, G, G * d, n0, scale, out.data(), G * d, &obs);
   EXPECT_EQ(rows_seen, T * G);

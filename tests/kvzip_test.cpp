@@ -135,9 +135,12 @@ class MaxTap : public AttentionTap {
  public:
   MaxTap(int L, int H, int n) : m_(static_cast<size_t>(L) * H, std::vector<double>(n, 0.0)), H_(H) {}
   bool WantsProbs(int) const override { return true; }
-  void OnProbs(int layer, int h, int, int, const float* p, int n) override {
+  void OnProbTile(int layer, int h, const ProbTile& tile) override {
     std::vector<double>& m = m_[static_cast<size_t>(layer) * H_ + h];
-    for (int j = 0; j < n && j < static_cast<int>(m.size()); ++j) m[j] = std::max(m[j], static_cast<double>(p[j]));
+    for (int t = tile.t0; t < tile.t1; ++t)
+      for (int g = 0; g < tile.G; ++g)
+        for (int j = tile.j0; j < tile.j1 && j < static_cast<int>(m.size()); ++j)
+          m[j] = std::max(m[j], static_cast<double>(tile.Row(t, g)[j - tile.j0]));
   }
   std::vector<std::vector<double>> m_;
   int H_;

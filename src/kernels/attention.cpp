@@ -1,5 +1,12 @@
 #include "kernels/attention.h"
 
+// GCC 12 reports a false -Wmaybe-uninitialized inside Eigen 3.4's AVX-512
+// GEMM packing (as in matmul.cpp); silenced for this file only.
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -37,13 +44,28 @@ inline float DotF32(const float* a, const float* b, int d) {
 #endif
 }
 
+// Decode's probabilities [G, n] as one tile: one query (t = 0) seeing all n entries.
+ProbTile WholeTile(const float* p, int G, int n) {
+  ProbTile tile;
+  tile.t0 = 0;
+  tile.t1 = 1;
+  tile.G = G;
+  tile.j0 = 0;
+  tile.j1 = n;
+  tile.p = p;
+  tile.ld = n;
+  tile.n_visible0 = n - 1;
+  tile.n = n;
+  return tile;
+}
+
 // d a multiple of 8 (and at most kMaxRow for block types): the whole step
 // inlined. F32 rows are read in place; other rows are dequantized once per
 // entry into a small buffer and shared by the group's query heads.
 constexpr int kMaxRow = 512;
 
 void AttendOneFast(const KvView& kv, const float* q, int G, float scale, float* out, float* scratch,
-                   const ProbObserver* obs) {
+                   const TileObserver* obs) {
   const int n = kv.n, d = kv.d;
   const bool f32 = kv.type == GgmlType::F32;
   float buf[kMaxRow];
@@ -57,10 +79,8 @@ void AttendOneFast(const KvView& kv, const float* q, int G, float scale, float* 
     const float* k = row(kv.k, j);
     for (int g = 0; g < G; ++g) scratch[static_cast<size_t>(g) * n + j] = DotF32(k, q + g * d, d) * scale + kv.logw[j];
   }
-  for (int g = 0; g < G; ++g) {
-    Softmax(scratch + static_cast<size_t>(g) * n, n);
-    if (obs) (*obs)(0, g, scratch + static_cast<size_t>(g) * n, n);
-  }
+  for (int g = 0; g < G; ++g) Softmax(scratch + static_cast<size_t>(g) * n, n);
+  if (obs) (*obs)(WholeTile(scratch, G, n));
   std::fill(out, out + G * d, 0.f);
   for (int j = 0; j < n; ++j) {  // values: each row read once for the group
     const float* v = row(kv.v, j);
@@ -72,10 +92,184 @@ void AttendOneFast(const KvView& kv, const float* q, int G, float scale, float* 
   }
 }
 
+
+// Query rows per block of the causal pass (queries x G).
+constexpr int kQueryRows = 64;
+
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using CMap = Eigen::Map<const RowMat, 0, Eigen::OuterStride<>>;
+using MMap = Eigen::Map<RowMat, 0, Eigen::OuterStride<>>;
+
+// One head's causal pass, tiled over keys (flash-attention style, on the
+// CPU): for a block of query rows, every key tile [j0, j0 + bk) the block can
+// see is scored by a GEMM, scaled, given its log-weights and masked, and its
+// exp(s - m) is added into the output accumulator with P.V, where m is the
+// row's running max; when a tile raises the max, the accumulator and the sum
+// are first multiplied by exp(m_old - m_new). After the last tile the output
+// is divided by the sum. Scratch: [rows, d] queries and output, [rows, bk]
+// scores, and for non-F32 caches one [bk, d] key and value tile (dequantized
+// one tile at a time), whatever n is.
+struct CausalPass {
+  const KvView& kv;
+  int G, n_visible0, bk, d;
+  float scale;
+  int n_total = 0;
+  std::vector<float> qb, ob, s, kt, vt, m, l;
+
+  CausalPass(const KvView& v, int g, int nv0, float sc, int tile)
+      : kv(v), G(g), n_visible0(nv0), bk(tile), d(v.d), scale(sc) {
+    const int rows = std::max(1, kQueryRows / G) * G;
+    qb.resize(static_cast<size_t>(rows) * d);
+    ob.resize(static_cast<size_t>(rows) * d);
+    s.resize(static_cast<size_t>(rows) * bk);
+    m.resize(rows);
+    l.resize(rows);
+    if (kv.type != GgmlType::F32) {
+      kt.resize(static_cast<size_t>(bk) * d);
+      vt.resize(static_cast<size_t>(bk) * d);
+    }
+  }
+
+  // Float rows [j0, j0 + w) of keys or values: in place for F32, else
+  // dequantized into buf.
+  const float* Rows(const uint8_t* base, int j0, int w, std::vector<float>& buf) const {
+    if (kv.type == GgmlType::F32) return reinterpret_cast<const float*>(base + kv.row_bytes * j0);
+    for (int j = 0; j < w; ++j) DequantRow(kv.type, base + kv.row_bytes * (j0 + j), &buf[static_cast<size_t>(j) * d], d);
+    return buf.data();
+  }
+
+  int Visible(int t) const { return std::min(n_total, n_visible0 + t + 1); }
+
+  // s[rows, w] = Q K^T over the tile (row stride bk); scale, log-weights
+  // and the mask (entries j >= Visible(t)) are the caller's, per row.
+  void Scores(int rows, int j0, int w) {
+    const float* K = Rows(kv.k, j0, w, kt);
+    GemmABt(rows, w, d, qb.data(), d, K, d, s.data(), bk);
+  }
+
+  // Scaled, biased scores of row r over its `vis` visible entries of the
+  // tile (in place) and their max.
+  float ScaleRow(float* row, int j0, int vis) const {
+    float mt = -INFINITY;
+    int j = 0;
+    const float* b = kv.logw + j0;
+#ifdef KVTRIM_ATT_AVX2
+    if (vis >= 8) {
+      const __m256 vs = _mm256_set1_ps(scale);
+      __m256 vm = _mm256_set1_ps(-INFINITY);
+      for (; j + 8 <= vis; j += 8) {
+        const __m256 x = _mm256_fmadd_ps(_mm256_loadu_ps(row + j), vs, _mm256_loadu_ps(b + j));
+        _mm256_storeu_ps(row + j, x);
+        vm = _mm256_max_ps(vm, x);
+      }
+      __m128 h = _mm_max_ps(_mm256_castps256_ps128(vm), _mm256_extractf128_ps(vm, 1));
+      h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+      h = _mm_max_ss(h, _mm_movehdup_ps(h));
+      mt = _mm_cvtss_f32(h);
+    }
+#endif
+    for (; j < vis; ++j) {
+      row[j] = row[j] * scale + b[j];
+      mt = std::max(mt, row[j]);
+    }
+    return mt;
+  }
+
+  // Online-softmax update of row r with the tile's scores (turned into
+  // exp(s - m_new) in place, masked entries 0).
+  void UpdateRow(int r, float* row, int j0, int w, int vis) {
+    const float mt = ScaleRow(row, j0, vis);
+    const float m_new = std::max(m[r], mt);
+    if (m_new == -INFINITY) {  // nothing with weight seen yet: p = 0, sum and output stay 0
+      std::fill(row, row + w, 0.f);
+      return;
+    }
+    const float sum = vis > 0 ? ExpShiftSum(row, vis, m_new) : 0.f;
+    std::fill(row + std::max(vis, 0), row + w, 0.f);
+    if (m_new != m[r]) {  // exp(-inf - m_new) = 0 for the first tile with weight
+      const float alpha = std::exp(m[r] - m_new);
+      float* o = &ob[static_cast<size_t>(r) * d];
+      for (int i = 0; i < d; ++i) o[i] *= alpha;
+      l[r] *= alpha;
+      m[r] = m_new;
+    }
+    l[r] += sum;
+  }
+
+  // The block's queries [t0, t1) (rows in qb) into ob, normalized.
+  void Block(int t0, int t1) {
+    const int rows = (t1 - t0) * G;
+    const int nv = Visible(t1 - 1);  // entries seen by the block's last query; tiles past it are skipped
+    std::fill(ob.begin(), ob.begin() + static_cast<size_t>(rows) * d, 0.f);
+    std::fill(m.begin(), m.begin() + rows, -INFINITY);
+    std::fill(l.begin(), l.begin() + rows, 0.f);
+    for (int j0 = 0; j0 < nv; j0 += bk) {
+      const int w = std::min(bk, nv - j0);
+      Scores(rows, j0, w);
+      for (int t = t0; t < t1; ++t) {
+        const int vis = std::min(w, Visible(t) - j0);
+        for (int g = 0; g < G; ++g) {
+          const int r = (t - t0) * G + g;
+          UpdateRow(r, &s[static_cast<size_t>(r) * bk], j0, w, vis);
+        }
+      }
+      const float* V = Rows(kv.v, j0, w, vt);
+      MMap O(ob.data(), rows, d, Eigen::OuterStride<>(d));
+      O.noalias() += CMap(s.data(), rows, w, Eigen::OuterStride<>(bk)) * CMap(V, w, d, Eigen::OuterStride<>(d));
+    }
+    for (int r = 0; r < rows; ++r) {
+      const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;  // all -inf: output 0, no NaN
+      for (int i = 0; i < d; ++i) ob[static_cast<size_t>(r) * d + i] *= inv;
+    }
+  }
+
+  // The taps' pass over the same key tiles (m, l: the rows' final max and
+  // sum). Normalized probabilities need the final max and sum, known only
+  // after a row's last tile, so they cannot be handed out during the output
+  // pass; the scores are recomputed here (one more Q K^T GEMM and exp per
+  // tile) rather than kept: keeping them would be the [rows, n] block this
+  // kernel avoids. This pass only reads kv and q; the output is not touched.
+  void Tap(int t0, int t1, const TileObserver& obs) {
+    const int rows = (t1 - t0) * G;
+    const int nv = Visible(t1 - 1);
+    // exp(s - m) / l as one exp(s - (m + log l)): no pass to normalize.
+    for (int r = 0; r < rows; ++r) m[r] = l[r] > 0.f ? m[r] + std::log(l[r]) : -INFINITY;
+    for (int j0 = 0; j0 < nv; j0 += bk) {
+      const int w = std::min(bk, nv - j0);
+      Scores(rows, j0, w);
+      for (int t = t0; t < t1; ++t) {
+        const int vis = std::min(w, Visible(t) - j0);
+        for (int g = 0; g < G; ++g) {
+          const int r = (t - t0) * G + g;
+          float* row = &s[static_cast<size_t>(r) * bk];
+          ScaleRow(row, j0, vis);
+          if (m[r] == -INFINITY || vis <= 0) {
+            std::fill(row, row + w, 0.f);
+            continue;
+          }
+          ExpShiftSum(row, vis, m[r]);
+          std::fill(row + vis, row + w, 0.f);
+        }
+      }
+      ProbTile tile;
+      tile.t0 = t0;
+      tile.t1 = t1;
+      tile.G = G;
+      tile.j0 = j0;
+      tile.j1 = j0 + w;
+      tile.p = s.data();
+      tile.ld = bk;
+      tile.n_visible0 = n_visible0;
+      tile.n = n_total;
+      obs(tile);
+    }
+  }
+};
+
 }  // namespace
 
 void AttendOne(const KvView& kv, const float* q, int G, float scale, float* out, float* scratch,
-               const ProbObserver* obs) {
+               const TileObserver* obs) {
   if (kv.d % 8 == 0 && (kv.type == GgmlType::F32 || kv.d <= kMaxRow)) {
     return AttendOneFast(kv, q, G, scale, out, scratch, obs);
   }
@@ -85,10 +279,8 @@ void AttendOne(const KvView& kv, const float* q, int G, float scale, float* out,
     const float b = kv.logw[j];
     for (int g = 0; g < G; ++g) scratch[g * n + j] = DotRow(kv.type, krow, q + g * d, d) * scale + b;
   }
-  for (int g = 0; g < G; ++g) {
-    Softmax(scratch + g * n, n);
-    if (obs) (*obs)(0, g, scratch + g * n, n);
-  }
+  for (int g = 0; g < G; ++g) Softmax(scratch + g * n, n);
+  if (obs) (*obs)(WholeTile(scratch, G, n));
   std::fill(out, out + G * d, 0.f);
   for (int j = 0; j < n; ++j) {
     const uint8_t* vrow = kv.v + kv.row_bytes * j;
@@ -96,71 +288,61 @@ void AttendOne(const KvView& kv, const float* q, int G, float scale, float* out,
   }
 }
 
-void AttendCausal(const KvView& kv, const float* q, int T, int G, int q_stride, int n_visible0,
-                  float scale, float* out, int out_stride, const ProbObserver* obs) {
-  const int d = kv.d;
-  const int n_total = std::min(kv.n, n_visible0 + T);
-  // Float copies of the rows: the GEMM wants floats (free for an F32 cache).
-  std::vector<float> kbuf, vbuf;
-  const float* K = reinterpret_cast<const float*>(kv.k);
-  const float* V = reinterpret_cast<const float*>(kv.v);
-  if (kv.type != GgmlType::F32) {
-    kbuf.resize(static_cast<size_t>(n_total) * d);
-    vbuf.resize(static_cast<size_t>(n_total) * d);
-    for (int j = 0; j < n_total; ++j) {
-      DequantRow(kv.type, kv.k + kv.row_bytes * j, &kbuf[static_cast<size_t>(j) * d], d);
-      DequantRow(kv.type, kv.v + kv.row_bytes * j, &vbuf[static_cast<size_t>(j) * d], d);
-    }
-    K = kbuf.data();
-    V = vbuf.data();
-  }
-  // Query positions per block: 64 score rows keep the [rows, n] score block
-  // in L2 (BM_PrefillAttentionHead, n 976, G 2: 6.4 ms with 256 rows, 5.6 ms
-  // with 64; docs/kernels.md).
-  const int Tb = std::max(1, 64 / G);
-  std::vector<float> qb(static_cast<size_t>(Tb) * G * d), ob(static_cast<size_t>(Tb) * G * d);
-  std::vector<float> s, inv(static_cast<size_t>(Tb) * G);  // inv: 1 / softmax sum per row
-  std::vector<float> probs(obs ? n_total : 0);               // one normalized row for the taps
+namespace {
+
+// Copies the block's queries [t0, t1) into c.qb: [rows, d], row = (t - t0) * G + g.
+void LoadQueries(CausalPass& c, const float* q, int q_stride, int t0, int t1) {
+  const int gd = c.G * c.d;
+  for (int t = t0; t < t1; ++t)
+    std::copy(q + static_cast<size_t>(t) * q_stride, q + static_cast<size_t>(t) * q_stride + gd,
+              &c.qb[static_cast<size_t>(t - t0) * gd]);
+}
+
+}  // namespace
+
+void AttendCausalMl(const KvView& kv, const float* q, int T, int G, int q_stride, int n_visible0, float scale,
+                    float* out, int out_stride, float* row_ml, int key_tile) {
+  CausalPass c(kv, G, n_visible0, scale, key_tile > 0 ? key_tile : kAttentionKeyTile);
+  c.n_total = std::min(kv.n, n_visible0 + T);
+  const int Tb = std::max(1, kQueryRows / G), gd = G * kv.d;
   for (int t0 = 0; t0 < T; t0 += Tb) {
     const int t1 = std::min(T, t0 + Tb), rows = (t1 - t0) * G;
-    const int nv = std::min(n_total, n_visible0 + t1);  // entries seen by the block's last query
-    for (int t = t0; t < t1; ++t)  // qb: [rows, d], row = (t - t0) * G + g
-      std::copy(q + static_cast<size_t>(t) * q_stride, q + static_cast<size_t>(t) * q_stride + G * d,
-                &qb[static_cast<size_t>(t - t0) * G * d]);
-    s.resize(static_cast<size_t>(rows) * nv);
-    GemmABt(rows, nv, d, qb.data(), d, K, d, s.data(), nv);  // s: [rows, nv]
-    for (int t = t0; t < t1; ++t) {
-      const int vis = std::min(nv, n_visible0 + t + 1);
-      for (int g = 0; g < G; ++g) {
-        const int r = (t - t0) * G + g;
-        float* row = &s[static_cast<size_t>(r) * nv];
-        float m = -INFINITY;
-        for (int j = 0; j < vis; ++j) {  // scaled scores and their max in one pass
-          row[j] = row[j] * scale + kv.logw[j];
-          m = std::max(m, row[j]);
-        }
-        // exp without normalizing: the output row is scaled instead (d
-        // values rather than vis), the same arithmetic with or without taps
-        // (so ratio-1 compression reproduces the full cache bit for bit); a
-        // tap gets the normalized row in a copy. The masked tail gets weight
-        // 0 without an exp.
-        const float sum = m == -INFINITY ? 0.f : ExpShiftSum(row, vis, m);
-        if (m == -INFINITY) std::fill(row, row + vis, 0.f);
-        inv[r] = sum > 0.f ? 1.f / sum : 0.f;
-        std::fill(row + vis, row + nv, 0.f);
-        if (obs) {
-          for (int j = 0; j < vis; ++j) probs[j] = row[j] * inv[r];
-          (*obs)(t, g, probs.data(), vis);
-        }
-      }
-    }
-    GemmAB(rows, d, nv, s.data(), nv, V, d, ob.data(), d);  // ob: [rows, d]
-    for (int r = 0; r < rows; ++r)
-      for (int i = 0; i < d; ++i) ob[static_cast<size_t>(r) * d + i] *= inv[r];
+    LoadQueries(c, q, q_stride, t0, t1);
+    c.Block(t0, t1);
     for (int t = t0; t < t1; ++t)
-      std::copy(&ob[static_cast<size_t>(t - t0) * G * d], &ob[static_cast<size_t>(t - t0 + 1) * G * d],
+      std::copy(&c.ob[static_cast<size_t>(t - t0) * gd], &c.ob[static_cast<size_t>(t - t0 + 1) * gd],
                 out + static_cast<size_t>(t) * out_stride);
+    if (row_ml)
+      for (int r = 0; r < rows; ++r) {
+        row_ml[2 * (static_cast<size_t>(t0) * G + r)] = c.m[r];
+        row_ml[2 * (static_cast<size_t>(t0) * G + r) + 1] = c.l[r];
+      }
   }
+}
+
+void TapCausal(const KvView& kv, const float* q, int T, int G, int q_stride, int n_visible0, float scale,
+               const float* row_ml, const TileObserver& obs, int key_tile, int t_first) {
+  CausalPass c(kv, G, n_visible0, scale, key_tile > 0 ? key_tile : kAttentionKeyTile);
+  c.n_total = std::min(kv.n, n_visible0 + T);
+  const int Tb = std::max(1, kQueryRows / G);
+  for (int t0 = 0; t0 < T; t0 += Tb) {
+    const int t1 = std::min(T, t0 + Tb), rows = (t1 - t0) * G;
+    if (t1 <= t_first) continue;
+    LoadQueries(c, q, q_stride, t0, t1);
+    for (int r = 0; r < rows; ++r) {
+      c.m[r] = row_ml[2 * (static_cast<size_t>(t0) * G + r)];
+      c.l[r] = row_ml[2 * (static_cast<size_t>(t0) * G + r) + 1];
+    }
+    c.Tap(t0, t1, obs);
+  }
+}
+
+void AttendCausal(const KvView& kv, const float* q, int T, int G, int q_stride, int n_visible0, float scale,
+                  float* out, int out_stride, const TileObserver* obs, int key_tile) {
+  if (!obs) return AttendCausalMl(kv, q, T, G, q_stride, n_visible0, scale, out, out_stride, nullptr, key_tile);
+  std::vector<float> ml(static_cast<size_t>(T) * G * 2);
+  AttendCausalMl(kv, q, T, G, q_stride, n_visible0, scale, out, out_stride, ml.data(), key_tile);
+  TapCausal(kv, q, T, G, q_stride, n_visible0, scale, ml.data(), *obs, key_tile);
 }
 
 }  // namespace kvtrim::kernels

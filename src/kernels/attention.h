@@ -21,17 +21,57 @@ struct KvView {
   int d = 0;
 };
 
-// Receives the attention probabilities of query row (t, g) over `n` entries.
-using ProbObserver = std::function<void(int t, int g, const float* probs, int n)>;
+// A tile of normalized attention probabilities: batch queries [t0, t1), all G
+// query heads of each, over entries [j0, j1). Row r = (t - t0) * G + g holds
+// p(t, g, j) at p[r * ld + (j - j0)]; query t sees entries [0, Visible(t))
+// and the entries of the tile it does not see are 0. Every probability of a
+// row is final (divided by the row's whole softmax sum), so a consumer may
+// use a tile on its own; the tiles of one query block arrive in increasing j0.
+struct ProbTile {
+  int t0 = 0, t1 = 0;    // batch query positions
+  int G = 1;             // query heads per query (all of them, in order)
+  int j0 = 0, j1 = 0;    // entries
+  const float* p = nullptr;
+  int ld = 0;            // row stride of p, >= j1 - j0
+  int n_visible0 = 0;    // query t sees entries [0, n_visible0 + t]
+  int n = 0;             // entries that exist (Visible is capped by it)
+  int Visible(int t) const { return n_visible0 + t + 1 < n ? n_visible0 + t + 1 : n; }
+  const float* Row(int t, int g) const { return p + static_cast<size_t>((t - t0) * G + g) * ld; }
+};
+
+// Receives the probability tiles of one (layer, KV head), on the thread that
+// computes that head.
+using TileObserver = std::function<void(const ProbTile& tile)>;
 
 // One query position: G query heads (q: [G, d] contiguous) share this KV head.
-// out: [G, d]; scratch: at least G * kv.n floats.
+// out: [G, d]; scratch: at least G * kv.n floats. A tap gets one tile over
+// all n entries.
 void AttendOne(const KvView& kv, const float* q, int G, float scale, float* out, float* scratch,
-               const ProbObserver* obs = nullptr);
+               const TileObserver* obs = nullptr);
+
+// Keys per tile of AttendCausal (key_tile = 0); docs/kernels.md has the measurement.
+inline constexpr int kAttentionKeyTile = 256;
 
 // T query positions (causal): query t sees entries [0, n_visible0 + t].
 // q for (t, g) is at q + t * q_stride + g * d; out likewise with out_stride.
-void AttendCausal(const KvView& kv, const float* q, int T, int G, int q_stride, int n_visible0,
-                  float scale, float* out, int out_stride, const ProbObserver* obs = nullptr);
+// Tiled over keys with an online softmax: no [rows, n] score block, scratch
+// O(rows * key_tile + key_tile * d) whatever n. row_ml (optional, [T * G * 2])
+// receives each row's final score max and softmax sum, row (t, g) at
+// 2 * (t * G + g), for TapCausal.
+void AttendCausalMl(const KvView& kv, const float* q, int T, int G, int q_stride, int n_visible0, float scale,
+                    float* out, int out_stride, float* row_ml, int key_tile = 0);
+
+// The statistics taps' pass: the probabilities of the same queries, tile by
+// tile over the same key tiles, normalized with row_ml from AttendCausalMl (a
+// second pass: normalized probabilities need the rows' final max and sum).
+// It only reads, so the attention output never depends on taps.
+// Query blocks that end at or before t_first are skipped (a tap that reads
+// only the last queries).
+void TapCausal(const KvView& kv, const float* q, int T, int G, int q_stride, int n_visible0, float scale,
+               const float* row_ml, const TileObserver& obs, int key_tile = 0, int t_first = 0);
+
+// Both: the output, then, when obs is given, its tiles.
+void AttendCausal(const KvView& kv, const float* q, int T, int G, int q_stride, int n_visible0, float scale,
+                  float* out, int out_stride, const TileObserver* obs = nullptr, int key_tile = 0);
 
 }  // namespace kvtrim::kernels

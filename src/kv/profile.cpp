@@ -225,14 +225,28 @@ ProbeScorer::ProbeScorer(int n_layer, int n_head_kv, int group, int probe_len)
 }
 
 void ProbeScorer::OnProbs(int layer, int kv_head, int t, int g, const float* p, int n) {
-  const int i = pos0_ + t;
-  if (K_ <= 0 || i < 1 + K_ || layer < 0 || layer >= n_layer_) return;  // repeats 2.. only
-  const int j = i - K_;
-  if (j + 1 >= n) return;
-  const size_t q = (static_cast<size_t>(layer) * n_head_kv_ + kv_head) * group_ + g;
-  echo_[q] += p[j];
-  ind_[q] += p[j + 1];
-  ++count_[q];
+  if (const ProbTile* tile = rows_.Add(t, g, group_, p, n)) OnProbTile(layer, kv_head, *tile);
+}
+
+void ProbeScorer::OnProbTile(int layer, int kv_head, const ProbTile& tile) {
+  if (K_ <= 0 || layer < 0 || layer >= n_layer_) return;
+  for (int t = tile.t0; t < tile.t1; ++t) {
+    const int i = pos0_ + t;
+    if (i < 1 + K_) continue;  // repeats 2.. only
+    const int j = i - K_;
+    if (j + 1 >= tile.Visible(t)) continue;
+    const bool echo_here = j >= tile.j0 && j < tile.j1, ind_here = j + 1 >= tile.j0 && j + 1 < tile.j1;
+    if (!echo_here && !ind_here) continue;
+    for (int g = 0; g < tile.G; ++g) {
+      const size_t q = (static_cast<size_t>(layer) * n_head_kv_ + kv_head) * group_ + g;
+      const float* p = tile.Row(t, g);
+      if (echo_here) {
+        echo_[q] += p[j - tile.j0];
+        ++count_[q];
+      }
+      if (ind_here) ind_[q] += p[j + 1 - tile.j0];
+    }
+  }
 }
 
 std::vector<double> ProbeScorer::echo() const {

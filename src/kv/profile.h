@@ -89,7 +89,12 @@ class ProbeScorer : public AttentionTap {
   ProbeScorer(int n_layer, int n_head_kv, int group, int probe_len);
   void OnBatch(int pos0, int /*T*/) override { pos0_ = pos0; }
   bool WantsProbs(int) const override { return true; }
-  void OnProbs(int layer, int kv_head, int t, int g, const float* p, int n) override;
+  // A query's echo entry j and induction entry j + 1 may lie in different
+  // tiles: each is added from the tile that holds it, and the query is
+  // counted once, from the tile holding j, when j + 1 is visible to it.
+  void OnProbTile(int layer, int kv_head, const ProbTile& tile) override;
+  // Row convenience (tests): query t's rows for g = 0..G-1 in order.
+  void OnProbs(int layer, int kv_head, int t, int g, const float* p, int n);
   // Averages, [n_layer * n_head] (query head = kv_head * group + g).
   std::vector<double> echo() const;
   std::vector<double> induction() const;
@@ -99,6 +104,7 @@ class ProbeScorer : public AttentionTap {
   int pos0_ = 0;
   std::vector<double> echo_, ind_;
   std::vector<int64_t> count_;
+  RowsToTile rows_;
 };
 
 }  // namespace kvtrim::kv

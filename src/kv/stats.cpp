@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
 
 namespace kvtrim::kv {
 
@@ -35,49 +36,83 @@ void AttentionStats::OnBatch(int pos0, int T) {
 }
 
 void AttentionStats::OnProbs(int layer, int kv_head, int t, int g, const float* p, int n) {
+  if (const ProbTile* tile = rows_.Add(t, g, group_, p, n)) OnProbTile(layer, kv_head, *tile);
+}
+
+void AttentionStats::OnProbTile(int layer, int kv_head, const ProbTile& tile) {
   HeadStats& hs = head(layer, kv_head);
-  Grow(hs, n);
-  if (needs_.acc_mass)
-    for (int j = 0; j < n; ++j) hs.acc[j] += p[j];
+  Grow(hs, std::min(tile.j1, tile.Visible(tile.t1 - 1)));
+  for (int t = tile.t0; t < tile.t1; ++t) {
+    const int je = std::min(tile.j1, tile.Visible(t));  // the query's entries in this tile: [j0, je)
+    if (je <= tile.j0) continue;
+    TileMass(hs, tile, t, je);
+    TileAccess(hs, tile, t, je);
+  }
+}
+
+int64_t AttentionStats::ProbsFrom(int) const {
+  if (needs_.acc_mass || needs_.access || needs_.history > 0 || needs_.max_prob) return 0;
+  int64_t first = std::numeric_limits<int64_t>::max();  // nothing read
+  if (needs_.obs_window > 0 && prompt_end_ >= 0) first = std::min(first, prompt_end_ - needs_.obs_window);
+  if (needs_.recent_window > 0) first = std::min(first, step_ - needs_.recent_window + 1);
+  if (needs_.current) first = std::min(first, step_);
+  return std::max<int64_t>(first, 0);
+}
+
+// Sums and means over the query's G rows (same order as row by row: g = 0..G-1 per entry).
+void AttentionStats::TileMass(HeadStats& hs, const ProbTile& tile, int t, int je) const {
+  const int G = tile.G, j0 = tile.j0;
   const int64_t pos = pos0_ + t;
-  if (needs_.obs_window > 0 && prompt_end_ >= 0 && pos >= prompt_end_ - needs_.obs_window && pos < prompt_end_)
-    for (int j = 0; j < n; ++j) hs.obs[j] += p[j];
+  const float inv = 1.f / static_cast<float>(group_);
+  for (int g = 0; g < G; ++g) {
+    const float* p = tile.Row(t, g);  // p[j - j0], j in [j0, je)
+    if (needs_.acc_mass)
+      for (int j = j0; j < je; ++j) hs.acc[j] += p[j - j0];
+    if (needs_.obs_window > 0 && prompt_end_ >= 0 && pos >= prompt_end_ - needs_.obs_window && pos < prompt_end_)
+      for (int j = j0; j < je; ++j) hs.obs[j] += p[j - j0];
+    if (needs_.max_prob)
+      for (int j = j0; j < je; ++j) hs.max_prob[j] = std::max(hs.max_prob[j], p[j - j0]);
+  }
   if (needs_.recent_window > 0 && pos > step_ - needs_.recent_window) {  // only the batch's last w queries
     std::vector<float>& row = hs.recent[pos % needs_.recent_window];
-    const float inv = 1.f / static_cast<float>(group_);
-    if (g == 0) {
-      row.resize(n);
+    if (j0 == 0) {  // the query's first tile: the ring row is its visible entries
+      row.resize(tile.Visible(t));
       hs.recent_pos[pos % needs_.recent_window] = pos;
-      for (int j = 0; j < n; ++j) row[j] = p[j] * inv;
-    } else {
-      for (int j = 0; j < n; ++j) row[j] += p[j] * inv;
+    }
+    for (int g = 0; g < G; ++g) {
+      const float* p = tile.Row(t, g);
+      if (g == 0)
+        for (int j = j0; j < je; ++j) row[j] = p[j - j0] * inv;
+      else
+        for (int j = j0; j < je; ++j) row[j] += p[j - j0] * inv;
     }
   }
   if (needs_.current && pos == step_) {  // the batch's last query is the latest one
-    const float inv = 1.f / static_cast<float>(group_);
-    if (g == 0) std::fill(hs.cur.begin(), hs.cur.end(), 0.f);
-    for (int j = 0; j < n; ++j) hs.cur[j] += p[j] * inv;
+    if (j0 == 0) std::fill(hs.cur.begin(), hs.cur.end(), 0.f);
+    for (int g = 0; g < G; ++g) {
+      const float* p = tile.Row(t, g);
+      for (int j = j0; j < je; ++j) hs.cur[j] += p[j - j0] * inv;
+    }
   }
-  if (needs_.max_prob)
-    for (int j = 0; j < n; ++j) hs.max_prob[j] = std::max(hs.max_prob[j], p[j]);
+}
+
+// Access decisions (LRU's last access, ScissorHands' history bits) use the
+// max over the group's query heads against 1/n, n the query's visible count.
+void AttentionStats::TileAccess(HeadStats& hs, const ProbTile& tile, int t, int je) const {
   if (!needs_.access && !hs.words) return;
-  // Access decisions use the max over the group's query heads.
-  if (g == 0) hs.row_max.assign(p, p + n);
-  else
-    for (int j = 0; j < n; ++j) hs.row_max[j] = std::max(hs.row_max[j], p[j]);
-  if (g != group_ - 1) return;
-  const float thr = 1.f / static_cast<float>(n);
-  const int64_t step = pos;
-  if (needs_.access)
-    for (int j = 0; j < n; ++j)
-      if (hs.row_max[j] >= thr) hs.last_access[j] = step;
-  if (hs.words) {
-    const int64_t slot = step % needs_.history;
-    const uint64_t bit = uint64_t{1} << (slot % 64);
-    const size_t word = static_cast<size_t>(slot / 64);
-    for (int j = 0; j < n; ++j) {
+  const int G = tile.G, j0 = tile.j0;
+  const float thr = 1.f / static_cast<float>(tile.Visible(t));
+  const int64_t step = pos0_ + t;
+  const int64_t slot = hs.words ? step % needs_.history : 0;
+  const uint64_t bit = uint64_t{1} << (slot % 64);
+  const size_t word = static_cast<size_t>(slot / 64);
+  for (int j = j0; j < je; ++j) {
+    float mx = tile.Row(t, 0)[j - j0];
+    for (int g = 1; g < G; ++g) mx = std::max(mx, tile.Row(t, g)[j - j0]);
+    if (needs_.access && mx >= thr) hs.last_access[j] = step;
+    if (hs.words) {
       uint64_t& w = hs.hist[static_cast<size_t>(j) * hs.words + word];
-      w = hs.row_max[j] >= thr ? (w | bit) : (w & ~bit);
+      w = mx >= thr ? (w | bit) : (w & ~bit);
     }
   }
 }
@@ -215,7 +250,7 @@ size_t AttentionStats::BytesHeld() const {
   size_t s = 0;
   for (const auto& h : heads_) {
     s += 4 * (h.acc.capacity() + h.obs.capacity() + h.cur.capacity() + h.k_pre.capacity() + h.q_rot.capacity() +
-              h.q_repeat.capacity() + h.row_max.capacity() + h.max_prob.capacity()) +
+              h.q_repeat.capacity() + h.max_prob.capacity()) +
          8 * (h.last_access.capacity() + h.hist.capacity() + h.recent_pos.capacity());
     for (const auto& r : h.recent) s += 4 * r.capacity();
     for (const auto& r : h.q_pre) s += 4 * r.capacity();

@@ -36,7 +36,6 @@ struct HeadStats {
   std::vector<float> k_pre;           // [N_prefill, d] pre-RoPE keys of the prefill
   std::vector<float> q_rot;           // [N_prefill, G, d] rotated prefill queries of the group
   std::vector<float> q_repeat;        // [N_repeat, G, d] rotated queries of a repeat pass (ReferencePass)
-  std::vector<float> row_max;         // scratch: max over the group for the current query
   std::vector<float> cur;             // [n] latest query's probabilities, mean over the group (0: newer entries)
   std::vector<std::vector<float>> recent;  // [w][n at that query] ring: group-mean probabilities
   std::vector<int64_t> recent_pos;         // [w] query position of each ring row (-1: empty)
@@ -79,7 +78,16 @@ class AttentionStats : public AttentionTap {
   // AttentionTap
   void OnBatch(int pos0, int T) override;
   bool WantsProbs(int) const override { return needs_.any_probs(); }
-  void OnProbs(int layer, int kv_head, int t, int g, const float* p, int n) override;
+  // Per tile: every statistic that reduces over query heads (group mean,
+  // group max) needs only one query's G rows, which a tile holds whole.
+  void OnProbTile(int layer, int kv_head, const ProbTile& tile) override;
+  // 0 when a statistic reads every query (mass, access, history, max);
+  // else the earliest of the observation window, the recent window and the
+  // latest query.
+  int64_t ProbsFrom(int layer) const override;
+  // Row convenience (tests): query t's rows for g = 0..G-1 in order, each
+  // over its n visible entries; the G rows go on as one tile.
+  void OnProbs(int layer, int kv_head, int t, int g, const float* p, int n);
   bool WantsQK() const override { return needs_.prefill_qk; }
   void OnQK(int layer, const float* k_pre, const float* q_rot, int T) override;
   bool WantsQPre() const override { return needs_.query_window > 0; }
@@ -87,6 +95,9 @@ class AttentionStats : public AttentionTap {
 
  private:
   void Grow(HeadStats& hs, int n) const;
+  void TileMass(HeadStats& hs, const ProbTile& tile, int t, int je) const;
+  void TileAccess(HeadStats& hs, const ProbTile& tile, int t, int je) const;
+  RowsToTile rows_;         // the row convenience's gathering buffer
   int n_layer_, n_head_kv_, group_, head_dim_;
   StatsNeeds needs_;
   std::vector<HeadStats> heads_;
