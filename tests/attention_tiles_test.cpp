@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <tuple>
 
 #include "kernels/attention.h"
 #include "kernels/ref/attention_ref.h"
@@ -140,6 +141,50 @@ TEST(TiledCausal, OutputIdenticalWithAndWithoutTap) {
 
 // Tiles: every visible probability of every row exactly once, masked entries
 // 0, rows summing to 1; the tiles of a query block in increasing j0.
+// AttendCausalTaps keeps a block's exp tiles (blocks that see at most
+// kKeepEntries entries) and rescales them; TapCausal recomputes them. Both
+// must hand the same tiles, in the same order, with the same probabilities
+// (to rounding), from t_first on; and the output must equal AttendCausalMl's
+// bit for bit. The long case (n > kKeepEntries) runs the recomputing branch.
+TEST(TiledCausal, KeptTilesEqualRecomputedTiles) {
+  struct Seen {
+    int t0, t1, j0, j1;
+    std::vector<float> p;
+  };
+  auto record = [](std::vector<Seen>* v) {
+    return [v](const ProbTile& t) {
+      Seen s{t.t0, t.t1, t.j0, t.j1, {}};
+      for (int tt = t.t0; tt < t.t1; ++tt)
+        for (int g = 0; g < t.G; ++g) s.p.insert(s.p.end(), t.Row(tt, g), t.Row(tt, g) + (t.j1 - t.j0));
+      v->push_back(std::move(s));
+    };
+  };
+  std::mt19937 rng(21);
+  const int d = 32, G = 2;
+  for (const auto& [n0, T, t_first, type] :
+       {std::tuple{11, 150, 0, GgmlType::F32}, std::tuple{5, 300, 170, GgmlType::Q8_0},
+        std::tuple{kKeepEntries + 40, 40, 0, GgmlType::F32}}) {
+    Head h(d, type);
+    for (int j = 0; j < n0 + T; ++j) h.Add(RandVec(rng, d), RandVec(rng, d), LogW(j, 3));
+    const std::vector<float> q = RandVec(rng, T * G * d, 2.f);
+    std::vector<float> a(T * G * d), b(T * G * d), ml(static_cast<size_t>(T) * G * 2);
+    std::vector<Seen> kept, recomputed;
+    AttendCausalTaps(h.store.View(), q.data(), T, G, G * d, n0, 0.2f, a.data(), G * d, record(&kept), t_first);
+    AttendCausalMl(h.store.View(), q.data(), T, G, G * d, n0, 0.2f, b.data(), G * d, ml.data());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << n0;
+    TapCausal(h.store.View(), q.data(), T, G, G * d, n0, 0.2f, ml.data(), record(&recomputed), 0, t_first);
+    ASSERT_EQ(kept.size(), recomputed.size()) << n0;
+    ASSERT_FALSE(kept.empty());
+    EXPECT_GT(kept.front().t1, t_first);  // blocks ending at or before t_first are skipped
+    for (size_t i = 0; i < kept.size(); ++i) {
+      const Seen &x = kept[i], &y = recomputed[i];
+      ASSERT_EQ(std::tie(x.t0, x.t1, x.j0, x.j1), std::tie(y.t0, y.t1, y.j0, y.j1)) << i;
+      ASSERT_EQ(x.p.size(), y.p.size());
+      for (size_t k = 0; k < x.p.size(); ++k) ASSERT_NEAR(x.p[k], y.p[k], 1e-6f + 2e-6f * y.p[k]) << n0 << " " << i << " " << k;
+    }
+  }
+}
+
 TEST(TiledCausal, TilesCoverEachRowOnceAndMatchReference) {
   std::mt19937 rng(21);
   const int d = 16, G = 2, n0 = 3, T = 77;

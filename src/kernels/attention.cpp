@@ -196,8 +196,16 @@ struct CausalPass {
     l[r] += sum;
   }
 
-  // The block's queries [t0, t1) (rows in qb) into ob, normalized.
-  void Block(int t0, int t1) {
+  // Kept exp tiles of the current block (Keep): pk [rows, ld_keep] holds
+  // exp(s - m_k) of every visible entry, m_k the row's running max at tile
+  // k (mk [rows, tiles]); rescaled after the block by exp(m_k - m) / l.
+  std::vector<float> pk, mk;
+  int ld_keep = 0, keep_tiles = 0;
+
+  // The block's queries [t0, t1) (rows in qb) into ob, normalized; with keep,
+  // each tile's exp values are also copied into pk (the output is computed
+  // the same way either way).
+  void Block(int t0, int t1, bool keep = false) {
     const int rows = (t1 - t0) * G;
     const int nv = Visible(t1 - 1);  // entries seen by the block's last query; tiles past it are skipped
     std::fill(ob.begin(), ob.begin() + static_cast<size_t>(rows) * d, 0.f);
@@ -213,6 +221,12 @@ struct CausalPass {
           UpdateRow(r, &s[static_cast<size_t>(r) * bk], j0, w, vis);
         }
       }
+      if (keep)
+        for (int r = 0; r < rows; ++r) {
+          std::copy(&s[static_cast<size_t>(r) * bk], &s[static_cast<size_t>(r) * bk] + w,
+                    &pk[static_cast<size_t>(r) * ld_keep + j0]);
+          mk[static_cast<size_t>(r) * keep_tiles + j0 / bk] = m[r];
+        }
       const float* V = Rows(kv.v, j0, w, vt);
       MMap O(ob.data(), rows, d, Eigen::OuterStride<>(d));
       O.noalias() += CMap(s.data(), rows, w, Eigen::OuterStride<>(bk)) * CMap(V, w, d, Eigen::OuterStride<>(d));
@@ -220,6 +234,40 @@ struct CausalPass {
     for (int r = 0; r < rows; ++r) {
       const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;  // all -inf: output 0, no NaN
       for (int i = 0; i < d; ++i) ob[static_cast<size_t>(r) * d + i] *= inv;
+    }
+  }
+
+  // Block with the taps, when the block sees at most kKeepEntries entries:
+  // the output as Block computes it, then the kept exp tiles rescaled by
+  // exp(m_k - m) / l (m, l: the rows' final max and sum) and handed to obs
+  // in the order Tap hands them; no second Q K^T or exp over the tile.
+  void BlockKeep(int t0, int t1, const TileObserver& obs) {
+    const int rows = (t1 - t0) * G, nv = Visible(t1 - 1);
+    keep_tiles = (nv + bk - 1) / bk;
+    ld_keep = keep_tiles * bk;
+    pk.resize(static_cast<size_t>(rows) * ld_keep);
+    mk.resize(static_cast<size_t>(rows) * keep_tiles);
+    Block(t0, t1, true);
+    for (int j0 = 0, k = 0; j0 < nv; j0 += bk, ++k) {
+      const int w = std::min(bk, nv - j0);
+      for (int r = 0; r < rows; ++r) {
+        const float mt = mk[static_cast<size_t>(r) * keep_tiles + k];
+        const float f = l[r] > 0.f && mt != -INFINITY ? std::exp(mt - m[r]) / l[r] : 0.f;
+        const float* src = &pk[static_cast<size_t>(r) * ld_keep + j0];
+        float* dst = &s[static_cast<size_t>(r) * bk];
+        for (int j = 0; j < w; ++j) dst[j] = src[j] * f;
+      }
+      ProbTile tile;
+      tile.t0 = t0;
+      tile.t1 = t1;
+      tile.G = G;
+      tile.j0 = j0;
+      tile.j1 = j0 + w;
+      tile.p = s.data();
+      tile.ld = bk;
+      tile.n_visible0 = n_visible0;
+      tile.n = n_total;
+      obs(tile);
     }
   }
 
@@ -337,12 +385,28 @@ void TapCausal(const KvView& kv, const float* q, int T, int G, int q_stride, int
   }
 }
 
+void AttendCausalTaps(const KvView& kv, const float* q, int T, int G, int q_stride, int n_visible0, float scale,
+                      float* out, int out_stride, const TileObserver& obs, int t_first, int key_tile) {
+  CausalPass c(kv, G, n_visible0, scale, key_tile > 0 ? key_tile : kAttentionKeyTile);
+  c.n_total = std::min(kv.n, n_visible0 + T);
+  const int Tb = std::max(1, kQueryRows / G), gd = G * kv.d;
+  for (int t0 = 0; t0 < T; t0 += Tb) {
+    const int t1 = std::min(T, t0 + Tb);
+    LoadQueries(c, q, q_stride, t0, t1);
+    const bool tapped = t1 > t_first, keep = tapped && c.Visible(t1 - 1) <= kKeepEntries;
+    if (keep) c.BlockKeep(t0, t1, obs);
+    else c.Block(t0, t1);
+    for (int t = t0; t < t1; ++t)
+      std::copy(&c.ob[static_cast<size_t>(t - t0) * gd], &c.ob[static_cast<size_t>(t - t0 + 1) * gd],
+                out + static_cast<size_t>(t) * out_stride);
+    if (tapped && !keep) c.Tap(t0, t1, obs);  // long contexts: recompute (scratch stays O(tile))
+  }
+}
+
 void AttendCausal(const KvView& kv, const float* q, int T, int G, int q_stride, int n_visible0, float scale,
                   float* out, int out_stride, const TileObserver* obs, int key_tile) {
   if (!obs) return AttendCausalMl(kv, q, T, G, q_stride, n_visible0, scale, out, out_stride, nullptr, key_tile);
-  std::vector<float> ml(static_cast<size_t>(T) * G * 2);
-  AttendCausalMl(kv, q, T, G, q_stride, n_visible0, scale, out, out_stride, ml.data(), key_tile);
-  TapCausal(kv, q, T, G, q_stride, n_visible0, scale, ml.data(), *obs, key_tile);
+  AttendCausalTaps(kv, q, T, G, q_stride, n_visible0, scale, out, out_stride, *obs, 0, key_tile);
 }
 
 }  // namespace kvtrim::kernels

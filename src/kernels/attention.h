@@ -70,6 +70,19 @@ void AttendCausalMl(const KvView& kv, const float* q, int T, int G, int q_stride
 void TapCausal(const KvView& kv, const float* q, int T, int G, int q_stride, int n_visible0, float scale,
                const float* row_ml, const TileObserver& obs, int key_tile = 0, int t_first = 0);
 
+// Entries up to which AttendCausalTaps keeps a query block's exp values
+// (at most 64 rows x 4096 floats = 1 MiB) instead of recomputing them.
+inline constexpr int kKeepEntries = 4096;
+
+// The output as AttendCausalMl computes it (bit for bit) and the taps' tiles
+// of the query blocks that end after t_first, handed to obs after each block
+// in the order TapCausal hands them. A block that sees at most kKeepEntries
+// entries keeps its exp(s - m_k) tiles and rescales them with the final max
+// and sum (no second Q K^T GEMM or exp); longer ones are recomputed as in
+// TapCausal, so the scratch stays bounded whatever n is.
+void AttendCausalTaps(const KvView& kv, const float* q, int T, int G, int q_stride, int n_visible0, float scale,
+                      float* out, int out_stride, const TileObserver& obs, int t_first = 0, int key_tile = 0);
+
 // Both: the output, then, when obs is given, its tiles.
 void AttendCausal(const KvView& kv, const float* q, int T, int G, int q_stride, int n_visible0, float scale,
                   float* out, int out_stride, const TileObserver* obs = nullptr, int key_tile = 0);

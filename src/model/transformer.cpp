@@ -75,22 +75,26 @@ void Transformer::AppendAndAttend(kernels::ThreadPool& pool, kv::KvCache& cache,
     });
     return;
   }
-  // Per KV head: the output (attention), then, when a tap wants them, the
-  // probability tiles (a second pass over the key tiles, kernels/attention.h):
-  // all of that pass counts as statistics, it exists only for the taps.
-  // Queries before t_first are read by no tap (e.g. SnapKV reads only its window).
+  // Per KV head: the output (attention) and, when a tap wants them, the
+  // probability tiles (kernels/attention.h: kept and rescaled per query block
+  // up to kKeepEntries entries, recomputed beyond); the taps' own work counts
+  // as statistics. Queries before t_first are read by no tap (e.g. SnapKV
+  // reads only its window).
   const int t_first = want ? static_cast<int>(std::clamp<int64_t>(obs->ProbsFrom(l) - pos0, 0, T)) : T;
-  std::vector<float> row_ml(want ? static_cast<size_t>(T) * c_.n_head * 2 : 0);  // [Hkv][T * G * 2]
   pool.ParallelFor(Hkv, [&](int64_t h0, int64_t h1) {  // heads in parallel, each GEMM single-threaded
     for (int64_t hh = h0; hh < h1; ++hh) {
       const int h = static_cast<int>(hh);
       const kernels::KvView view = cache.head(l, h).View();
-      float* ml = want ? &row_ml[static_cast<size_t>(h) * T * G * 2] : nullptr;
-      kernels::AttendCausalMl(view, &q[h * G * hd], T, G, q_dim, n_before[h], scale, &att[h * G * hd], q_dim, ml);
-      if (!want || t_first >= T) continue;
-      Span s(prof ? &prof->stats_thread_ns : nullptr);
-      kernels::TapCausal(view, &q[h * G * hd], T, G, q_dim, n_before[h], scale, ml,
-                         [&](const kernels::ProbTile& tile) { obs->OnProbTile(l, h, tile); }, 0, t_first);
+      if (t_first >= T) {
+        kernels::AttendCausalMl(view, &q[h * G * hd], T, G, q_dim, n_before[h], scale, &att[h * G * hd], q_dim, nullptr);
+        continue;
+      }
+      kernels::AttendCausalTaps(view, &q[h * G * hd], T, G, q_dim, n_before[h], scale, &att[h * G * hd], q_dim,
+                                [&](const kernels::ProbTile& tile) {
+                                  Span s(prof ? &prof->stats_thread_ns : nullptr);
+                                  obs->OnProbTile(l, h, tile);
+                                },
+                                t_first);
     }
   });
 }
