@@ -76,7 +76,7 @@ int RunLlamaStyle(const Engine& e, const BenchOpts& o) {
   const std::string out = o.output == "md" ? LlamaBenchMarkdown(m, tests.value()) : LlamaBenchJson(m, tests.value());
   std::fputs(out.c_str(), stdout);
   // stdout stays llama-bench's format; the memory of the repacks goes to stderr.
-  std::fprintf(stderr, "weights: %zu bytes in the file, %zu bytes of Q8_0/Q4_0 prefill repacks\n",
+  std::fprintf(stderr, "weights: %zu bytes in the file, %zu bytes of Q8_0/Q4_0 repacks (read by every product)\n",
                e.weights().total_bytes, e.weights().packed_bytes);
   if (!o.json.empty()) {
     std::ofstream f(o.json);
@@ -138,7 +138,7 @@ bool PrintBench(const Engine& e, const BenchOpts& o, double membw, const std::ve
                  {"peak_rss_bytes", PeakRssBytes()}, {"counters", counters}, {"decode_counters", decode_counters}});
   }
   std::printf("peak RSS: %.1f MiB\n", PeakRssBytes() / 1048576.0);
-  std::printf("weights: %zu bytes in the file, %zu bytes of Q8_0/Q4_0 prefill repacks\n", e.weights().total_bytes,
+  std::printf("weights: %zu bytes in the file, %zu bytes of Q8_0/Q4_0 repacks (read by every product)\n", e.weights().total_bytes,
               e.weights().packed_bytes);
   for (auto& row : j) {
     row["weight_bytes"] = e.weights().total_bytes;

@@ -171,7 +171,7 @@ Command AddRun(CLI::App& app) {
       std::fprintf(stderr, "\n");
     }
     std::fprintf(stderr, "peak RSS: %.1f MiB\n", PeakRssBytes() / 1048576.0);
-    std::fprintf(stderr, "weights: %zu bytes in the file, %zu bytes of Q8_0/Q4_0 prefill repacks\n",
+    std::fprintf(stderr, "weights: %zu bytes in the file, %zu bytes of Q8_0/Q4_0 repacks (read by every product)\n",
                  engine.value()->weights().total_bytes, engine.value()->weights().packed_bytes);
     return 0;
   };
