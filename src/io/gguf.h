@@ -74,6 +74,9 @@ class GgufFile {
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
 
+  // Drops the resident pages of [p, p + n) of the mapped file (MappedFile::Release).
+  size_t ReleasePages(const uint8_t* p, size_t n) const { return file_->Release(p, n); }
+
   const GgufValue* Find(const std::string& key) const;
   const GgufTensorInfo* FindTensor(const std::string& name) const;
 

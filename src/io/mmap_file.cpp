@@ -47,6 +47,16 @@ std::unique_ptr<MappedFile> MappedFile::FromBuffer(std::string bytes) {
   return f;
 }
 
+size_t MappedFile::Release(const uint8_t* p, size_t n) const {
+  if (!mapped_ || p < data_ || n > size_ || p - data_ > static_cast<ptrdiff_t>(size_ - n)) return 0;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t e = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  if (e <= b) return 0;
+  if (::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED) != 0) return 0;
+  return e - b;
+}
+
 MappedFile::~MappedFile() {
   if (mapped_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

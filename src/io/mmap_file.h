@@ -20,6 +20,13 @@ class MappedFile {
 
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
+  // Tells the kernel that [p, p + n) of a mapped file will not be read soon:
+  // the whole pages inside it leave the process's resident memory (a later
+  // read faults them back in from the file, unchanged: the mapping is
+  // private and never written). Returns the bytes released; 0 for a
+  // caller-owned buffer (whose pages must keep their contents) or a range
+  // outside the file.
+  size_t Release(const uint8_t* p, size_t n) const;
 
  private:
   MappedFile() = default;

@@ -50,7 +50,12 @@ class Loader {
 // all-logits batches; not the embedding table, read one row at a time).
 // KVTRIM_REPACK=0 in the environment skips it (less memory; prefill then
 // dequantizes row blocks for Eigen's GEMM as before).
-void Repack(Weights* w) {
+// The stored rows of a repacked matrix are then read by no product (every
+// kernel path runs on the repack): their pages are released from resident
+// memory (the embedding table's, shared by a tied output matrix, are kept for
+// the row lookups). Anything that still reads them faults them back in from
+// the file, unchanged.
+void Repack(const io::GgufFile& f, Weights* w) {
   if (const char* e = std::getenv("KVTRIM_REPACK"); e && std::string(e) == "0") return;
   std::vector<kernels::WeightView*> views{&w->output};
   for (LayerWeights& L : w->layers)
@@ -61,6 +66,7 @@ void Repack(Weights* w) {
     w->packed_bytes += p->bytes();
     v->packed = p.get();
     w->packed.push_back(std::move(p));
+    if (v->data != w->tok_embd.data) w->released_bytes += f.ReleasePages(v->data, v->bytes());
   }
 }
 
@@ -104,7 +110,7 @@ Expected<Weights> LoadWeights(const io::GgufFile& f, const ModelConfig& c) {
     }
   }
   w.total_bytes = ld.bytes;
-  Repack(&w);
+  Repack(f, &w);
   return w;
 }
 

@@ -31,6 +31,7 @@ struct Weights {
   // stay: decode and the embedding lookup read them.
   std::vector<std::shared_ptr<const kernels::PackedWeights>> packed;
   size_t packed_bytes = 0;  // bytes of the repacked copies (not in total_bytes)
+  size_t released_bytes = 0;  // file pages of repacked matrices dropped from resident memory
 };
 
 Expected<Weights> LoadWeights(const io::GgufFile& f, const ModelConfig& c);

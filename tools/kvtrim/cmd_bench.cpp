@@ -76,8 +76,11 @@ int RunLlamaStyle(const Engine& e, const BenchOpts& o) {
   const std::string out = o.output == "md" ? LlamaBenchMarkdown(m, tests.value()) : LlamaBenchJson(m, tests.value());
   std::fputs(out.c_str(), stdout);
   // stdout stays llama-bench's format; the memory of the repacks goes to stderr.
-  std::fprintf(stderr, "weights: %zu bytes in the file, %zu bytes of Q8_0/Q4_0 repacks (read by every product)\n",
-               e.weights().total_bytes, e.weights().packed_bytes);
+  std::fprintf(stderr, 
+              "weights: %zu bytes in the file, %zu bytes of Q8_0/Q4_0 repacks (read by every product), "
+              "%zu bytes of the repacked matrices' file pages released\n",
+               e.weights().total_bytes, e.weights().packed_bytes,
+              e.weights().released_bytes);
   if (!o.json.empty()) {
     std::ofstream f(o.json);
     if (!f) {
@@ -138,11 +141,14 @@ bool PrintBench(const Engine& e, const BenchOpts& o, double membw, const std::ve
                  {"peak_rss_bytes", PeakRssBytes()}, {"counters", counters}, {"decode_counters", decode_counters}});
   }
   std::printf("peak RSS: %.1f MiB\n", PeakRssBytes() / 1048576.0);
-  std::printf("weights: %zu bytes in the file, %zu bytes of Q8_0/Q4_0 repacks (read by every product)\n", e.weights().total_bytes,
-              e.weights().packed_bytes);
+  std::printf(
+              "weights: %zu bytes in the file, %zu bytes of Q8_0/Q4_0 repacks (read by every product), "
+              "%zu bytes of the repacked matrices' file pages released\n", e.weights().total_bytes,
+              e.weights().packed_bytes, e.weights().released_bytes);
   for (auto& row : j) {
     row["weight_bytes"] = e.weights().total_bytes;
     row["repacked_weight_bytes"] = e.weights().packed_bytes;
+    row["released_weight_bytes"] = e.weights().released_bytes;
   }
   if (!o.json.empty()) {
     std::ofstream f(o.json);

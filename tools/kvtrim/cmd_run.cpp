@@ -171,8 +171,11 @@ Command AddRun(CLI::App& app) {
       std::fprintf(stderr, "\n");
     }
     std::fprintf(stderr, "peak RSS: %.1f MiB\n", PeakRssBytes() / 1048576.0);
-    std::fprintf(stderr, "weights: %zu bytes in the file, %zu bytes of Q8_0/Q4_0 repacks (read by every product)\n",
-                 engine.value()->weights().total_bytes, engine.value()->weights().packed_bytes);
+    std::fprintf(stderr, 
+              "weights: %zu bytes in the file, %zu bytes of Q8_0/Q4_0 repacks (read by every product), "
+              "%zu bytes of the repacked matrices' file pages released\n",
+                 engine.value()->weights().total_bytes, engine.value()->weights().packed_bytes,
+                 engine.value()->weights().released_bytes);
     return 0;
   };
   return {sub, action};
