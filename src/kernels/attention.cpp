@@ -140,6 +140,21 @@ struct CausalPass {
 
   int Visible(int t) const { return std::min(n_total, n_visible0 + t + 1); }
 
+  // The tile of queries [t0, t1) x entries [j0, j0 + w) held in s.
+  ProbTile TileOfScores(int t0, int t1, int j0, int w) const {
+    ProbTile tile;
+    tile.t0 = t0;
+    tile.t1 = t1;
+    tile.G = G;
+    tile.j0 = j0;
+    tile.j1 = j0 + w;
+    tile.p = s.data();
+    tile.ld = bk;
+    tile.n_visible0 = n_visible0;
+    tile.n = n_total;
+    return tile;
+  }
+
   // s[rows, w] = Q K^T over the tile (row stride bk); scale, log-weights
   // and the mask (entries j >= Visible(t)) are the caller's, per row.
   void Scores(int rows, int j0, int w) {
@@ -257,17 +272,7 @@ struct CausalPass {
         float* dst = &s[static_cast<size_t>(r) * bk];
         for (int j = 0; j < w; ++j) dst[j] = src[j] * f;
       }
-      ProbTile tile;
-      tile.t0 = t0;
-      tile.t1 = t1;
-      tile.G = G;
-      tile.j0 = j0;
-      tile.j1 = j0 + w;
-      tile.p = s.data();
-      tile.ld = bk;
-      tile.n_visible0 = n_visible0;
-      tile.n = n_total;
-      obs(tile);
+      obs(TileOfScores(t0, t1, j0, w));
     }
   }
 
@@ -299,17 +304,7 @@ struct CausalPass {
           std::fill(row + vis, row + w, 0.f);
         }
       }
-      ProbTile tile;
-      tile.t0 = t0;
-      tile.t1 = t1;
-      tile.G = G;
-      tile.j0 = j0;
-      tile.j1 = j0 + w;
-      tile.p = s.data();
-      tile.ld = bk;
-      tile.n_visible0 = n_visible0;
-      tile.n = n_total;
-      obs(tile);
+      obs(TileOfScores(t0, t1, j0, w));
     }
   }
 };
