@@ -2,6 +2,8 @@
 // counts and the JSON/markdown fields llama-bench writes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "engine/bench_llama.h"
@@ -27,9 +29,16 @@ TEST(LlamaBench, TestsPerDepthWithNamesAndSamples) {
     const LlamaBenchTest& t = r.value()[i];
     EXPECT_EQ(t.name(), names[i]);
     ASSERT_EQ(t.samples_ns.size(), 2u);
-    for (double ns : t.samples_ns) EXPECT_GT(ns, 0);
-    // tokens / second of each sample: (n_prompt + n_gen) / seconds
-    EXPECT_NEAR(t.samples_ts()[0], 1e9 * (t.n_prompt + t.n_gen) / t.samples_ns[0], 1e-6);
+    ASSERT_EQ(t.samples_reps.size(), 2u);
+    // Never negative; a sample is positive on any clock in practice (its
+    // runs are repeated until they span 50 clock steps), but the test does
+    // not rely on the clock (bench_clock_test.cpp does, on a fake one).
+    for (double ns : t.samples_ns) EXPECT_GE(ns, 0);
+    for (int k : t.samples_reps) EXPECT_GE(k, 1);
+    // tokens / second of each sample: (n_prompt + n_gen) / seconds, 0 for a 0 ns sample, never inf
+    const double want = t.samples_ns[0] > 0 ? 1e9 * (t.n_prompt + t.n_gen) / t.samples_ns[0] : 0.0;
+    EXPECT_NEAR(t.samples_ts()[0], want, 1e-6 * std::max(1.0, want));
+    EXPECT_TRUE(std::isfinite(t.samples_ts()[1]));
     EXPECT_NEAR(t.avg_ns(), (t.samples_ns[0] + t.samples_ns[1]) / 2, 1e-6);
   }
   o.depths = {510};  // 510 + 16 > the context of 512
@@ -51,6 +60,10 @@ TEST(LlamaBench, CliJsonAndMarkdownHaveLlamaBenchFields) {
   EXPECT_EQ(rows[0]["n_prompt"], 8);
   EXPECT_EQ(rows[1]["n_gen"], 4);
   EXPECT_EQ(rows[1]["samples_ns"].size(), 2u);
+  EXPECT_EQ(rows[1]["samples_reps"].size(), 2u);
+  EXPECT_TRUE(rows[1].contains("clock_step_ns"));
+  EXPECT_TRUE(rows[1]["below_clock_resolution"].is_boolean());
+  for (const auto& ts : rows[1]["samples_ts"]) EXPECT_TRUE(ts.is_number()) << ts;  // never null (inf/nan)
   auto m = test::RunCommand(base + " -o md 2>/dev/null");
   ASSERT_EQ(m.code, 0);
   EXPECT_NE(m.out.find("| model "), std::string::npos);

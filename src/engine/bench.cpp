@@ -12,6 +12,7 @@
 #include <cmath>
 #include <random>
 
+#include "engine/bench_repeat.h"
 #include "io/tokenizer.h"
 #include "kernels/thread_pool.h"
 #include "kv/cache.h"
@@ -114,12 +115,79 @@ void AddCounters(BenchRow* row, const std::vector<std::pair<std::string, int64_t
   }
 }
 
+// What the repetitions of one depth measured besides the timed sections.
+struct DepthSamples {
+  std::vector<double> pf, dc, kv_read, comp_ms, evict_us, entries, ratios;
+  double comp_total_ns = 0;  // every session's prefill-time compression, summed
+};
+
+// A batch of k repetitions at one depth: k sessions, each prefilled (one
+// timed span for all k), compressed (untimed; the Compressor times it), and
+// decoding o.gen tokens (one timed span for all k). The per-session figures
+// go to `d`; the counters of the first session to `row` (summed over the
+// repetitions, as before batches).
+Expected<BatchTiming> BenchBatch(const Engine& e, const BenchOptions& o, int prefill_len, std::mt19937_64& rng,
+                                 const io::Clock& clock, int k, DepthSamples* d, BenchRow* row) {
+  const int vocab = e.config().vocab;
+  std::vector<std::unique_ptr<Session>> ses;
+  std::vector<std::vector<int>> toks;
+  for (int i = 0; i < k; ++i) {
+    auto s = Session::Create(e, o.session);
+    if (!s.ok()) return s.error();
+    if (prefill_len + o.gen > s.value()->ctx()) {
+      return MakeError("depth " + std::to_string(prefill_len) + " + " + std::to_string(o.gen) +
+                       " generated tokens exceeds the context length " + std::to_string(s.value()->ctx()));
+    }
+    std::vector<int> t(prefill_len);
+    t[0] = e.tokenizer().start();
+    for (size_t j = 1; j < t.size(); ++j) t[j] = static_cast<int>(3 + rng() % (vocab - 3));
+    toks.push_back(std::move(t));
+    ses.push_back(std::move(s.value()));
+  }
+  BatchTiming b;
+  io::Stopwatch sw_pf(clock);
+  for (int i = 0; i < k; ++i) KVTRIM_RETURN_IF_ERROR(ses[i]->Prefill(toks[i]));
+  b.spans_ns.push_back(sw_pf.Elapsed().ns);
+  std::vector<double> comp_before(k);
+  std::vector<std::vector<std::pair<std::string, int64_t>>> counters_before(k);
+  for (int i = 0; i < k; ++i) {
+    KVTRIM_RETURN_IF_ERROR(ses[i]->Compress());
+    d->comp_ms.push_back(ses[i]->compressor().compress_seconds() * 1e3);
+    d->comp_total_ns += ses[i]->compressor().compress_seconds() * 1e9;
+    d->ratios.push_back(ses[i]->chosen_ratio());
+    comp_before[i] = ses[i]->compressor().compress_seconds();
+    counters_before[i] = ses[i]->compressor().counters();
+  }
+  std::vector<int> next(static_cast<size_t>(k) * o.gen);
+  for (int& x : next) x = static_cast<int>(3 + rng() % (vocab - 3));
+  double kv_sum = 0;
+  io::Stopwatch sw_dc(clock);
+  for (int i = 0; i < k; ++i) {
+    const kv::KvCache& c = ses[i]->cache();
+    for (int g = 0; g < o.gen; ++g) {
+      kv_sum += KvRowBytes(c) + 2.0 * c.n_layer() * c.n_head_kv() * c.head(0, 0).row_bytes();  // + the new entry
+      KVTRIM_RETURN_IF_ERROR(ses[i]->Decode(next[static_cast<size_t>(i) * o.gen + g]));
+    }
+  }
+  b.spans_ns.push_back(sw_dc.Elapsed().ns);
+  d->kv_read.push_back(kv_sum / (static_cast<double>(k) * o.gen));
+  for (int i = 0; i < k; ++i) {
+    const Session& s = *ses[i];
+    d->evict_us.push_back((s.compressor().compress_seconds() - comp_before[i]) * 1e6 / o.gen);
+    d->entries.push_back(static_cast<double>(s.cache().EntriesHeld()) / (s.cache().n_layer() * s.cache().n_head_kv()));
+  }
+  AddCounters(row, counters_before[0], ses[0]->compressor().counters());
+  row->kv_bytes = ses[0]->cache().BytesHeld();
+  row->kv_bytes_full = ses[0]->cache().BytesFull();
+  b.bytes_per_rep = ses[0]->cache().BytesHeld();
+  return b;
+}
+
 }  // namespace
 
 Expected<std::vector<BenchRow>> RunBench(const Engine& e, const BenchOptions& o) {
   if (o.reps < 1) return MakeError("reps must be >= 1");
   if (o.gen < 1) return MakeError("gen must be >= 1");
-  const int vocab = e.config().vocab;
   std::mt19937_64 rng(o.seed);
   std::vector<BenchRow> rows;
   // Warm-up, not timed: page-in of the weights, thread start-up, and the
@@ -132,56 +200,33 @@ Expected<std::vector<BenchRow>> RunBench(const Engine& e, const BenchOptions& o)
     for (int i = 0; i < 16 && s.value()->position() < s.value()->ctx(); ++i)
       KVTRIM_RETURN_IF_ERROR(s.value()->Decode(e.tokenizer().start()));
   }
+  const io::Clock& clock = o.clock ? *o.clock : io::SteadyClock();
   for (int depth : o.depths) {
     if (depth < 0) return MakeError("depth must be >= 0");
     BenchRow row;
     row.depth = depth;
     row.prefill_len = depth > 0 ? depth : (o.prefill_tokens > 0 ? o.prefill_tokens : 128);
-    std::vector<double> pf, dc;
-    std::vector<double> kv_read, comp_ms, evict_us, entries, ratios;
+    DepthSamples d;
+    RepeatUntilResolved rep(clock, o.limits);
     for (int r = 0; r < o.reps; ++r) {
-      auto s = Session::Create(e, o.session);
-      if (!s.ok()) return s.error();
-      Session& ses = *s.value();
-      if (row.prefill_len + o.gen > ses.ctx()) {
-        return MakeError("depth " + std::to_string(row.prefill_len) + " + " + std::to_string(o.gen) +
-                         " generated tokens exceeds the context length " + std::to_string(ses.ctx()));
-      }
-      std::vector<int> toks(row.prefill_len);
-      toks[0] = e.tokenizer().start();
-      for (size_t i = 1; i < toks.size(); ++i) toks[i] = static_cast<int>(3 + rng() % (vocab - 3));
-      auto t0 = Clock::now();
-      KVTRIM_RETURN_IF_ERROR(ses.Prefill(toks));
-      pf.push_back(row.prefill_len / Since(t0));
-      KVTRIM_RETURN_IF_ERROR(ses.Compress());
-      comp_ms.push_back(ses.compressor().compress_seconds() * 1e3);
-      ratios.push_back(ses.chosen_ratio());
-      const double comp_before = ses.compressor().compress_seconds();
-      const auto counters_before = ses.compressor().counters();
-      double kv_sum = 0;
-      auto t1 = Clock::now();
-      for (int g = 0; g < o.gen; ++g) {
-        kv_sum += KvRowBytes(ses.cache()) + 2.0 * ses.cache().n_layer() * ses.cache().n_head_kv() *
-                                                ses.cache().head(0, 0).row_bytes();  // + the new entry
-        KVTRIM_RETURN_IF_ERROR(ses.Decode(static_cast<int>(3 + rng() % (vocab - 3))));
-      }
-      dc.push_back(o.gen / Since(t1));
-      kv_read.push_back(kv_sum / o.gen);
-      evict_us.push_back((ses.compressor().compress_seconds() - comp_before) * 1e6 / o.gen);
-      entries.push_back(static_cast<double>(ses.cache().EntriesHeld()) / (ses.cache().n_layer() * ses.cache().n_head_kv()));
-      AddCounters(&row, counters_before, ses.compressor().counters());
-      row.kv_bytes = ses.cache().BytesHeld();
-      row.kv_bytes_full = ses.cache().BytesFull();
+      auto m = rep.Measure([&](int k) { return BenchBatch(e, o, row.prefill_len, rng, clock, k, &d, &row); });
+      if (!m.ok()) return m.error();
+      const RepeatedTiming& t = m.value();
+      d.pf.push_back(io::RatePerSecond(row.prefill_len, t.ns_per_rep[0]).value_or(0));
+      d.dc.push_back(io::RatePerSecond(o.gen, t.ns_per_rep[1]).value_or(0));
+      row.inner_reps = t.reps;
+      row.below_resolution = row.below_resolution || !t.resolved;
       if (o.progress) o.progress("depth " + std::to_string(depth) + " rep " + std::to_string(r + 1));
     }
-    row.prefill_tok_s = MeanSd(pf);
-    row.decode_tok_s = MeanSd(dc);
+    row.prefill_tok_s = MeanSd(d.pf);
+    row.decode_tok_s = MeanSd(d.dc);
     row.weight_bytes_per_tok = WeightBytesPerToken(e);
-    row.kv_bytes_per_tok = MeanSd(kv_read).mean;
-    row.compress_ms = MeanSd(comp_ms).mean;
-    row.evict_us_per_tok = MeanSd(evict_us).mean;
-    row.entries_per_head = MeanSd(entries).mean;
-    row.kv_ratio = MeanSd(ratios).mean;
+    row.kv_bytes_per_tok = MeanSd(d.kv_read).mean;
+    row.compress_ms = MeanSd(d.comp_ms).mean;
+    row.compress_resolved = d.comp_total_ns >= clock.Span();
+    row.evict_us_per_tok = MeanSd(d.evict_us).mean;
+    row.entries_per_head = MeanSd(d.entries).mean;
+    row.kv_ratio = MeanSd(d.ratios).mean;
     row.gb_s = (row.weight_bytes_per_tok + row.kv_bytes_per_tok) * row.decode_tok_s.mean / 1e9;
     rows.push_back(row);
   }
@@ -198,10 +243,20 @@ double MeasureReadBandwidth(const Engine& e, size_t bytes, int reps) {
   });
   double best = 0;
   std::atomic<double> total{0};  // one add per chunk, whatever the pool's chunking
+  // Each repetition reads the buffer as many times as it takes to span the
+  // clock's minimum steps (io/clock.h: a 1 GiB read is one 20 ms step).
+  const io::Clock& clock = io::SteadyClock();
   for (int r = 0; r < reps; ++r) {
-    auto t0 = Clock::now();
-    pool.ParallelFor(static_cast<int64_t>(n), [&](int64_t a, int64_t b) { total.fetch_add(SumRange(buf.data() + a, b - a)); });
-    best = std::max(best, static_cast<double>(n * sizeof(float)) / Since(t0) / 1e9);
+    io::Stopwatch sw(clock);
+    int passes = 0;
+    io::Interval t;
+    do {
+      pool.ParallelFor(static_cast<int64_t>(n),
+                       [&](int64_t a, int64_t b) { total.fetch_add(SumRange(buf.data() + a, b - a)); });
+      ++passes;
+      t = sw.Elapsed();
+    } while (!t.resolved());
+    best = std::max(best, io::RatePerSecond(static_cast<double>(n * sizeof(float)) * passes, t.ns).value_or(0) / 1e9);
   }
   volatile double sink = total.load();
   (void)sink;

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/bench_repeat.h"
+#include "io/clock.h"
 #include "kvtrim/engine.h"
 
 namespace kvtrim {
@@ -19,6 +21,10 @@ struct BenchOptions {
   double warmup_s = 0.5;   // untimed warm-up before the first depth
   SessionOptions session;
   std::function<void(const std::string&)> progress;  // may be empty
+  // The clock (null: io::SteadyClock()); each repetition runs its prefill
+  // and decode again until both span limits.min_steps clock steps.
+  const io::Clock* clock = nullptr;
+  RepeatLimits limits;
 };
 
 struct Stat {
@@ -42,6 +48,9 @@ struct BenchRow {
   // over the whole run, and over the timed decode steps alone.
   std::vector<std::pair<std::string, int64_t>> counters, decode_counters;
   double kv_ratio = 1;          // retention ratio used (mean; r* with a quality target)
+  int inner_reps = 1;            // runs timed together in the last repetition (bench_repeat.h)
+  bool below_resolution = false; // a prefill or decode figure spans fewer than the minimum clock steps
+  bool compress_resolved = true; // compress_ms summed over every run spans the minimum clock steps
 };
 
 // Peak resident set size of this process so far (VmHWM), in bytes; 0 if unknown.

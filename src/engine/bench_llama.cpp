@@ -5,6 +5,8 @@
 #include <random>
 
 #include "engine/bench.h"
+#include "engine/bench_repeat.h"
+#include "kv/cache.h"
 #include "io/tokenizer.h"
 #include "model/config.h"
 #include "model/transformer.h"
@@ -18,36 +20,45 @@ double NsSince(Clock::time_point t) { return std::chrono::duration<double, std::
 double Mean(const std::vector<double>& v) { return MeanSd(v).mean; }
 double Sd(const std::vector<double>& v) { return MeanSd(v).sd; }
 
-// One repetition: untimed prefill of the depth, then the timed part.
-Expected<double> RunOnce(const Engine& e, const LlamaBenchOptions& o, const LlamaBenchTest& t, std::mt19937_64& rng) {
-  auto s = Session::Create(e, o.session);
-  if (!s.ok()) return s.error();
-  Session& ses = *s.value();
+// A batch of k repetitions of one test: k sessions prepared untimed (the
+// depth prefilled and compressed), then the timed part of each in one span.
+Expected<BatchTiming> RunBatch(const Engine& e, const LlamaBenchOptions& o, const LlamaBenchTest& t,
+                               std::mt19937_64& rng, const io::Clock& clock, int k) {
   const int vocab = e.config().vocab;
-  if (t.n_depth + t.n_prompt + t.n_gen > ses.ctx())
-    return MakeError(t.name() + " needs " + std::to_string(t.n_depth + t.n_prompt + t.n_gen) +
-                     " positions; the context is " + std::to_string(ses.ctx()));
   auto random_tokens = [&](int n, bool bos) {
     std::vector<int> v(n);
     for (int& x : v) x = static_cast<int>(3 + rng() % (vocab - 3));
     if (bos && n > 0) v[0] = e.tokenizer().bos();
     return v;
   };
-  if (t.n_depth > 0) {
-    KVTRIM_RETURN_IF_ERROR(ses.Prefill(random_tokens(t.n_depth, true)));
-    KVTRIM_RETURN_IF_ERROR(ses.Compress());
+  std::vector<std::unique_ptr<Session>> ses;
+  std::vector<std::vector<int>> toks;
+  for (int i = 0; i < k; ++i) {
+    auto s = Session::Create(e, o.session);
+    if (!s.ok()) return s.error();
+    if (t.n_depth + t.n_prompt + t.n_gen > s.value()->ctx())
+      return MakeError(t.name() + " needs " + std::to_string(t.n_depth + t.n_prompt + t.n_gen) +
+                       " positions; the context is " + std::to_string(s.value()->ctx()));
+    if (t.n_depth > 0) {
+      KVTRIM_RETURN_IF_ERROR(s.value()->Prefill(random_tokens(t.n_depth, true)));
+      KVTRIM_RETURN_IF_ERROR(s.value()->Compress());
+    }
+    // llama-bench's tg starts from one token (BOS) when the cache is empty.
+    toks.push_back(t.n_prompt > 0 ? random_tokens(t.n_prompt, t.n_depth == 0) : random_tokens(t.n_gen, t.n_depth == 0));
+    ses.push_back(std::move(s.value()));
   }
-  if (t.n_prompt > 0) {
-    const auto toks = random_tokens(t.n_prompt, t.n_depth == 0);
-    const auto t0 = Clock::now();
-    KVTRIM_RETURN_IF_ERROR(ses.Prefill(toks));
-    return NsSince(t0);
+  io::Stopwatch sw(clock);
+  for (int i = 0; i < k; ++i) {
+    if (t.n_prompt > 0) {
+      KVTRIM_RETURN_IF_ERROR(ses[i]->Prefill(toks[i]));
+    } else {
+      for (int g = 0; g < t.n_gen; ++g) KVTRIM_RETURN_IF_ERROR(ses[i]->Decode(toks[i][g]));
+    }
   }
-  // llama-bench's tg starts from one token (BOS) when the cache is empty.
-  const auto toks = random_tokens(t.n_gen, t.n_depth == 0);
-  const auto t0 = Clock::now();
-  for (int g = 0; g < t.n_gen; ++g) KVTRIM_RETURN_IF_ERROR(ses.Decode(toks[g]));
-  return NsSince(t0);
+  BatchTiming b;
+  b.spans_ns = {sw.Elapsed().ns};
+  b.bytes_per_rep = ses[0]->cache().BytesHeld();
+  return b;
 }
 
 }  // namespace
@@ -60,8 +71,8 @@ std::string LlamaBenchTest::name() const {
 double LlamaBenchTest::avg_ns() const { return Mean(samples_ns); }
 double LlamaBenchTest::stddev_ns() const { return Sd(samples_ns); }
 std::vector<double> LlamaBenchTest::samples_ts() const {
-  std::vector<double> ts;
-  for (double ns : samples_ns) ts.push_back(1e9 * (n_prompt + n_gen) / ns);
+  std::vector<double> ts;  // a sample of 0 ns (below the clock's resolution) gives 0, never inf
+  for (double ns : samples_ns) ts.push_back(io::RatePerSecond(n_prompt + n_gen, ns).value_or(0));
   return ts;
 }
 double LlamaBenchTest::avg_ts() const { return Mean(samples_ts()); }
@@ -73,9 +84,9 @@ Expected<std::vector<LlamaBenchTest>> RunLlamaBench(const Engine& e, const Llama
   for (int d : o.depths) {
     if (d < 0) return MakeError("depth must be >= 0");
     for (int p : o.prompts)
-      if (p > 0) tests.push_back({p, 0, d, {}});
+      if (p > 0) tests.push_back({p, 0, d, {}, {}, false});
     for (int n : o.gens)
-      if (n > 0) tests.push_back({0, n, d, {}});
+      if (n > 0) tests.push_back({0, n, d, {}, {}, false});
   }
   std::mt19937_64 rng(o.seed);
   for (auto tw = Clock::now(); NsSince(tw) < o.warmup_s * 1e9;) {  // page-in, threads, clocks
@@ -85,11 +96,15 @@ Expected<std::vector<LlamaBenchTest>> RunLlamaBench(const Engine& e, const Llama
     KVTRIM_RETURN_IF_ERROR(s.value()->Prefill(toks));
     for (int i = 0; i < 16; ++i) KVTRIM_RETURN_IF_ERROR(s.value()->Decode(e.tokenizer().bos()));
   }
+  const io::Clock& clock = o.clock ? *o.clock : io::SteadyClock();
   for (auto& t : tests) {
+    RepeatUntilResolved rep(clock, o.limits);
     for (int r = 0; r < o.reps; ++r) {
-      auto ns = RunOnce(e, o, t, rng);
-      if (!ns.ok()) return ns.error();
-      t.samples_ns.push_back(ns.value());
+      auto m = rep.Measure([&](int k) { return RunBatch(e, o, t, rng, clock, k); });
+      if (!m.ok()) return m.error();
+      t.samples_ns.push_back(m.value().ns_per_rep[0]);
+      t.samples_reps.push_back(m.value().reps);
+      t.below_resolution = t.below_resolution || !m.value().resolved;
       if (o.progress) o.progress(t.name() + " rep " + std::to_string(r + 1));
     }
   }

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/bench_repeat.h"
+#include "io/clock.h"
 #include "kvtrim/engine.h"
 
 namespace kvtrim {
@@ -19,11 +21,17 @@ struct LlamaBenchOptions {
   double warmup_s = 0.5;  // untimed warm-up before the first test
   SessionOptions session;
   std::function<void(const std::string&)> progress;  // may be empty
+  // The clock the samples are read from (null: io::SteadyClock()); a sample
+  // repeats its work until it spans limits.min_steps of the clock's steps.
+  const io::Clock* clock = nullptr;
+  RepeatLimits limits;
 };
 
 struct LlamaBenchTest {
   int n_prompt = 0, n_gen = 0, n_depth = 0;
-  std::vector<double> samples_ns;  // one per repetition
+  std::vector<double> samples_ns;  // one per repetition: the time of one run of the test
+  std::vector<int> samples_reps;   // runs of the test timed for each sample (bench_repeat.h)
+  bool below_resolution = false;   // some sample spans fewer than limits.min_steps clock steps
   std::string name() const;        // "pp512", "tg64 @ d960"
   double avg_ns() const;
   double stddev_ns() const;

@@ -67,6 +67,7 @@ ReportMeta MetaFromJson(const Json& m) {
   r.seed = m.at("seed").get<unsigned long long>();
   r.threads = m.at("threads").get<int>();
   r.elapsed_s = Dbl(m.at("elapsed_s"));
+  r.clock_step_ns = m.value("clock_step_ns", int64_t{0});  // absent in reports written before it
   r.command = m.at("command").get<std::string>();
   r.tasks = m.at("tasks").get<std::vector<std::string>>();
   r.methods = m.at("methods").get<std::vector<std::string>>();
@@ -141,6 +142,7 @@ Expected<Report> MergeReports(const std::vector<Report>& parts) {
       if (!seen.insert(u).second) return MakeError(which + " repeats unit " + std::to_string(u));
     out.samples.insert(out.samples.end(), parts[i].samples.begin(), parts[i].samples.end());
     elapsed += m.elapsed_s;
+    out.meta.clock_step_ns = std::max(out.meta.clock_step_ns, m.clock_step_ns);
   }
   if (static_cast<int>(seen.size()) != out.meta.units_total)
     return MakeError("the reports hold " + std::to_string(seen.size()) + " of the sweep's " +

@@ -2,6 +2,7 @@
 #include "eval/report.h"
 
 #include "eval/gnuplot.h"
+#include "io/clock.h"
 
 #include <sys/wait.h>
 
@@ -111,7 +112,9 @@ std::vector<std::string> TableRow(const Cell& c) {
                         : "-";
   return {c.task, c.method, Bad(c.ratio) ? "-" : Printf("%g", c.ratio), std::to_string(c.n), acc,
           PlusMinus("%.4f", c.kl, c.kl_se), PlusMinus("%.3f", c.nll_ratio, c.nll_ratio_se),
-          HumanBytes(c.kv_bytes), pct, Bad(c.compress_ms) ? "-" : Printf("%.2f", c.compress_ms), NoteText(c)};
+          HumanBytes(c.kv_bytes), pct,
+          Bad(c.compress_ms) ? "-" : Printf("%.2f", c.compress_ms) + (c.compress_below_res ? " (<res)" : ""),
+          NoteText(c)};
 }
 
 std::string JoinRow(const std::vector<std::string>& row, const std::vector<size_t>& w) {
@@ -135,6 +138,9 @@ std::string MetaBlock(const ReportMeta& m) {
      << "seed:           " << m.seed << "\n"
      << "threads:        " << m.threads << "\n"
      << "elapsed:        " << Printf("%.1f", m.elapsed_s) << " s\n";
+  if (m.clock_step_ns > 0)
+    os << "clock step:     " << io::FormatStep(m.clock_step_ns) << " (\"(<res)\": a cell's times sum to fewer than "
+       << io::kMinClockSteps << " steps, below the clock's resolution)\n";
   if (m.quality_target > 0)
     os << "quality target: " << m.quality_target << " (ratio column = the target; r* chosen per context)\n";
   if (!m.shard.empty()) os << "shard:          " << m.shard << " (" << m.units.size() << " of " << m.units_total << " units)\n";
@@ -349,7 +355,7 @@ Status WriteJson(const Report& r, const std::string& path) {
                 {"shard", m.shard},       {"units_total", m.units_total},
                 {"units", m.units},       {"fingerprint", m.fingerprint},
                 {"max_context", m.max_context}, {"task_file_notes", m.task_file_notes},
-                {"quality_target", m.quality_target}};
+                {"quality_target", m.quality_target}, {"clock_step_ns", m.clock_step_ns}};
   OJson rows = OJson::array();
   for (const auto& group : GroupedCells(r)) {
     for (const Cell* c : group) {
@@ -358,7 +364,8 @@ Status WriteJson(const Report& r, const std::string& path) {
                       {"kl", Num(c->kl)}, {"kl_stderr", Num(c->kl_se)},
                       {"nll_ratio", Num(c->nll_ratio)}, {"nll_ratio_stderr", Num(c->nll_ratio_se)},
                       {"kv_bytes", Num(c->kv_bytes)}, {"kv_bytes_full", Num(c->kv_bytes_full)},
-                      {"compress_ms", Num(c->compress_ms)}, {"note", c->note}});
+                      {"compress_ms", Num(c->compress_ms)},
+                      {"compress_below_clock_resolution", c->compress_below_res}, {"note", c->note}});
       OJson counters = OJson::object();
       for (const auto& [name, v] : c->counters) counters[name] = Num(v);
       rows.back()["counters"] = counters;

@@ -21,6 +21,9 @@ struct Cell {
   double nll_ratio = 1, nll_ratio_se = 0;  // NLL(compressed) / NLL(full)
   double kv_bytes = 0, kv_bytes_full = 0;  // mean bytes held after compression vs a full cache
   double compress_ms = 0;                  // mean prefill-time compression time
+  // The samples' compression times sum to fewer than io::kMinClockSteps
+  // steps of the wall clock (io/clock.h): the mean is below its resolution.
+  bool compress_below_res = false;
   // Why some or all samples have no numbers: "n/a: ..." (the protocol does
   // not apply to this method) or "unreachable: ..." (the method cannot meet
   // this ratio); empty when every sample was measured.
@@ -61,6 +64,7 @@ struct ReportMeta {
   int context_tokens = 0, samples = 0, threads = 0;
   unsigned long long seed = 0;
   double elapsed_s = 0;
+  int64_t clock_step_ns = 0;  // the wall clock's step on the machine that timed it (io/clock.h)
   std::string command;  // the command line that produced it
   // The sweep's shape, so partial reports can be merged into the same cells.
   std::vector<std::string> tasks, methods;  // cell order; methods start with "full"

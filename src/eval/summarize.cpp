@@ -8,8 +8,24 @@
 #include "eval/metrics.h"
 #include "eval/report.h"
 #include "eval/tasks.h"
+#include "io/clock.h"
 
 namespace kvtrim::eval {
+namespace {
+
+double SumOf(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return s;
+}
+
+// The step of the clock that timed the samples; this machine's when the
+// report does not say (reports written before it did).
+double StepNs(const ReportMeta& m) {
+  return static_cast<double>(m.clock_step_ns > 0 ? m.clock_step_ns : io::SteadyClock().step_ns);
+}
+
+}  // namespace
 
 std::vector<Cell> SummarizeCells(const ReportMeta& meta, std::vector<SampleRecord> samples) {
   std::stable_sort(samples.begin(), samples.end(),
@@ -59,6 +75,7 @@ std::vector<Cell> SummarizeCells(const ReportMeta& meta, std::vector<SampleRecor
         c.kv_bytes = c.n ? Summarize(bytes).mean : NAN;
         c.kv_bytes_full = c.n ? Summarize(full).mean : NAN;
         c.compress_ms = c.n ? Summarize(ms).mean : NAN;
+        c.compress_below_res = c.n > 0 && SumOf(ms) * 1e6 < io::kMinClockSteps * StepNs(meta);
         if (noted > 0 && c.n > 0)
           note += " (" + std::to_string(noted) + " of " + std::to_string(noted + c.n) + " samples)";
         c.note = note;

@@ -1,5 +1,7 @@
 #include "eval/sweep.h"
 
+#include "io/clock.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -452,6 +454,7 @@ Expected<Report> RunSweep(const Engine& e, const SweepOptions& opts) {
   rep.samples = std::move(sweep.records());
   m.context_tokens = o.context_tokens;
   m.quality_target = o.quality;
+  m.clock_step_ns = io::SteadyClock().step_ns;
   rep.cells = SummarizeCells(m, rep.samples);
   m.task_file_notes = TaskFileNotes(m, rep.samples);
   m.haystack = hay->name();

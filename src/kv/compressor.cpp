@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "io/clock.h"
 #include "kv/adaptive_budget.h"
 #include "kv/check.h"
 #include "kv/head_budgets.h"
@@ -236,6 +237,10 @@ std::vector<std::pair<std::string, int64_t>> Compressor::counters() const {
   if (ref_pass_s_ >= 0) {
     c.emplace_back("ref-pass-us", std::llround(ref_pass_s_ * 1e6));
     c.emplace_back("prefill-us", std::llround(prefill_s_ * 1e6));
+    // Either interval spanning fewer than io::kMinClockSteps steps of the
+    // wall clock (20 ms on some machines) is below its resolution: say so.
+    const double min_s = io::SteadyClock().Span() * 1e-9;
+    if (ref_pass_s_ < min_s || prefill_s_ < min_s) c.emplace_back("timing-below-clock-res", 1);
   }
   return c;
 }

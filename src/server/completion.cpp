@@ -65,6 +65,7 @@ json Choice(const Prepared& p, const std::string& text, const json& finish, bool
 json Extra(const Generation& g, const Prepared& p) {
   json x{{"prefill_ms", g.prefill_ms}, {"decode_ms", g.decode_ms}, {"kv", KvJson(p.kv)}};
   if (p.context) x["context_id"] = p.context->id;
+  MarkTimings(x, {"prefill_ms", "decode_ms"});
   return x;
 }
 

@@ -42,6 +42,11 @@ std::string Dump(const json& j);
 void SendError(httplib::Response& res, int status, const std::string& message);
 // The KV options as reported in responses.
 json KvJson(const KvOptions& kv);
+// Adds "clock_step_ms" and "below_clock_resolution" (the names of the
+// `fields` of `x`, in ms, that span fewer than io::kMinClockSteps steps of
+// the wall clock: on a machine whose clock ticks in 20 ms steps a 5 ms
+// prefill reads 0 or 20) to a response object holding timings.
+void MarkTimings(json& x, const std::vector<std::string>& fields);
 
 // Keeps Metrics' live-session KV bytes up to date for one request.
 class LiveKv {

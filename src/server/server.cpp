@@ -3,6 +3,7 @@
 #include <chrono>
 #include <ctime>
 
+#include "io/clock.h"
 #include "io/tokenizer.h"
 #include "kv/cache.h"
 #include "model/config.h"
@@ -28,6 +29,14 @@ json KvJson(const KvOptions& kv) {
   return j;
 }
 
+void MarkTimings(json& x, const std::vector<std::string>& fields) {
+  json below = json::array();
+  for (const auto& f : fields)
+    if (x.contains(f) && x[f].is_number() && io::BelowResolutionMs(x[f].get<double>())) below.push_back(f);
+  x["clock_step_ms"] = io::SteadyClock().step_ns * 1e-6;
+  x["below_clock_resolution"] = below;
+}
+
 int Server::Impl::Ctx() const { return o.ctx > 0 ? o.ctx : engine.config().ctx; }
 
 Metrics::Gauges Server::Impl::Gauges() const {
@@ -46,7 +55,7 @@ Metrics::Gauges Server::Impl::Gauges() const {
 namespace {
 
 json ContextJson(const StoredContext& c) {
-  return json{{"id", c.id},
+  json j{{"id", c.id},
               {"object", "context"},
               {"tokens", c.tokens},
               {"kv_bytes", c.kv_bytes},
@@ -55,6 +64,8 @@ json ContextJson(const StoredContext& c) {
               {"prefill_ms", c.prefill_ms},
               {"compress_ms", c.compress_ms},
               {"kv", KvJson(c.kv)}};
+  MarkTimings(j, {"prefill_ms", "compress_ms"});
+  return j;
 }
 
 }  // namespace

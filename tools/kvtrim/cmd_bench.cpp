@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "kv_flags.h"
 #include "engine/bench.h"
+#include "io/clock.h"
 #include "engine/bench_llama.h"
 #include "kernels/cpu.h"
 #include "kernels/qgemm_packed.h"
@@ -115,6 +116,9 @@ void PrintCounters(const BenchRow& r) {
 bool PrintBench(const Engine& e, const BenchOpts& o, double membw, const std::vector<BenchRow>& rows) {
   std::printf("model %s, %d threads, kv %s, gen %d, reps %d\n", o.model.c_str(), e.threads(), (o.kv.policy + (o.kv.quality > 0 ? " quality " + std::to_string(o.kv.quality) : " ratio " + std::to_string(o.kv.ratio)) + " quant " + o.kv.quant).c_str(),
               o.gen, o.reps);
+  const int64_t step = io::SteadyClock().step_ns;
+  std::printf("clock step %s: each figure is timed over runs spanning >= %d steps (\"<res\": fewer)\n",
+              io::FormatStep(step).c_str(), io::kMinClockSteps);
   if (membw > 0) std::printf("read bandwidth: %.2f GB/s (%.0f MiB buffer)\n", membw, o.membw_mib);
   std::printf("%6s %8s %22s %20s %12s %12s %8s %9s %10s%s\n", "depth", "prefill", "prefill tok/s", "decode tok/s",
               "weights B/t", "kv B/t", "ent/head", "evict us", "GB/s", membw > 0 ? "  % of bw" : "");
@@ -124,6 +128,8 @@ bool PrintBench(const Engine& e, const BenchOpts& o, double membw, const std::ve
                 r.prefill_tok_s.mean, r.prefill_tok_s.sd, r.decode_tok_s.mean, r.decode_tok_s.sd,
                 r.weight_bytes_per_tok, r.kv_bytes_per_tok, r.entries_per_head, r.evict_us_per_tok, r.gb_s);
     if (membw > 0) std::printf("  %7.1f%%", 100.0 * r.gb_s / membw);
+    if (r.below_resolution) std::printf("  <res");
+    if (r.inner_reps > 1) std::printf("  (%d runs a sample)", r.inner_reps);
     std::printf("\n");
     PrintCounters(r);
     nlohmann::json counters = nlohmann::json::object(), decode_counters = nlohmann::json::object();
@@ -138,7 +144,10 @@ bool PrintBench(const Engine& e, const BenchOpts& o, double membw, const std::ve
                  {"gb_s", r.gb_s}, {"threads", e.threads()}, {"kv_policy", o.kv.policy}, {"kv_ratio", r.kv_ratio}, {"kv_quality", o.kv.quality}, {"kv_quant", o.kv.quant}, {"model", o.model},
                  {"mem_read_gb_s", membw}, {"compress_ms", r.compress_ms},
                  {"evict_us_per_token", r.evict_us_per_tok}, {"entries_per_head", r.entries_per_head},
-                 {"peak_rss_bytes", PeakRssBytes()}, {"counters", counters}, {"decode_counters", decode_counters}});
+                 {"peak_rss_bytes", PeakRssBytes()}, {"counters", counters}, {"decode_counters", decode_counters},
+                 {"clock_step_ns", step}, {"inner_reps", r.inner_reps},
+                 {"below_clock_resolution", r.below_resolution},
+                 {"compress_below_clock_resolution", !r.compress_resolved}});
   }
   std::printf("peak RSS: %.1f MiB\n", PeakRssBytes() / 1048576.0);
   std::printf(

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "io/clock.h"
 #include "commands.h"
 #include "eval/report.h"
 #include "eval/sweep.h"
@@ -180,9 +181,10 @@ Command AddEval(CLI::App& app) {
     eval::SweepOptions so = std::move(so_or.value());
     so.progress = ProgressBar();
     std::fprintf(stderr, "kvtrim eval: %zu methods x %zu ratios, %zu needle tasks, %zu task files%s%s, %d samples "
-                 "each, %s%s\n", so.methods.size(), so.ratios.size(), so.tasks.size(), so.task_files.size(),
+                 "each, %s%s; clock step %s\n", so.methods.size(), so.ratios.size(), so.tasks.size(), so.task_files.size(),
                  so.fidelity ? " + fidelity" : "", so.fidelity_decode ? " + fidelity-decode" : "", so.samples,
-                 so.query_aware ? "query-aware" : "query-agnostic", o->shard.empty() ? "" : (", shard " + o->shard).c_str());
+                 so.query_aware ? "query-aware" : "query-agnostic", o->shard.empty() ? "" : (", shard " + o->shard).c_str(),
+                 io::FormatStep(io::SteadyClock().step_ns).c_str());
     auto rep = eval::RunSweep(*engine.value(), so);
     if (!rep.ok()) {
       std::fprintf(stderr, "kvtrim eval: %s\n", rep.error().message.c_str());

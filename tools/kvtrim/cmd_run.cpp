@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "io/clock.h"
 #include "commands.h"
 #include "kv/compressor.h"
 #include "kv_flags.h"
@@ -138,11 +139,11 @@ Command AddRun(CLI::App& app) {
       std::fprintf(stderr, "kv-quality %g: NLL(c) %.4f over %zu prompt tokens, chosen ratio %.4f (%s)\n", so.kv.quality,
                    session.value()->context_nll(), prompt.size(), session.value()->chosen_ratio(),
                    so.kv.calibration.c_str());
-    std::fprintf(stderr, "prefill: %d tokens in %.3f s (%.1f tok/s)\n", st->prompt_tokens, st->prefill_s,
-                 st->prompt_tokens / std::max(1e-9, st->prefill_s));
+    std::fprintf(stderr, "prefill: %d tokens in %.3f s (%s)\n", st->prompt_tokens, st->prefill_s,
+                 io::FormatRate(st->prompt_tokens, st->prefill_s).c_str());
     int steps = st->decode_steps;
-    std::fprintf(stderr, "decode: %d tokens in %.3f s (%.1f tok/s)\n", steps, st->decode_s,
-                 steps / std::max(1e-9, st->decode_s));
+    std::fprintf(stderr, "decode: %d tokens in %.3f s (%s)\n", steps, st->decode_s,
+                 io::FormatRate(steps, st->decode_s).c_str());
     // Like with like: the bytes the entries occupy against an exact full f32
     // cache (so --kv full reads 100%); the allocation, slack included, after.
     std::fprintf(stderr, "kv: %s ratio %g quant %s: %zu bytes in %zu entries vs full cache %zu bytes (%.1f%%), "

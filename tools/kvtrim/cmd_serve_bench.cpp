@@ -17,6 +17,7 @@
 
 #include "commands.h"
 #include "io/tokenizer.h"
+#include "io/clock.h"
 #include "kvtrim/engine.h"
 
 namespace kvtrim::cli {
@@ -27,6 +28,16 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 double MsSince(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+// The wall clock's step, and which of `fields` (ms) span fewer than
+// io::kMinClockSteps of its steps (io/clock.h: 20 ms steps on some machines).
+void MarkTimings(json& row, const std::vector<std::string>& fields) {
+  json below = json::array();
+  for (const auto& f : fields)
+    if (row.contains(f) && row[f].is_number() && io::BelowResolutionMs(row[f].get<double>())) below.push_back(f);
+  row["clock_step_ms"] = io::SteadyClock().step_ns * 1e-6;
+  row["below_clock_resolution"] = below;
+}
 
 struct BenchOpts {
   std::string model, host = "127.0.0.1", haystack, kv = "snapkv", out;
@@ -100,7 +111,9 @@ Expected<json> StoredVsReprefill(httplib::Client& c, const BenchOpts& o, const s
     if (!r.ok()) return r.error();
   }
   row["reprefill_ms"] = MsSince(t0);
-  row["speedup"] = row["reprefill_ms"].get<double>() / std::max(1e-9, row["stored_ms"].get<double>());
+  const double stored = row["stored_ms"].get<double>();
+  row["speedup"] = stored > 0 ? json(row["reprefill_ms"].get<double>() / stored) : json(nullptr);
+  MarkTimings(row, {"compress_ms", "stored_ms", "reprefill_ms"});
   return row;
 }
 
@@ -142,11 +155,14 @@ Expected<json> Load(const BenchOpts& o, const std::string& text, double ratio) {
   for (auto& t : th) t.join();
   const double wall = MsSince(t0);
   c.Delete(("/v1/contexts/" + id).c_str());
-  return json{{"clients", o.clients}, {"requests_per_client", o.requests}, {"kv", o.kv}, {"ratio", ratio},
-              {"ok", ok}, {"rejected_503", busy}, {"failed", failed}, {"wall_ms", wall},
-              {"requests_per_s", ok / (wall / 1000)}, {"completion_tokens_per_s", tokens / (wall / 1000)},
-              {"p50_ms", Percentile(lat, 0.5)}, {"p99_ms", Percentile(lat, 0.99)},
-              {"max_ms", lat.empty() ? 0.0 : *std::max_element(lat.begin(), lat.end())}};
+  json out{{"clients", o.clients}, {"requests_per_client", o.requests}, {"kv", o.kv}, {"ratio", ratio},
+           {"ok", ok}, {"rejected_503", busy}, {"failed", failed}, {"wall_ms", wall},
+           {"requests_per_s", io::RatePerSecond(ok, wall * 1e6).value_or(0)},
+           {"completion_tokens_per_s", io::RatePerSecond(static_cast<double>(tokens), wall * 1e6).value_or(0)},
+           {"p50_ms", Percentile(lat, 0.5)}, {"p99_ms", Percentile(lat, 0.99)},
+           {"max_ms", lat.empty() ? 0.0 : *std::max_element(lat.begin(), lat.end())}};
+  MarkTimings(out, {"wall_ms", "p50_ms", "p99_ms", "max_ms"});
+  return out;
 }
 
 double MetricValue(const std::string& text, const std::string& name) {
@@ -174,7 +190,7 @@ void WriteReport(const BenchOpts& o, const json& rep) {
   for (const auto& r : rep["questions"])
     md << "| " << r["kv"].get<std::string>() << " | " << r["ratio"].get<double>() << " | " << r["context_tokens"]
        << " | " << r["context_kv_bytes"] << " | " << Fmt(r["stored_ms"], 0) << " | " << Fmt(r["reprefill_ms"], 0)
-       << " | " << Fmt(r["speedup"], 2) << " |\n";
+       << " | " << (r["speedup"].is_number() ? Fmt(r["speedup"], 2) : std::string("-")) << " |\n";
   const json& l = rep["load"];
   md << "\n| clients x requests | ok | 503 | req/s | tokens/s | p50 ms | p99 ms | server peak RSS MiB (after questions, after load) |\n"
      << "|---|---|---|---|---|---|---|---|\n| " << l["clients"] << " x " << l["requests_per_client"] << " | " << l["ok"]

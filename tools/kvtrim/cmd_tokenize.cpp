@@ -7,12 +7,22 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "io/clock.h"
 #include "commands.h"
 #include "io/gguf.h"
 #include "io/tokenizer.h"
 
 namespace kvtrim::cli {
 namespace {
+
+// tokens / CPU second; std::clock() steps by ~1 us, but a tiny input may
+// still read 0: never an inf.
+std::string CpuRate(size_t n, double cpu_ms) {
+  if (!(cpu_ms > 0)) return "below the CPU clock's resolution";
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.0f tokens/s", n / (cpu_ms * 1e-3));
+  return buf;
+}
 
 struct TokenizeFlags {
   std::string model = DefaultModelPath();
@@ -101,9 +111,10 @@ int Run(const TokenizeFlags& o) {
     auto cpu_ms = [](std::clock_t a, std::clock_t b) { return (b - a) * 1e3 / CLOCKS_PER_SEC; };
     std::fprintf(stderr,
                  "tokenizer: %s\nload %.1f ms wall (GGUF open %.1f, tokenizer build %.1f), %.1f ms cpu; %zu bytes -> "
-                 "%zu tokens in %.1f ms wall, %.1f ms cpu (%.0f tokens/s wall, %.0f tokens/s cpu)\n",
+                 "%zu tokens in %.1f ms wall, %.1f ms cpu (wall: %s; cpu: %s)\n",
                  tok->Describe().c_str(), open_ms + build_ms, open_ms, build_ms, cpu_ms(c0, c1), text.size(), ids.size(),
-                 enc_s * 1e3, cpu_ms(c1, c2), ids.size() / enc_s, ids.size() / (cpu_ms(c1, c2) * 1e-3));
+                 enc_s * 1e3, cpu_ms(c1, c2), io::FormatRate(ids.size(), enc_s, "tokens/s").c_str(),
+                 CpuRate(ids.size(), cpu_ms(c1, c2)).c_str());
   }
   // Each token as it prints in context; control tokens by their text.
   std::vector<std::string> pieces;
