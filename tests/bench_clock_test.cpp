@@ -5,6 +5,7 @@
 // their work until a sample spans enough steps.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -137,14 +138,17 @@ TEST(BenchRepeat, LlamaBenchRepeatsTinyTestsOnA20msClock) {
   o.reps = 2;
   o.warmup_s = 0;
   o.clock = &coarse;
-  o.limits.min_steps = 3;  // 60 ms a sample keeps the test short; the default is 50
-  auto r = RunLlamaBench(*e.get(), o);
+  o.limits.min_steps = 5;  // 100 ms a sample keeps the test short; the default is 50
+  auto r = RunLlamaBench(*e, o);
   ASSERT_TRUE(r.ok()) << r.error().message;
   for (const LlamaBenchTest& t : r.value()) {
     EXPECT_FALSE(t.below_resolution) << t.name();
+    // A 16-token prefill or 4 decode steps take well under a millisecond:
+    // the work is repeated. (One run may span the 100 ms alone when the
+    // process is descheduled on a loaded machine, so not every sample.)
+    EXPECT_GT(*std::max_element(t.samples_reps.begin(), t.samples_reps.end()), 1) << t.name();
     for (size_t i = 0; i < t.samples_ns.size(); ++i) {
-      EXPECT_GT(t.samples_reps[i], 1) << t.name();  // a 16-token prefill is far below 20 ms
-      EXPECT_GE(t.samples_ns[i] * t.samples_reps[i], 3.0 * kStep) << t.name();
+      EXPECT_GE(t.samples_ns[i] * t.samples_reps[i], 5.0 * kStep) << t.name();
       EXPECT_GT(t.samples_ts()[i], 0) << t.name();
       EXPECT_TRUE(std::isfinite(t.samples_ts()[i])) << t.name();
     }
@@ -162,12 +166,12 @@ TEST(BenchRepeat, BenchRowsRepeatPrefillAndDecodeOnA20msClock) {
   o.warmup_s = 0;
   o.prefill_tokens = 8;
   o.clock = &coarse;
-  o.limits.min_steps = 3;
-  auto rows = RunBench(*e.get(), o);
+  o.limits.min_steps = 5;
+  auto rows = RunBench(*e, o);
   ASSERT_TRUE(rows.ok()) << rows.error().message;
   for (const BenchRow& r : rows.value()) {
     EXPECT_FALSE(r.below_resolution);
-    EXPECT_GT(r.inner_reps, 1);
+    EXPECT_GT(r.inner_reps, 1);  // the last repetition starts from the k the first one needed
     EXPECT_GT(r.prefill_tok_s.mean, 0);
     EXPECT_GT(r.decode_tok_s.mean, 0);
     EXPECT_TRUE(std::isfinite(r.prefill_tok_s.mean) && std::isfinite(r.decode_tok_s.mean));
