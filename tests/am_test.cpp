@@ -321,6 +321,55 @@ TEST(AmPolicy, ZeroWeightKeysAreDroppedAndCounted) {
   for (int j = 0; j < 8; ++j) EXPECT_NEAR(p.set_value[0].second[j], V(0, j), 1e-5);
 }
 
+// Counters of one am run (am-dropped, am-refilled, am-filled-plain).
+std::map<std::string, int64_t> AmCounters(const Head& h, int budget, const Params& p, Plan* plan) {
+  auto pol = MakePolicy("am", p);
+  EXPECT_TRUE(pol.ok());
+  PolicyContext ctx;
+  ctx.store = &h.store;
+  ctx.stats = &h.stats;
+  ctx.budget = budget;
+  ctx.logical_len = h.store.size();
+  *plan = pol.value()->Compress(ctx);
+  std::map<std::string, int64_t> c;
+  for (const auto& [k, v] : pol.value()->Counters()) c[k] = v;
+  return c;
+}
+
+TEST(AmPolicy, RefillSpendsTheWholeBudget) {
+  // Random heads on which NNLS gives some of the t picked keys weight 0:
+  // without refill the head holds fewer than t entries; with it, exactly t,
+  // the freed slots going to keys that keep a positive weight.
+  int short_without = 0, refilled = 0;
+  for (uint64_t seed = 0; seed < 6; ++seed) {
+    MatrixXd K = Gaussian(64, 8, 300 + seed), V = Gaussian(64, 8, 400 + seed), Q = 2.0 * Gaussian(96, 8, 500 + seed);
+    Head h = MakeHead(K, V, Q);
+    for (int t : {8, 16, 24}) {
+      Plan off, on;
+      auto c_off = AmCounters(h, t, {{"am-queries", 0}, {"am-refill", 0}}, &off);
+      auto c_on = AmCounters(h, t, {{"am-queries", 0}}, &on);
+      EXPECT_EQ(static_cast<int64_t>(off.keep.size()) + c_off["am-dropped"], t);
+      short_without += static_cast<int>(off.keep.size()) < t;
+      ASSERT_EQ(static_cast<int>(on.keep.size()), t) << "seed " << seed << " t " << t;
+      EXPECT_EQ(c_on["am-dropped"], 0);
+      refilled += static_cast<int>(c_on["am-refilled"]);
+      EXPECT_TRUE(std::is_sorted(on.keep.begin(), on.keep.end()));
+      EXPECT_EQ(std::adjacent_find(on.keep.begin(), on.keep.end()), on.keep.end());  // distinct entries
+      EXPECT_TRUE(AllFinite(on));
+      // Every key the NNLS kept without refill is still there (refill only adds).
+      for (int i : off.keep) EXPECT_TRUE(std::binary_search(on.keep.begin(), on.keep.end(), i)) << i;
+      HeadStore a = h.store, b = h.store;
+      a.Apply(off);
+      b.Apply(on);
+      const MatrixXd ref = Outputs(h.store, Q);
+      const double e_off = (Outputs(a, Q) - ref).norm(), e_on = (Outputs(b, Q) - ref).norm();
+      EXPECT_LE(e_on, 1.05 * e_off) << "seed " << seed << " t " << t;
+    }
+  }
+  EXPECT_GT(short_without, 0);  // the case the refill exists for occurs here
+  EXPECT_GT(refilled, 0);
+}
+
 TEST(AmPolicy, ChunksAreCompactedIndependently) {
   MatrixXd K = Gaussian(40, 8, 71), V = Gaussian(40, 8, 72), Q = Gaussian(64, 8, 73);
   Head h = MakeHead(K, V, Q);
