@@ -177,9 +177,12 @@ std::vector<double> SpecScores(Fixture& f, double lambda, int chunk, bool levera
 TEST(Compactor, KeepsTheTopBlendedScoresWithoutProtection) {
   Fixture f(40, 40, 5);
   const std::vector<double> spec = SpecScores(f, 0.3, 16);
-  Plan p = f.Run({{"chunk", 16}}, 10);
-  ASSERT_FALSE(p.noop);
-  EXPECT_EQ(p.keep, TopIdx(spec, 0, 10));
+  // Every budget: the whole order of the scores, not only a top set.
+  for (int t = 1; t < 40; ++t) {
+    Plan p = f.Run({{"chunk", 16}}, t);
+    ASSERT_FALSE(p.noop);
+    EXPECT_EQ(p.keep, TopIdx(spec, 0, t)) << "budget " << t;
+  }
   // The scorers agree with the spec value for value, not only in the top.
   const std::vector<double> mine = f.Expected(0, 0.3, 16, 5);
   for (int j = 0; j < 40; ++j) EXPECT_NEAR(mine[j], spec[j], 1e-4) << j;
@@ -187,7 +190,7 @@ TEST(Compactor, KeepsTheTopBlendedScoresWithoutProtection) {
   // to rank(K) = d.
   const std::vector<double> lev = SpecScores(f, 0, 16, true);
   EXPECT_NEAR(std::accumulate(lev.begin(), lev.end(), 0.0), 4.0, 1e-9);
-  EXPECT_EQ(f.Run({{"chunk", 16}, {"lambda", 1e6}}, 7).keep, TopIdx(lev, 0, 7));
+  for (int t = 1; t < 40; ++t) EXPECT_EQ(f.Run({{"chunk", 16}, {"lambda", 1e6}}, t).keep, TopIdx(lev, 0, t)) << t;
 }
 
 TEST(Compactor, ProtectedPositions) {
