@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 #include <utility>
 
 #include "io/tokenizer.h"
@@ -192,6 +193,52 @@ TEST(Kvslimmer, MergesTheLowestMassPairWithClosedFormKey) {
   ASSERT_EQ(pm.merge.size(), 1u);
   EXPECT_EQ(pm.merge[0].sources, std::vector<int>({4, 5}));
   EXPECT_EQ(pm.merge[0].key_weights, std::vector<float>({0.5f, 0.5f}));
+}
+
+TEST(Kvslimmer, AlphaIsTheMeanOverTheWindowsQueriesAndTheGroup) {
+  // Two query heads (G = 2) and three observed queries (w = 3): alpha is the
+  // mean of the six probability rows over all entries, the sink included
+  // (the seed's eq. 9 averaged over the observation), and the merged key
+  // follows the seed's closed form with that alpha (float64 reference).
+  const int n = 8;
+  std::vector<std::vector<float>> keys, values;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (int i = 0; i < n; ++i) {
+    keys.push_back({nd(rng), nd(rng)});
+    values.push_back({nd(rng) * 2, nd(rng)});
+  }
+  const std::vector<std::vector<float>> rows = {  // [query][g] over 8 entries; each sums to 1
+      {0.30f, 0.10f, 0.05f, 0.15f, 0.04f, 0.06f, 0.10f, 0.20f}, {0.40f, 0.05f, 0.05f, 0.10f, 0.05f, 0.05f, 0.10f, 0.20f},
+      {0.25f, 0.15f, 0.10f, 0.05f, 0.02f, 0.03f, 0.20f, 0.20f}, {0.35f, 0.05f, 0.15f, 0.05f, 0.03f, 0.07f, 0.10f, 0.20f},
+      {0.20f, 0.20f, 0.05f, 0.15f, 0.05f, 0.05f, 0.10f, 0.20f}, {0.50f, 0.05f, 0.05f, 0.05f, 0.02f, 0.03f, 0.10f, 0.20f}};
+  StatsNeeds need;
+  need.recent_window = 3;
+  AttentionStats st(1, 1, 2, 2, need);
+  HeadStore store(2, GgmlType::F32);
+  for (int i = 0; i < n; ++i) store.Append(keys[i].data(), values[i].data(), i, 0.f);
+  st.OnBatch(n - 3, 3);  // the last three positions are the observed queries
+  for (int t = 0; t < 3; ++t)
+    for (int g = 0; g < 2; ++g) st.OnProbs(0, 0, t, g, rows[t * 2 + g].data(), n);
+  std::vector<float> mean(n, 0.f);
+  for (const auto& r : rows)
+    for (int i = 0; i < n; ++i) mean[i] += r[i] / 6.f;
+  auto pol = Make("kvslimmer", {{"sinks", 1}, {"obs-window", 3}});
+  PolicyContext ctx;
+  ctx.phase = Phase::kPrefill;
+  ctx.store = &store;
+  ctx.stats = &st.head(0, 0);
+  ctx.all_stats = &st;
+  ctx.budget = 7;  // one merge among entries 1..4 (sink 0 and the 3 newest protected)
+  ctx.logical_len = n;
+  Plan plan = pol->Compress(ctx);
+  ASSERT_EQ(plan.merge.size(), 1u);
+  // Pair masses: (1,2) .175, (2,3) .167, (3,4) .127: the pair (3, 4).
+  EXPECT_EQ(plan.merge[0].sources, std::vector<int>({3, 4}));
+  const auto [wm, wn] = SeedPairWeights(mean, values, 1, 3, false);
+  EXPECT_NEAR(plan.merge[0].key_weights[0], wm, 1e-5);
+  EXPECT_NEAR(plan.merge[0].key_weights[1], wn, 1e-5);
+  EXPECT_EQ(Counter(*pol, "fallbacks"), 0);
 }
 
 TEST(Kvslimmer, DegeneratePairInThePolicyIsCountedAsFallback) {

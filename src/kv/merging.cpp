@@ -43,6 +43,9 @@ Work Observe(const PolicyContext& ctx, const MergingOptions& opt) {
   const HeadStore& s = *ctx.store;
   const int n = s.size(), d = s.head_dim();
   std::vector<double> alpha = ctx.all_stats ? ctx.all_stats->RecentMass(ctx.layer, ctx.head, n) : std::vector<double>(n, 0.0);
+  // RecentMass sums the observed queries' rows: their mean is alpha.
+  const int queries = ctx.all_stats ? std::max(1, ctx.all_stats->RecentQueries(ctx.layer, ctx.head)) : 1;
+  for (double& x : alpha) x /= queries;
   double total = 0;
   for (int i = 0; i < n; ++i)
     if (s.pos(i) >= opt.sinks) total += alpha[i];
