@@ -178,6 +178,11 @@ void Refill(const MatrixXd& A, const VectorXd& mass, const MatrixXd& Afull, cons
     while (next < ranking.size() && tried[ranking[next]]) ++next;
     return next < ranking.size() ? ranking[next] : -1;
   };
+  // The Gram matrix of the current picks: a round reuses the block of the
+  // keys it keeps and computes only the added keys' columns (M k added
+  // products, not M k^2).
+  const VectorXd Am = A.transpose() * mass;  // [nu]
+  MatrixXd P;
   for (int r = 0; r < rounds; ++r) {
     const std::vector<int> pos = Positive(*w);
     if (static_cast<int>(pos.size()) >= t || next_untried() < 0) break;
@@ -185,11 +190,24 @@ void Refill(const MatrixXd& A, const VectorXd& mass, const MatrixXd& Afull, cons
     std::vector<double> x;
     for (int a : pos) keep.push_back((*sel)[a]), x.push_back((*w)(a));
     for (int u; static_cast<int>(keep.size()) < t && (u = next_untried()) >= 0;) tried[u] = 1, keep.push_back(u), x.push_back(0);
-    MatrixXd As(A.rows(), keep.size());  // [M, k]
-    for (size_t a = 0; a < keep.size(); ++a) As.col(a) = A.col(keep[a]);
+    const int k = static_cast<int>(keep.size()), kp = static_cast<int>(pos.size());
+    MatrixXd As(A.rows(), k);  // [M, k]
+    for (int a = 0; a < k; ++a) As.col(a) = A.col(keep[a]);
+    MatrixXd Pn(k, k);
+    if (P.size() == 0) {
+      Pn.noalias() = As.transpose() * As;
+    } else {
+      for (int i = 0; i < kp; ++i)
+        for (int j = 0; j < kp; ++j) Pn(i, j) = P(pos[i], pos[j]);
+      Pn.rightCols(k - kp).noalias() = As.transpose() * As.rightCols(k - kp);
+      Pn.bottomLeftCorner(k - kp, kp) = Pn.topRightCorner(kp, k - kp).transpose();
+    }
+    VectorXd rhs(k);
+    for (int a = 0; a < k; ++a) rhs(a) = Am(keep[a]);
     const VectorXd x0 = Eigen::Map<const VectorXd>(x.data(), x.size());
-    *w = numerics::NnlsGram(As.transpose() * As, As.transpose() * mass, &x0).x;
+    *w = numerics::NnlsGram(Pn, rhs, &x0).x;
     *sel = std::move(keep);
+    P = std::move(Pn);
   }
   const std::vector<int> pos = Positive(*w);
   int count = static_cast<int>(pos.size());
