@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <numeric>
 
 #include <algorithm>
 #include <cmath>
@@ -254,6 +255,49 @@ TEST(AmPolicy, PlantedRecovery) {
   }
 }
 
+// Top t distinct keys by the RMS over queries of the attention weight,
+// written out in float64 from the definition (METHODS.md 4: softmax over
+// every key, q.k / sqrt(d)); `by_sum`: ranked by the plain sum instead.
+std::vector<int> TopByAttention(const MatrixXd& Q, const MatrixXd& K, int t, bool by_sum) {
+  const MatrixXd S = Q * K.transpose() / std::sqrt(static_cast<double>(K.cols()));
+  std::vector<double> score(K.rows(), 0.0);
+  for (int q = 0; q < S.rows(); ++q) {
+    const double mx = S.row(q).maxCoeff();
+    double z = 0;
+    for (int j = 0; j < S.cols(); ++j) z += std::exp(S(q, j) - mx);
+    for (int j = 0; j < S.cols(); ++j) {
+      const double w = std::exp(S(q, j) - mx) / z;
+      score[j] += by_sum ? w : w * w;
+    }
+  }
+  std::vector<int> idx(K.rows());
+  std::iota(idx.begin(), idx.end(), 0);
+  std::sort(idx.begin(), idx.end(), [&](int a, int b) { return score[a] > score[b]; });
+  idx.resize(t);
+  std::sort(idx.begin(), idx.end());
+  return idx;
+}
+
+TEST(AmPolicy, HighestSelectionIsTheRmsAttentionTopT) {
+  // 40 distinct keys of varied norms, 8 kept: the picks are the top 8 by RMS
+  // attention (an independent float64 ranking), on heads where ranking by
+  // the plain sum would pick another set. Without refill the kept entries
+  // are those picks less the ones NNLS gives weight 0.
+  int tried = 0;
+  for (uint32_t seed = 0; seed < 40 && tried < 3; ++seed) {
+    MatrixXd K = Gaussian(40, 8, 900 + seed), V = Gaussian(40, 8, 950 + seed), Q = 1.5 * Gaussian(64, 8, 990 + seed);
+    for (int i = 0; i < 40; ++i) K.row(i) *= 0.5 + 0.05 * i;
+    const std::vector<int> top = TopByAttention(Q, K, 8, false);
+    if (top == TopByAttention(Q, K, 8, true)) continue;  // the two rankings agree here: no evidence
+    ++tried;
+    int64_t dropped = 0;
+    Plan p = RunAm(MakeHead(K, V, Q), 8, {{"am-queries", 0}, {"am-refill", 0}}, &dropped);
+    for (int i : p.keep) EXPECT_TRUE(std::binary_search(top.begin(), top.end(), i)) << "seed " << seed << " key " << i;
+    EXPECT_EQ(static_cast<int64_t>(p.keep.size()) + dropped, 8) << "seed " << seed;
+  }
+  EXPECT_EQ(tried, 3);
+}
+
 TEST(AmPolicy, FullBudgetReproducesHead) {
   MatrixXd K = Gaussian(12, 8, 31), V = Gaussian(12, 8, 32), Q = Gaussian(48, 8, 33);
   Head h = MakeHead(K, V, Q);
@@ -319,6 +363,55 @@ TEST(AmPolicy, ZeroWeightKeysAreDroppedAndCounted) {
   EXPECT_EQ(dropped, 1);
   EXPECT_NEAR(p.set_logw[0].second, 0.0, 1e-9);
   for (int j = 0; j < 8; ++j) EXPECT_NEAR(p.set_value[0].second[j], V(0, j), 1e-5);
+}
+
+// Counters of one am run (am-dropped, am-refilled, am-filled-plain).
+std::map<std::string, int64_t> AmCounters(const Head& h, int budget, const Params& p, Plan* plan) {
+  auto pol = MakePolicy("am", p);
+  EXPECT_TRUE(pol.ok());
+  PolicyContext ctx;
+  ctx.store = &h.store;
+  ctx.stats = &h.stats;
+  ctx.budget = budget;
+  ctx.logical_len = h.store.size();
+  *plan = pol.value()->Compress(ctx);
+  std::map<std::string, int64_t> c;
+  for (const auto& [k, v] : pol.value()->Counters()) c[k] = v;
+  return c;
+}
+
+TEST(AmPolicy, RefillSpendsTheWholeBudget) {
+  // Random heads on which NNLS gives some of the t picked keys weight 0:
+  // without refill the head holds fewer than t entries; with it, exactly t,
+  // the freed slots going to keys that keep a positive weight.
+  int short_without = 0, refilled = 0;
+  for (uint64_t seed = 0; seed < 6; ++seed) {
+    MatrixXd K = Gaussian(64, 8, 300 + seed), V = Gaussian(64, 8, 400 + seed), Q = 2.0 * Gaussian(96, 8, 500 + seed);
+    Head h = MakeHead(K, V, Q);
+    for (int t : {8, 16, 24}) {
+      Plan off, on;
+      auto c_off = AmCounters(h, t, {{"am-queries", 0}, {"am-refill", 0}}, &off);
+      auto c_on = AmCounters(h, t, {{"am-queries", 0}}, &on);
+      EXPECT_EQ(static_cast<int64_t>(off.keep.size()) + c_off["am-dropped"], t);
+      short_without += static_cast<int>(off.keep.size()) < t;
+      ASSERT_EQ(static_cast<int>(on.keep.size()), t) << "seed " << seed << " t " << t;
+      EXPECT_EQ(c_on["am-dropped"], 0);
+      refilled += static_cast<int>(c_on["am-refilled"]);
+      EXPECT_TRUE(std::is_sorted(on.keep.begin(), on.keep.end()));
+      EXPECT_EQ(std::adjacent_find(on.keep.begin(), on.keep.end()), on.keep.end());  // distinct entries
+      EXPECT_TRUE(AllFinite(on));
+      // Every key the NNLS kept without refill is still there (refill only adds).
+      for (int i : off.keep) EXPECT_TRUE(std::binary_search(on.keep.begin(), on.keep.end(), i)) << i;
+      HeadStore a = h.store, b = h.store;
+      a.Apply(off);
+      b.Apply(on);
+      const MatrixXd ref = Outputs(h.store, Q);
+      const double e_off = (Outputs(a, Q) - ref).norm(), e_on = (Outputs(b, Q) - ref).norm();
+      EXPECT_LE(e_on, 1.05 * e_off) << "seed " << seed << " t " << t;
+    }
+  }
+  EXPECT_GT(short_without, 0);  // the case the refill exists for occurs here
+  EXPECT_GT(refilled, 0);
 }
 
 TEST(AmPolicy, ChunksAreCompactedIndependently) {

@@ -11,6 +11,8 @@
 #include <numeric>
 #include <random>
 
+#include <Eigen/Dense>
+
 #include "kv/numerics/leverage.h"
 #include "kv/policies/compactor.h"
 #include "kv/policy.h"
@@ -116,16 +118,79 @@ std::vector<int> TopIdx(const std::vector<double>& s, int offset, int k) {
   return idx;
 }
 
+// METHODS.md section 3 written out in float64, independently of the
+// policy's scorers and of the leverage module: exact leverage scores of the
+// pre-RoPE keys (the hat matrix's diagonal, from Eigen's SVD here: a sketch
+// of full rank d leaves them unchanged), non-causal chunk attention column
+// sums over the group times ||v||_2, zero-padded mean pooling (kernel 5,
+// the padding counted: SnapKV's avg_pool1d), population z-scores and the
+// blend z(a) + lambda z(o).
+std::vector<double> SpecScores(Fixture& f, double lambda, int chunk, bool leverage_only = false) {
+  const int n = f.n, d = f.d, G = f.G;
+  Eigen::MatrixXd K(n, d);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < d; ++j) K(i, j) = f.stats.k_pre[i * d + j];
+  Eigen::JacobiSVD<Eigen::MatrixXd> svd(K, Eigen::ComputeThinU);
+  std::vector<double> o(n), a(n, 0.0);
+  for (int i = 0; i < n; ++i) o[i] = svd.matrixU().row(i).squaredNorm();
+  std::vector<float> k(d), v(d);
+  for (int c0 = 0; c0 < n; c0 += chunk) {
+    const int c1 = std::min(n, c0 + chunk);
+    for (int i = c0; i < c1; ++i)
+      for (int g = 0; g < G; ++g) {
+        std::vector<double> e;
+        double z = 0;
+        for (int j = c0; j < c1; ++j) {
+          f.store.ReadKey(j, k.data());
+          double dot = 0;
+          for (int t = 0; t < d; ++t) dot += double{f.stats.q_rot[(i * G + g) * d + t]} * k[t];
+          e.push_back(std::exp(dot / std::sqrt(double(d))));
+          z += e.back();
+        }
+        for (int j = c0; j < c1; ++j) a[j] += e[j - c0] / z;
+      }
+  }
+  for (int j = 0; j < n; ++j) {
+    f.store.ReadValue(j, v.data());
+    double nv = 0;
+    for (float x : v) nv += double{x} * x;
+    a[j] *= std::sqrt(nv);
+  }
+  std::vector<double> pooled(n, 0.0);
+  for (int j = 0; j < n; ++j) {
+    for (int t = j - 2; t <= j + 2; ++t) pooled[j] += t >= 0 && t < n ? a[t] : 0.0;
+    pooled[j] /= 5;
+  }
+  auto z = [](std::vector<double> x) {
+    double m = 0, s2 = 0;
+    for (double y : x) m += y / x.size();
+    for (double y : x) s2 += (y - m) * (y - m) / x.size();
+    for (double& y : x) y = (y - m) / std::sqrt(s2);
+    return x;
+  };
+  if (leverage_only) return o;
+  std::vector<double> za = z(pooled), zo = z(o), out(n);
+  for (int j = 0; j < n; ++j) out[j] = za[j] + lambda * zo[j];
+  return out;
+}
+
 TEST(Compactor, KeepsTheTopBlendedScoresWithoutProtection) {
   Fixture f(40, 40, 5);
-  auto exp = f.Expected(0, 0.3, 16, 5);
-  Plan p = f.Run({{"chunk", 16}}, 10);
-  ASSERT_FALSE(p.noop);
-  EXPECT_EQ(p.keep, TopIdx(exp, 0, 10));
-  // Leverage alone (a huge lambda) ranks by the leverage scores.
-  numerics::LeverageOptions lo;
-  auto o = numerics::LeverageScores(f.stats.k_pre.data(), 40, 4, lo);
-  EXPECT_EQ(f.Run({{"chunk", 16}, {"lambda", 1e6}}, 7).keep, TopIdx(o, 0, 7));
+  const std::vector<double> spec = SpecScores(f, 0.3, 16);
+  // Every budget: the whole order of the scores, not only a top set.
+  for (int t = 1; t < 40; ++t) {
+    Plan p = f.Run({{"chunk", 16}}, t);
+    ASSERT_FALSE(p.noop);
+    EXPECT_EQ(p.keep, TopIdx(spec, 0, t)) << "budget " << t;
+  }
+  // The scorers agree with the spec value for value, not only in the top.
+  const std::vector<double> mine = f.Expected(0, 0.3, 16, 5);
+  for (int j = 0; j < 40; ++j) EXPECT_NEAR(mine[j], spec[j], 1e-4) << j;
+  // Leverage alone (a huge lambda) ranks by the leverage scores, which sum
+  // to rank(K) = d.
+  const std::vector<double> lev = SpecScores(f, 0, 16, true);
+  EXPECT_NEAR(std::accumulate(lev.begin(), lev.end(), 0.0), 4.0, 1e-9);
+  for (int t = 1; t < 40; ++t) EXPECT_EQ(f.Run({{"chunk", 16}, {"lambda", 1e6}}, t).keep, TopIdx(lev, 0, t)) << t;
 }
 
 TEST(Compactor, ProtectedPositions) {
@@ -167,9 +232,20 @@ TEST(Compactor, DegenerateInputsGiveFiniteScores) {
   for (double x : BlendScores(a, std::vector<double>(6, 1.0 / 6), 0.3)) EXPECT_EQ(x, 0.0);
 }
 
-TEST(Compactor, LeverageFlagTakesNamesAndEveryRouteRuns) {
+TEST(Compactor, EveryLeverageRouteRanksAsTheExactScores) {
+  // With a sketch of full rank (sketch-dim >= d = 4) every route (sketch
+  // SVD, eig, qr, exact, srht) computes the exact leverage scores, so with a
+  // huge lambda each keeps the exact top 6 computed independently; a
+  // sketch of rank 2 < d does not, for the sketching routes.
   Fixture f(20, 20, 10);
-  for (double m = 0; m <= 4; ++m) EXPECT_EQ(f.Run({{"leverage", m}, {"sketch-dim", 2}}, 6).keep.size(), 6u);
+  const std::vector<int> want = TopIdx(SpecScores(f, 0, 256, true), 0, 6);
+  const auto& names = numerics::LeverageMethodNames();
+  for (size_t m = 0; m < names.size(); ++m)
+    EXPECT_EQ(f.Run({{"leverage", double(m)}, {"lambda", 1e6}, {"sketch-dim", 4}}, 6).keep, want) << names[m];
+  int differ = 0;
+  for (size_t m = 0; m < names.size(); ++m)
+    differ += f.Run({{"leverage", double(m)}, {"lambda", 1e6}, {"sketch-dim", 2}}, 6).keep != want;
+  EXPECT_GT(differ, 0);  // the check above can tell routes apart
   EXPECT_FALSE(MakePolicy("compactor", {{"leverage", 5}}).ok());
   EXPECT_EQ(FindPolicy("compactor")->params[0].choices, numerics::LeverageMethodNames());
 }

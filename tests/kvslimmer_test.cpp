@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
+#include <utility>
 
 #include "io/tokenizer.h"
 #include "kernels/attention.h"
@@ -115,13 +117,40 @@ std::unique_ptr<Policy> Make(const std::string& name, const Params& p) {
   return std::move(r.value());
 }
 
+// The seed's eqs. 9 and 23-25 in float64, written out: alpha_i the observed
+// attention over every entry (sinks included; renorm: over the non-sinks
+// only, the ablation), o = sum alpha_i v_i over the same entries, then the
+// closed form for the pair (m, m + 1). Returns (w_m, w_{m+1}).
+std::pair<double, double> SeedPairWeights(const std::vector<float>& probs, const std::vector<std::vector<float>>& values,
+                                          int sinks, int m, bool renorm) {
+  const int n = static_cast<int>(probs.size());
+  double total = 0;
+  for (int i = sinks; i < n; ++i) total += probs[i];
+  std::vector<double> a(n);
+  double o[2] = {0, 0};
+  for (int i = 0; i < n; ++i) {
+    a[i] = renorm ? (i < sinks ? 0.0 : probs[i] / total) : double{probs[i]};
+    o[0] += a[i] * values[i][0];
+    o[1] += a[i] * values[i][1];
+  }
+  auto l2 = [](double x, double y) { return std::sqrt(x * x + y * y); };
+  const auto &vm = values[m], &vn = values[m + 1];
+  const double c11 = std::abs(a[m] * (1 - 2 * a[m])) * l2(vm[0] - o[0], vm[1] - o[1]);
+  const double c22 = std::abs(a[m + 1] * (1 - 2 * a[m + 1])) * l2(vn[0] - o[0], vn[1] - o[1]);
+  const double c12 = a[m] * a[m + 1] * l2(vm[0] + vn[0] - 2 * o[0], vm[1] + vn[1] - 2 * o[1]);
+  const double den = c11 - 2 * c12 + c22;
+  return {(c11 - c12) / den, (c22 - c12) / den};
+}
+
 TEST(Kvslimmer, MergesTheLowestMassPairWithClosedFormKey) {
-  // Sink 0, recent 6 and 7 protected; pair masses (1,2) .17, (2,3) .2, (3,4) .19, (4,5) .13.
+  // Sink 0 carries 30% of the mass; recent 6 and 7 protected; pair masses
+  // (1,2) .17, (2,3) .2, (3,4) .19, (4,5) .13.
   const std::vector<float> probs = {0.3f, 0.12f, 0.05f, 0.15f, 0.04f, 0.09f, 0.1f, 0.15f};
   std::vector<std::vector<float>> keys(8, {0.5f, 0.5f}), values;
   keys[4] = {1, 0};
   keys[5] = {0, 1};
-  for (int i = 0; i < 8; ++i) values.push_back({static_cast<float>(i), static_cast<float>(i % 3) - 1.f});
+  values.push_back({9, -6});  // the sink's value is far from the others: o depends on whether it counts
+  for (int i = 1; i < 8; ++i) values.push_back({static_cast<float>(i), static_cast<float>(i % 3) - 1.f});
   Fixture f(keys, values, probs, 2);
   auto pol = Make("kvslimmer", {{"sinks", 1}, {"obs-window", 2}});
   Plan plan = f.Run(*pol, 7, Phase::kPrefill);  // chunk = max(1, 7 / 4) = 1: one merge
@@ -129,32 +158,31 @@ TEST(Kvslimmer, MergesTheLowestMassPairWithClosedFormKey) {
   EXPECT_EQ(plan.keep, std::vector<int>({0, 1, 2, 3, 6, 7}));
   ASSERT_EQ(plan.merge.size(), 1u);
   EXPECT_EQ(plan.merge[0].sources, std::vector<int>({4, 5}));
-  // Reference: alpha renormalised over the non-sinks (total 0.7), o = sum alpha_i v_i,
-  // then the closed form written out.
-  double a[8], o[2] = {0, 0};
-  for (int i = 1; i < 8; ++i) {
-    a[i] = probs[i] / 0.7;
-    o[0] += a[i] * values[i][0];
-    o[1] += a[i] * values[i][1];
-  }
-  auto l2 = [](double x, double y) { return std::sqrt(x * x + y * y); };
-  const double c11 = a[4] * (1 - 2 * a[4]) * l2(values[4][0] - o[0], values[4][1] - o[1]);
-  const double c22 = a[5] * (1 - 2 * a[5]) * l2(values[5][0] - o[0], values[5][1] - o[1]);
-  const double c12 = a[4] * a[5] * l2(values[4][0] + values[5][0] - 2 * o[0], values[4][1] + values[5][1] - 2 * o[1]);
-  const double den = c11 - 2 * c12 + c22;
+  const auto [wm, wn] = SeedPairWeights(probs, values, 1, 4, false);
   ASSERT_EQ(plan.merge[0].key_weights.size(), 2u);
-  EXPECT_NEAR(plan.merge[0].key_weights[0], (c11 - c12) / den, 1e-5);
-  EXPECT_NEAR(plan.merge[0].key_weights[1], (c22 - c12) / den, 1e-5);
+  EXPECT_NEAR(plan.merge[0].key_weights[0], wm, 1e-5);
+  EXPECT_NEAR(plan.merge[0].key_weights[1], wn, 1e-5);
   EXPECT_EQ(Counter(*pol, "merges"), 1);
   EXPECT_EQ(Counter(*pol, "fallbacks"), 0);
+  // The ablation differs here (the sink's mass and value matter), and
+  // matches the renormalised reading.
+  const auto [rm, rn] = SeedPairWeights(probs, values, 1, 4, true);
+  ASSERT_GT(std::abs(rm - wm), 1e-3);
+  Fixture r(keys, values, probs, 2);
+  auto renorm = Make("kvslimmer", {{"sinks", 1}, {"obs-window", 2}, {"renorm", 1}});
+  Plan pr = r.Run(*renorm, 7, Phase::kPrefill);
+  ASSERT_EQ(pr.merge.size(), 1u);
+  EXPECT_EQ(pr.merge[0].sources, std::vector<int>({4, 5}));  // the same pair: scaling keeps the order
+  EXPECT_NEAR(pr.merge[0].key_weights[0], rm, 1e-5);
+  EXPECT_NEAR(pr.merge[0].key_weights[1], rn, 1e-5);
   // Applied: key = (w_m, w_n) since k4, k5 are the unit vectors; value = mean; b = log 2.
   f.store.Apply(plan);
   ASSERT_EQ(f.store.size(), 7);
   std::vector<float> k(2), v(2);
   f.store.ReadKey(4, k.data());
   f.store.ReadValue(4, v.data());
-  EXPECT_NEAR(k[0], (c11 - c12) / den, 1e-5);
-  EXPECT_NEAR(k[1], (c22 - c12) / den, 1e-5);
+  EXPECT_NEAR(k[0], wm, 1e-5);
+  EXPECT_NEAR(k[1], wn, 1e-5);
   EXPECT_NEAR(v[0], 4.5f, 1e-6);
   EXPECT_NEAR(v[1], 0.5f * (values[4][1] + values[5][1]), 1e-6);
   EXPECT_NEAR(f.store.logw(4), std::log(2.0), 1e-7);
@@ -165,6 +193,52 @@ TEST(Kvslimmer, MergesTheLowestMassPairWithClosedFormKey) {
   ASSERT_EQ(pm.merge.size(), 1u);
   EXPECT_EQ(pm.merge[0].sources, std::vector<int>({4, 5}));
   EXPECT_EQ(pm.merge[0].key_weights, std::vector<float>({0.5f, 0.5f}));
+}
+
+TEST(Kvslimmer, AlphaIsTheMeanOverTheWindowsQueriesAndTheGroup) {
+  // Two query heads (G = 2) and three observed queries (w = 3): alpha is the
+  // mean of the six probability rows over all entries, the sink included
+  // (the seed's eq. 9 averaged over the observation), and the merged key
+  // follows the seed's closed form with that alpha (float64 reference).
+  const int n = 8;
+  std::vector<std::vector<float>> keys, values;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (int i = 0; i < n; ++i) {
+    keys.push_back({nd(rng), nd(rng)});
+    values.push_back({nd(rng) * 2, nd(rng)});
+  }
+  const std::vector<std::vector<float>> rows = {  // [query][g] over 8 entries; each sums to 1
+      {0.30f, 0.10f, 0.05f, 0.15f, 0.04f, 0.06f, 0.10f, 0.20f}, {0.40f, 0.05f, 0.05f, 0.10f, 0.05f, 0.05f, 0.10f, 0.20f},
+      {0.25f, 0.15f, 0.10f, 0.05f, 0.02f, 0.03f, 0.20f, 0.20f}, {0.35f, 0.05f, 0.15f, 0.05f, 0.03f, 0.07f, 0.10f, 0.20f},
+      {0.20f, 0.20f, 0.05f, 0.15f, 0.05f, 0.05f, 0.10f, 0.20f}, {0.50f, 0.05f, 0.05f, 0.05f, 0.02f, 0.03f, 0.10f, 0.20f}};
+  StatsNeeds need;
+  need.recent_window = 3;
+  AttentionStats st(1, 1, 2, 2, need);
+  HeadStore store(2, GgmlType::F32);
+  for (int i = 0; i < n; ++i) store.Append(keys[i].data(), values[i].data(), i, 0.f);
+  st.OnBatch(n - 3, 3);  // the last three positions are the observed queries
+  for (int t = 0; t < 3; ++t)
+    for (int g = 0; g < 2; ++g) st.OnProbs(0, 0, t, g, rows[t * 2 + g].data(), n);
+  std::vector<float> mean(n, 0.f);
+  for (const auto& r : rows)
+    for (int i = 0; i < n; ++i) mean[i] += r[i] / 6.f;
+  auto pol = Make("kvslimmer", {{"sinks", 1}, {"obs-window", 3}});
+  PolicyContext ctx;
+  ctx.phase = Phase::kPrefill;
+  ctx.store = &store;
+  ctx.stats = &st.head(0, 0);
+  ctx.all_stats = &st;
+  ctx.budget = 7;  // one merge among entries 1..4 (sink 0 and the 3 newest protected)
+  ctx.logical_len = n;
+  Plan plan = pol->Compress(ctx);
+  ASSERT_EQ(plan.merge.size(), 1u);
+  // Pair masses: (1,2) .175, (2,3) .167, (3,4) .127: the pair (3, 4).
+  EXPECT_EQ(plan.merge[0].sources, std::vector<int>({3, 4}));
+  const auto [wm, wn] = SeedPairWeights(mean, values, 1, 3, false);
+  EXPECT_NEAR(plan.merge[0].key_weights[0], wm, 1e-5);
+  EXPECT_NEAR(plan.merge[0].key_weights[1], wn, 1e-5);
+  EXPECT_EQ(Counter(*pol, "fallbacks"), 0);
 }
 
 TEST(Kvslimmer, DegeneratePairInThePolicyIsCountedAsFallback) {

@@ -20,7 +20,7 @@ using RowsF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMaj
 // cardinality-weighted mean) lives in row `first` of the working values.
 struct Group {
   int first = 0, count = 1;
-  double alpha = 0;  // observed attention (renormalised over non-sinks)
+  double alpha = 0;  // observed attention (over every entry; MergingOptions::renorm: over non-sinks)
   double card = 1;   // tokens it stands for (exp b)
   int32_t pos = 0;   // position of its first entry (sinks come first)
 };
@@ -35,21 +35,28 @@ struct Work {
 
 double Norm(const VecF& x, bool l1) { return l1 ? x.lpNorm<1>() : x.norm(); }
 
-// Initial groups: the head's entries with their observed attention; o = sum alpha_i v_i.
-Work Observe(const PolicyContext& ctx, int sinks) {
+// Initial groups: the head's entries with their observed attention alpha_i
+// (the seed's eq. 9: the softmax over all n entries, sinks included, as the
+// statistics hold it) and o = sum alpha_i v_i over all of them (eqs. 23-25).
+// opt.renorm (ablation): alpha renormalised over the non-sinks, sinks out of o.
+Work Observe(const PolicyContext& ctx, const MergingOptions& opt) {
   const HeadStore& s = *ctx.store;
   const int n = s.size(), d = s.head_dim();
   std::vector<double> alpha = ctx.all_stats ? ctx.all_stats->RecentMass(ctx.layer, ctx.head, n) : std::vector<double>(n, 0.0);
+  // RecentMass sums the observed queries' rows: their mean is alpha.
+  const int queries = ctx.all_stats ? std::max(1, ctx.all_stats->RecentQueries(ctx.layer, ctx.head)) : 1;
+  for (double& x : alpha) x /= queries;
   double total = 0;
   for (int i = 0; i < n; ++i)
-    if (s.pos(i) >= sinks) total += alpha[i];
+    if (s.pos(i) >= opt.sinks) total += alpha[i];
   Work w;
   w.g.resize(n);
   w.kw.assign(n, 1.0);
   w.v.resize(n, d);
   Eigen::VectorXf a(n);
   for (int i = 0; i < n; ++i) {
-    a[i] = s.pos(i) >= sinks && total > 0 ? static_cast<float>(alpha[i] / total) : 0.f;
+    if (!opt.renorm) a[i] = static_cast<float>(alpha[i]);
+    else a[i] = s.pos(i) >= opt.sinks && total > 0 ? static_cast<float>(alpha[i] / total) : 0.f;
     w.g[i] = {i, 1, a[i], std::exp(double{s.logw(i)}), s.pos(i)};
     s.ReadValue(i, w.v.row(i).data());
   }
@@ -152,7 +159,7 @@ Plan MergingPolicy::Compress(const PolicyContext& ctx) {
   const int n = ctx.store->size();
   const int budget = ctx.budget, chunk = EffectiveChunk(o_.chunk, budget);
   if (n <= budget || (ctx.phase == Phase::kDecode && n < budget + chunk)) return Plan{};  // cheap no-op
-  Work w = Observe(ctx, o_.sinks);
+  Work w = Observe(ctx, o_);
   int64_t merged = 0, fallbacks = 0, rounds = 0;
   while (static_cast<int>(w.g.size()) > budget) {
     const int k = Round(w, o_, std::min(chunk, static_cast<int>(w.g.size()) - budget), &fallbacks);

@@ -27,6 +27,11 @@ struct MergingOptions {
   int window = 32;        // observation window w: queries observed, and most recent entries protected
   bool l1 = false;        // norm of the c vectors: L2 (false) or L1
   bool diag_only = false; // ablation: c12 = 0
+  // Ablation (the pre-audit reading): alpha renormalised over the non-sink
+  // entries and o = sum alpha_i v_i without the sinks. Default: the seed's
+  // eqs. 9 and 23-25, alpha over every entry of the head, sinks included,
+  // and o over every entry (METHODS.md section 5, audit 2).
+  bool renorm = false;
 };
 
 // Key weights (w_m, w_{m+1}) of a pair, and whether the closed form failed

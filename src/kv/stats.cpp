@@ -136,6 +136,14 @@ std::vector<double> AttentionStats::RecentMass(int layer, int h, int n) const {
   return m;
 }
 
+int AttentionStats::RecentQueries(int layer, int h) const {
+  const HeadStats& hs = head(layer, h);
+  int q = 0;
+  for (size_t r = 0; r < hs.recent.size(); ++r)
+    q += hs.recent_pos[r] >= 0 && hs.recent_pos[r] > step_ - needs_.recent_window;
+  return q;
+}
+
 void AttentionStats::OnQK(int layer, const float* k_pre, const float* q_rot, int T) {
   const int d = head_dim_, G = group_;
   for (int h = 0; h < n_head_kv_; ++h) {

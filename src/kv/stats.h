@@ -63,6 +63,8 @@ class AttentionStats : public AttentionTap {
   // step) on each of the head's first n entries, averaged over the group's
   // query heads and summed over those queries: [n].
   std::vector<double> RecentMass(int layer, int h, int n) const;
+  // How many queries RecentMass summed (at most recent_window).
+  int RecentQueries(int layer, int h) const;
 
   // The prompt ends at this logical length (SnapKV's window is its last w).
   void SetPromptEnd(int64_t end) { prompt_end_ = end; }

@@ -46,6 +46,8 @@ struct AmConfig {
   int chunk = 4096;
   double ridge = 1e-6;
   uint64_t seed = 0;
+  bool refill = true;        // slots NNLS frees go to the next-best keys (Refill)
+  int refill_rounds = 8;
 };
 
 namespace {
@@ -95,7 +97,9 @@ struct BlockFit {
   std::vector<int> keep;          // original indices, increasing
   std::vector<float> logw;        // [keep]
   std::vector<std::vector<float>> values;  // [keep][d] (empty: originals stay)
-  int dropped = 0;                // picked keys NNLS gave zero weight
+  int dropped = 0;                // picked keys NNLS gave zero weight (and no refill took their slot)
+  int refilled = 0;               // keys the refill rounds added that kept a positive weight
+  int filled_plain = 0;           // keys added after the rounds with their own cardinality
 };
 
 // Unique keys of the block: rep[u] = first entry of the u-th distinct key,
@@ -145,6 +149,72 @@ void SelectAndWeigh(const MatrixXd& A, const VectorXd& mass, const MatrixXd& Afu
   }
 }
 
+// Picked keys (indices into sel) with a usable NNLS weight.
+std::vector<int> Positive(const VectorXd& w) {
+  const double wmax = w.size() ? w.maxCoeff() : 0.0;
+  std::vector<int> pos;
+  for (int a = 0; a < w.size(); ++a)
+    if (w(a) > 0 && w(a) >= 1e-12 * wmax && std::isfinite(static_cast<float>(std::log(w(a))))) pos.push_back(a);
+  return pos;
+}
+
+// Refill (issue 31): NNLS gives 30-45% of the picked keys weight 0, which
+// left their slots unused (am held 5.8% of the cache at r = 0.1). Each round
+// keeps the keys with positive weight, gives the freed slots to the next
+// keys of the RMS-attention ranking not tried yet, and refits the weights
+// (NNLS, warm-started from the previous ones), until t keys carry weight or
+// the rounds or the candidates run out. Keys still missing after the rounds
+// are the next-ranked ones with their own cardinality (`plain`, counted), so
+// a head holds exactly min(t, distinct keys) entries.
+void Refill(const MatrixXd& A, const VectorXd& mass, const MatrixXd& Afull, const VectorXd& safe,
+            const std::vector<int>& of, int t, int rounds, std::vector<int>* sel, VectorXd* w, std::vector<int>* plain,
+            int* refilled) {
+  const int nu = static_cast<int>(A.cols());
+  const std::vector<int> ranking = HighestAttention(Afull, safe, of, nu, nu);
+  std::vector<char> tried(nu, 0), picked(nu, 0);
+  for (int u : *sel) tried[u] = picked[u] = 1;
+  size_t next = 0;
+  auto next_untried = [&]() {
+    while (next < ranking.size() && tried[ranking[next]]) ++next;
+    return next < ranking.size() ? ranking[next] : -1;
+  };
+  // The Gram matrix of the current picks: a round reuses the block of the
+  // keys it keeps and computes only the added keys' columns (M k added
+  // products, not M k^2).
+  const VectorXd Am = A.transpose() * mass;  // [nu]
+  MatrixXd P;
+  for (int r = 0; r < rounds; ++r) {
+    const std::vector<int> pos = Positive(*w);
+    if (static_cast<int>(pos.size()) >= t || next_untried() < 0) break;
+    std::vector<int> keep;
+    std::vector<double> x;
+    for (int a : pos) keep.push_back((*sel)[a]), x.push_back((*w)(a));
+    for (int u; static_cast<int>(keep.size()) < t && (u = next_untried()) >= 0;) tried[u] = 1, keep.push_back(u), x.push_back(0);
+    const int k = static_cast<int>(keep.size()), kp = static_cast<int>(pos.size());
+    MatrixXd As(A.rows(), k);  // [M, k]
+    for (int a = 0; a < k; ++a) As.col(a) = A.col(keep[a]);
+    MatrixXd Pn(k, k);
+    if (P.size() == 0) {
+      Pn.noalias() = As.transpose() * As;
+    } else {
+      for (int i = 0; i < kp; ++i)
+        for (int j = 0; j < kp; ++j) Pn(i, j) = P(pos[i], pos[j]);
+      Pn.rightCols(k - kp).noalias() = As.transpose() * As.rightCols(k - kp);
+      Pn.bottomLeftCorner(k - kp, kp) = Pn.topRightCorner(kp, k - kp).transpose();
+    }
+    VectorXd rhs(k);
+    for (int a = 0; a < k; ++a) rhs(a) = Am(keep[a]);
+    const VectorXd x0 = Eigen::Map<const VectorXd>(x.data(), x.size());
+    *w = numerics::NnlsGram(Pn, rhs, &x0).x;
+    *sel = std::move(keep);
+    P = std::move(Pn);
+  }
+  const std::vector<int> pos = Positive(*w);
+  int count = static_cast<int>(pos.size());
+  for (int a : pos) *refilled += picked[(*sel)[a]] ? 0 : 1;
+  for (int u; count < t && (u = next_untried()) >= 0; ++count) tried[u] = 1, plain->push_back(u);
+}
+
 // Values of the kept entries by ridge least squares: softmax over the kept
 // keys with their fitted b, X [M, k], against the full outputs Y [M, d].
 void FitValues(const MatrixXd& S, const VectorXd& shift, const MatrixXd& Y, const std::vector<std::pair<int, double>>& kept,
@@ -188,20 +258,22 @@ BlockFit FitBlock(const MatrixXd& Q, const MatrixXd& K, const MatrixXd& V, const
   VectorXd w;
   SelectAndWeigh(A, mass, Afull, safe, of, t, c, &sel, &w);
   BlockFit f;
-  const double wmax = w.size() ? w.maxCoeff() : 0.0;
+  std::vector<int> plain;  // refill's keys with their own cardinality
+  const std::vector<int> first = sel;
+  if (c.refill) Refill(A, mass, Afull, safe, of, t, c.refill_rounds, &sel, &w, &plain, &f.refilled);
+  auto own_b = [&](int u) {  // log of the tokens a distinct key stands for
+    double card = 0;
+    for (int i = 0; i < n; ++i) card += of[i] == u ? std::exp(b0(i)) : 0.0;
+    const double lc = std::log(card);
+    return std::isfinite(static_cast<float>(lc)) ? lc : 0.0;
+  };
   std::vector<std::pair<int, double>> kept;  // (entry, b = log w)
-  for (size_t a = 0; a < sel.size(); ++a) {
-    const double lw = std::log(w(a));
-    if (w(a) > 0 && w(a) >= 1e-12 * wmax && std::isfinite(static_cast<float>(lw))) kept.push_back({rep[sel[a]], lw});
-    else ++f.dropped;
-  }
+  for (int a : Positive(w)) kept.push_back({rep[sel[a]], std::log(w(a))});
+  for (int u : plain) kept.push_back({rep[u], own_b(u)});
+  f.filled_plain = static_cast<int>(plain.size());
+  f.dropped = std::max(0, static_cast<int>(std::min<size_t>(t, sel.size() + plain.size())) - static_cast<int>(kept.size()));
   if (kept.empty()) {  // all weights zero: the picked keys with their own cardinality
-    for (int u : sel) {
-      double card = 0;
-      for (int i = 0; i < n; ++i) card += of[i] == u ? std::exp(b0(i)) : 0.0;
-      const double lc = std::log(card);
-      kept.push_back({rep[u], std::isfinite(static_cast<float>(lc)) ? lc : 0.0});
-    }
+    for (int u : first) kept.push_back({rep[u], own_b(u)});
     f.dropped = 0;
   }
   std::sort(kept.begin(), kept.end());
@@ -210,6 +282,10 @@ BlockFit FitBlock(const MatrixXd& Q, const MatrixXd& K, const MatrixXd& V, const
 }
 
 }  // namespace
+
+std::vector<std::pair<std::string, int64_t>> AmPolicy::Counters() const {
+  return {{"am-dropped", dropped_.load()}, {"am-refilled", refilled_.load()}, {"am-filled-plain", filled_plain_.load()}};
+}
 
 AmPolicy::AmPolicy(const AmConfig& c) : c_(std::make_unique<AmConfig>(c)) {}
 AmPolicy::~AmPolicy() = default;
@@ -246,6 +322,8 @@ Plan AmPolicy::Compress(const PolicyContext& ctx) {
     }
     BlockFit f = FitBlock(Q, K, V, b0, t, *c_);
     dropped_ += f.dropped;
+    refilled_ += f.refilled;
+    filled_plain_ += f.filled_plain;
     for (size_t a = 0; a < f.keep.size(); ++a) {
       const int i = c0 + f.keep[a];
       plan.keep.push_back(i);
@@ -269,6 +347,8 @@ PolicyInfo AmPolicyInfo() {
            {"am-repeat-past-ctx", 1, "repeat pass: 1 teacher-forces the whole context again, past the model's trained "
                                      "context if need be (RoPE extrapolation); 0 stops at the trained context", 0, 1},
            {"am-onpolicy", 0, "1: compact layer by layer, the repeat pass re-run over the compacted lower layers", 0, 1},
+           {"am-refill", 1, "1: slots NNLS frees (weight 0) go to the next-best keys, weights refit, so a head holds its "
+                            "budget; 0: keep fewer (the round-2 behaviour)", 0, 1},
            {"kv-seed", 0, "sampling seed of the kept sample"}},
           [](const Params& p) {
             AmConfig c;
@@ -281,6 +361,7 @@ PolicyInfo AmPolicyInfo() {
             c.repeat_past_ctx = p.at("am-repeat-past-ctx") >= 0.5;
             c.onpolicy = p.at("am-onpolicy") >= 0.5;
             c.seed = static_cast<uint64_t>(p.at("kv-seed"));
+            c.refill = p.at("am-refill") >= 0.5;
             return std::make_unique<AmPolicy>(c);
           }};
 }

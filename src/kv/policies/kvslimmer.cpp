@@ -17,7 +17,9 @@ PolicyInfo KvslimmerPolicyInfo() {
            {"obs-window", 32, "observation window w: the last w queries observed; the w most recent entries protected",
             1, 1e6},
            {"norm", 2, "norm of the closed form's vectors: 2 (L2, the paper) or 1 (L1)", 1, 2},
-           {"diag-only", 0, "1: ablation with c12 = 0 (no off-diagonal coupling)", 0, 1}},
+           {"diag-only", 0, "1: ablation with c12 = 0 (no off-diagonal coupling)", 0, 1},
+           {"renorm", 0, "1: ablation: alpha renormalised over the non-sink entries and o without the sinks "
+                         "(0: the seed's eqs. 9, 23-25, over every entry)", 0, 1}},
           [](const Params& p) {
             MergingOptions o;
             o.rule = KeyRule::kClosedForm;
@@ -26,6 +28,7 @@ PolicyInfo KvslimmerPolicyInfo() {
             o.window = static_cast<int>(p.at("obs-window"));
             o.l1 = p.at("norm") < 1.5;
             o.diag_only = p.at("diag-only") >= 0.5;
+            o.renorm = p.at("renorm") >= 0.5;
             return std::make_unique<MergingPolicy>(o);
           }};
 }

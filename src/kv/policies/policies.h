@@ -54,10 +54,13 @@ class AmPolicy : public Policy {
   Plan Compress(const PolicyContext& ctx) override;
   // Picked keys dropped because NNLS gave them weight 0 (or < 1e-12 max w).
   int64_t dropped() const { return dropped_.load(); }
+  // am-dropped, am-refilled (keys the refill rounds added that kept a
+  // weight), am-filled-plain (added after the rounds with their own b).
+  std::vector<std::pair<std::string, int64_t>> Counters() const override;
 
  private:
   std::unique_ptr<AmConfig> c_;
-  std::atomic<int64_t> dropped_{0};
+  std::atomic<int64_t> dropped_{0}, refilled_{0}, filled_plain_{0};
 };
 
 }  // namespace kvtrim::kv
