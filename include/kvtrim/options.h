@@ -3,13 +3,33 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kvtrim {
 
+// RoPE settings that override the model file's {arch}.rope.* keys, spelled
+// as llama.cpp's flags (--rope-scaling, --rope-scale, --rope-freq-base,
+// --yarn-orig-ctx). Empty / 0: the file's value stays.
+struct RopeOverrides {
+  std::string scaling;     // "none", "linear" or "yarn"
+  double scale = 0;        // the context scaling factor F (positions / F)
+  double freq_base = 0;    // RoPE base theta
+  int yarn_orig_ctx = 0;   // YaRN's original (trained) context
+  bool any() const { return !scaling.empty() || scale != 0 || freq_base != 0 || yarn_orig_ctx != 0; }
+};
+
 struct EngineOptions {
+  // A constructor (not an aggregate) so that {path, threads} stays complete
+  // under -Wmissing-field-initializers.
+  EngineOptions(std::string path = "", int threads_ = 0, RopeOverrides rope_ = {}, int ctx_ = 0)
+      : model_path(std::move(path)), threads(threads_), rope(std::move(rope_)), ctx(ctx_) {}
   std::string model_path;
   int threads = 0;  // 0: all cores
+  RopeOverrides rope;
+  // The context every session may use (0: the file's context_length). Past
+  // the trained context, positions need RoPE scaling (`rope`) to mean much.
+  int ctx = 0;
 };
 
 // KV-cache compression: a policy from the registry (`kvtrim policies`), its

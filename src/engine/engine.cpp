@@ -22,6 +22,9 @@ Expected<std::unique_ptr<Engine>> Engine::Load(const EngineOptions& opts) {
   e->file_ = std::move(f.value());
   auto c = model::ReadConfig(*e->file_);
   if (!c.ok()) return MakeError("'" + opts.model_path + "': " + c.error().message);
+  KVTRIM_RETURN_IF_ERROR(model::ApplyRopeOverrides(opts.rope, &c.value()));
+  if (opts.ctx < 0) return MakeError("context length " + std::to_string(opts.ctx) + " must be >= 0");
+  if (opts.ctx > 0) c.value().ctx = opts.ctx;  // YaRN's original context stays the trained one
   e->config_ = std::make_unique<model::ModelConfig>(c.value());
   auto w = model::LoadWeights(*e->file_, *e->config_);
   if (!w.ok()) return MakeError("'" + opts.model_path + "': " + w.error().message);

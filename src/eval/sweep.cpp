@@ -23,7 +23,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr const char* kFidelity = "fidelity";
 constexpr const char* kFidelityDecode = "fidelity-decode";
-constexpr int kAnswerRoom = 48;  // four 7-digit values tokenize to ~36 tokens
 
 int Argmax(const std::vector<float>& v) { return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin()); }
 

@@ -11,6 +11,10 @@
 
 namespace kvtrim::eval {
 
+// Tokens kept free after the context for the question's answer: a sweep at
+// --context N needs a model context of N + kAnswerRoom.
+inline constexpr int kAnswerRoom = 48;  // four 7-digit values tokenize to ~36 tokens
+
 struct SweepOptions {
   std::vector<std::string> methods;          // policies ("full" is always run as the reference)
   std::vector<double> ratios = {0.5, 0.25, 0.1};

@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <cmath>
 #include <iterator>
 
 namespace kvtrim::model {
@@ -189,6 +190,34 @@ Expected<ModelConfig> ReadConfig(const io::GgufFile& f) {
   }
   c.tied_embeddings = f.FindTensor("output.weight") == nullptr;
   return c;
+}
+
+Status ApplyRopeOverrides(const RopeOverrides& o, ModelConfig* c) {
+  if (!o.any()) return {};
+  if (!o.scaling.empty() && o.scaling != "none" && o.scaling != "linear" && o.scaling != "yarn")
+    return MakeError("--rope-scaling '" + o.scaling + "': use none, linear or yarn");
+  if (o.scale < 0 || (o.scale > 0 && o.scale < 1e-6) || !std::isfinite(o.scale))
+    return MakeError("--rope-scale " + std::to_string(o.scale) + " must be > 0");
+  if (o.freq_base != 0 && !(o.freq_base > 1 && std::isfinite(o.freq_base)))
+    return MakeError("--rope-freq-base " + std::to_string(o.freq_base) + " must be > 1");
+  if (o.yarn_orig_ctx < 0) return MakeError("--yarn-orig-ctx " + std::to_string(o.yarn_orig_ctx) + " must be > 0");
+  if (o.freq_base != 0) c->rope_base = static_cast<float>(o.freq_base);
+  // The type the file's keys give, then the flags: llama.cpp's reading
+  // (a factor without a type is linear; type none ignores the factor).
+  std::string type = o.scaling.empty() ? c->rope_scaling : o.scaling;
+  const double factor = o.scale != 0 ? o.scale : 1.0 / c->rope_freq_scale;
+  if (o.scaling.empty() && type == "none" && factor != 1) type = "linear";  // a factor alone: llama.cpp's linear
+  if (type == "none" && o.scale != 0 && o.scale != 1)
+    return MakeError("--rope-scale " + std::to_string(o.scale) + " cannot apply with --rope-scaling none");
+  if (type != "yarn" && o.yarn_orig_ctx != 0)
+    return MakeError("--yarn-orig-ctx applies to YaRN scaling only (the RoPE scaling here is " + type + ")");
+  if (type == "yarn" && factor == 1)
+    return MakeError("--rope-scaling yarn needs --rope-scale F > 1 (the model file gives no factor)");
+  // As ReadRope reads the same keys from a file.
+  c->rope_scaling = type == "yarn" ? "yarn" : type == "none" || factor == 1 ? "none" : "linear";
+  c->rope_freq_scale = type == "none" ? 1.f : static_cast<float>(1.0 / factor);
+  if (o.yarn_orig_ctx > 0) c->rope_orig_ctx = o.yarn_orig_ctx;
+  return {};
 }
 
 }  // namespace kvtrim::model

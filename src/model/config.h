@@ -1,5 +1,6 @@
 // Hyperparameters of a Llama-family model, read from GGUF metadata.
 #pragma once
+#include "kvtrim/options.h"
 #include <string>
 
 #include "io/gguf.h"
@@ -40,6 +41,9 @@ struct ModelConfig {
 };
 
 Expected<ModelConfig> ReadConfig(const io::GgufFile& f);
+// Applies RoPE overrides to a config read from a file, as the same keys in
+// the file would (an override that cannot apply is an error naming it).
+Status ApplyRopeOverrides(const RopeOverrides& o, ModelConfig* c);
 
 // general.file_type as llama.cpp names it (LLAMA_FTYPE_*, without the
 // prefix) followed by the number: "MOSTLY_Q4_K_M (15)"; "unknown (N)" for

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "model_flags.h"
 #include "bench_llama_output.h"
 #include "commands.h"
 #include "kv_flags.h"
@@ -22,6 +23,7 @@ namespace kvtrim::cli {
 namespace {
 
 struct BenchOpts {
+  RopeOverrides rope;
   std::string model, json;
   std::vector<int> depths = {0, 256, 1024};
   int gen = 32, reps = 3, threads = 0, prefill = 128;
@@ -183,6 +185,7 @@ Command AddBench(CLI::App& app) {
   sub->add_option("--reps", o->reps, "Repetitions (mean and sd)")->capture_default_str()->check(CLI::PositiveNumber);
   sub->add_option("--prefill", o->prefill, "Prompt tokens timed at depth 0")->capture_default_str()->check(CLI::PositiveNumber);
   sub->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  AddRopeFlags(sub, &o->rope);
   AddKvFlags(sub, &o->kv, true, true);
   sub->add_option("--membw", o->membw_mib, "Also measure read bandwidth over a buffer of this many MiB (0: off)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
@@ -196,7 +199,7 @@ Command AddBench(CLI::App& app) {
   sub->add_option("-n,--n-gen", o->n_gen, "With -o md|json: decode lengths (tg tests)")->capture_default_str()->delimiter(',');
   auto action = [o, sub]() -> int {
     o->depth_given = sub->get_option("--depth")->count() > 0;
-    auto engine = Engine::Load({o->model, o->threads});
+    auto engine = Engine::Load({o->model, o->threads, o->rope});
     if (!engine.ok()) {
       std::fprintf(stderr, "kvtrim bench: %s\n", engine.error().message.c_str());
       return 1;

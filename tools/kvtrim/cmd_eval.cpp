@@ -8,10 +8,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include "model_flags.h"
 #include "io/clock.h"
 #include "commands.h"
 #include "eval/report.h"
 #include "eval/sweep.h"
+#include "model/config.h"
 #include "kv/policy.h"
 #include "eval_output.h"
 #include "kv_flags.h"
@@ -42,6 +44,7 @@ std::function<void(int, int)> ProgressBar() {
 }
 
 struct EvalOpts {
+  RopeOverrides rope;
   std::string model, haystack, out, json, csv, shard, max_context = "truncate";
   std::vector<std::string> methods, tasks, fidelity_tasks = {"fidelity", "fidelity-decode"}, task_files;
   std::vector<double> ratios = {0.5, 0.25, 0.1};
@@ -162,13 +165,22 @@ Command AddEval(CLI::App& app) {
                 "(default: query-agnostic, the question is appended after compression)");
   sub->add_option("--haystack", o->haystack, "Haystack text file (UTF-8)")->capture_default_str();
   sub->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  AddRopeFlags(sub, &o->rope);
   sub->add_option("--out", o->out, "Report folder (default: kvtrim-eval-<timestamp>)");
   sub->add_option("--json", o->json, "JSON report path (default: <out>/report.json)");
   sub->add_option("--csv", o->csv, "CSV report path (default: <out>/report.csv)");
   sub->add_flag("--no-plots", o->no_plots, "Do not render plots");
   AddKvFlags(sub, &o->kv, /*with_policy=*/false, /*with_quality=*/true);
   auto action = [o]() -> int {
-    auto engine = Engine::Load({o->model, o->threads});
+    auto engine = Engine::Load({o->model, o->threads, o->rope});
+    // --context past the model's context: the sessions get that much room
+    // (read it with RoPE scaling, e.g. --rope-scaling yarn --rope-scale 8).
+    if (engine.ok() && o->context + eval::kAnswerRoom > engine.value()->config().ctx && o->context > 0) {
+      if (!o->rope.any())
+        std::fprintf(stderr, "kvtrim eval: warning: --context %d is past the model's context %d and no RoPE scaling "
+                     "is given (--rope-scaling yarn --rope-scale F)\n", o->context, engine.value()->config().ctx);
+      engine = Engine::Load({o->model, o->threads, o->rope, o->context + eval::kAnswerRoom});
+    }
     if (!engine.ok()) {
       std::fprintf(stderr, "kvtrim eval: %s\n", engine.error().message.c_str());
       return 1;

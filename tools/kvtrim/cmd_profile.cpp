@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "model_flags.h"
 #include "commands.h"
 #include "eval/heatmap.h"
 #include "eval/tasks.h"
@@ -139,6 +140,7 @@ Status AddHeadBudgets(const Engine& e, const HeadBudgetFlags& f, kv::ModelProfil
 
 Command AddProfile(CLI::App& app) {
   struct Opts {
+    RopeOverrides rope;
     std::string model, out = "profile.json", plots;
     int threads = 0, sinks = 4, min_window = 64;
     int64_t depth = 0;
@@ -178,8 +180,9 @@ Command AddProfile(CLI::App& app) {
   sub->add_option("--haystack", o->hb.haystack, "Head budgets: text the calibration contexts come from")
       ->capture_default_str();
   sub->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  AddRopeFlags(sub, &o->rope);
   auto action = [o]() -> int {
-    auto engine = Engine::Load({o->model, o->threads});
+    auto engine = Engine::Load({o->model, o->threads, o->rope});
     if (!engine.ok()) {
       std::fprintf(stderr, "kvtrim profile: %s\n", engine.error().message.c_str());
       return 1;

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "model_flags.h"
 #include "io/clock.h"
 #include "commands.h"
 #include "kv/compressor.h"
@@ -62,6 +63,7 @@ Expected<std::vector<int>> PromptIds(const Engine& e, std::string text, const st
 
 Command AddRun(CLI::App& app) {
   struct Opts {
+    RopeOverrides rope;
     std::string model, prompt, prompt_file, system;
     bool chat = false;
     int n = 256, threads = 0, ctx = 0;
@@ -86,10 +88,11 @@ Command AddRun(CLI::App& app) {
   sub->add_option("--seed", o->seed, "Sampling seed")->capture_default_str();
   sub->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past EOS (fixed-length runs)");
   sub->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  AddRopeFlags(sub, &o->rope);
   sub->add_option("-c,--ctx", o->ctx, "Context length (0: the model's)")->capture_default_str()->check(CLI::NonNegativeNumber);
   AddKvFlags(sub, &o->kv, true, true);
   auto action = [o]() -> int {
-    auto engine = Engine::Load({o->model, o->threads});
+    auto engine = Engine::Load({o->model, o->threads, o->rope});
     if (!engine.ok()) {
       std::fprintf(stderr, "kvtrim run: %s\n", engine.error().message.c_str());
       return 1;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "model_flags.h"
 #include "commands.h"
 #include "kv_flags.h"
 #include "kvtrim/engine.h"
@@ -17,6 +18,7 @@ namespace kvtrim::cli {
 
 Command AddServe(CLI::App& app) {
   struct Opts {
+    RopeOverrides rope;
     std::string model, host = "127.0.0.1";
     int port = 8080, threads = 0, parallel = 1, queue = 16, ctx = 0;
     double store_mib = 256;
@@ -33,6 +35,7 @@ Command AddServe(CLI::App& app) {
   sub->add_option("-t,--threads", o->threads, "Threads in all, split among the --parallel slots (0: all cores)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  AddRopeFlags(sub, &o->rope);
   sub->add_option("--parallel", o->parallel, "Requests running the model at once (each slot has its own threads)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -53,7 +56,7 @@ Command AddServe(CLI::App& app) {
     // ~8 MiB per 1K-token request until every thread had one (docs/server.md).
     // A few arenas keep it flat.
     mallopt(M_ARENA_MAX, std::max(2, o->parallel));
-    auto engine = Engine::Load({o->model, o->threads});
+    auto engine = Engine::Load({o->model, o->threads, o->rope});
     if (!engine.ok()) {
       std::fprintf(stderr, "kvtrim serve: %s\n", engine.error().message.c_str());
       return 1;
