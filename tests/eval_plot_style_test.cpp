@@ -117,7 +117,7 @@ TEST(EvalPlotStyle, StrongMethodsBoldBaselinesLight) {
   for (const std::string& m : kAll)
     if (const MethodStyle* k = KnownMethodStyle(m)) known.insert({k->color, k->point, k->dash});
   for (int i = 0; i < 200; ++i) {
-    const MethodStyle s = MethodStyles({"p" + std::to_string(i)}).begin()->second;
+    const MethodStyle s = MethodStyles({std::to_string(i) + "-policy"}).begin()->second;
     EXPECT_EQ(known.count({s.color, s.point, s.dash}), 0u) << i;
   }
 }
