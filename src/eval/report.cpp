@@ -322,6 +322,18 @@ std::string GpScript(const PlotSpec& p, const std::string& terminal) {
            << ", graph 1 nohead dt 2 lw 1 lc rgb 'black'\n";
   os << "plot ";
   std::string sep;
+  // The reference first: first in the key, and drawn under the methods' lines.
+  for (size_t i = 0; p.has_ref && p.ref_point && i < p.series.size(); ++i)
+    if (p.series[i].method == "full") {
+      os << GnuplotQuote(p.dat) << " index " << i << " using 1:($2*S) with points pt 3 ps 3 lw 2"
+         << " lc rgb 'black' title 'full cache'";
+      sep = ", \\\n     ";
+      break;
+    }
+  if (p.has_ref && !p.ref_point) {
+    os << Exact(p.ref_y) << "*S with lines dt 2 lw 2 lc rgb 'black' title 'full (ratio 1)'";
+    sep = ", \\\n     ";
+  }
   for (const Series* s : KeyOrder(p)) {
     const size_t i = static_cast<size_t>(s - p.series.data());
     const MethodStyle& st = styles.at(s->method);
@@ -330,15 +342,6 @@ std::string GpScript(const PlotSpec& p, const std::string& terminal) {
        << " title " << GnuplotQuote(s->method);
     sep = ", \\\n     ";
   }
-  for (size_t i = 0; p.has_ref && i < p.series.size(); ++i) {
-    if (p.series[i].method != "full") continue;
-    if (p.ref_point)
-      os << sep << GnuplotQuote(p.dat) << " index " << i << " using 1:($2*S) with points pt 3 ps 3 lw 2"
-         << " lc rgb 'black' title 'full cache'";
-    break;
-  }
-  if (p.has_ref && !p.ref_point)
-    os << sep << Exact(p.ref_y) << "*S with lines dt 2 lw 2 lc rgb 'black' title 'full (ratio 1)'";
   os << "\n";
   return os.str();
 }
