@@ -184,6 +184,7 @@ struct PlotSpec {
   std::string dat;      // "<metric>_<task>.dat"
   std::string title, ylabel, yrange;
   std::string xlabel = "retention ratio";
+  std::string xcolumn = "ratio";  // the .dat's first column
   double scale = 1.0;   // y multiplier in the script (accuracy -> percent)
   std::vector<Series> series;  // "full" (if any) first
   bool has_ref = false;
@@ -232,7 +233,9 @@ void Collect(const Report& r, const std::string& task, double Cell::*mean, doubl
 
 std::string DatText(const PlotSpec& p) {
   std::ostringstream os;
-  os << "# " << p.title << "\n# columns: ratio mean stderr n; one block per method"
+  std::string title = p.title;
+  for (size_t nl = 0; (nl = title.find('\n', nl)) != std::string::npos; nl += 3) title.replace(nl, 1, "\n# ");
+  os << "# " << title << "\n# columns: " << p.xcolumn << " mean stderr n; one block per method"
      << " (gnuplot index), blocks separated by two blank lines\n";
   for (size_t i = 0; i < p.series.size(); ++i) {
     if (i > 0) os << "\n\n";
@@ -399,6 +402,7 @@ PlotSpec SummarySpec(const Report& r) {
                             list + ")\n" + Subtitle(r.meta),
                         "accuracy (%), mean over the needle tasks", "[-2:102]", 100.0);
   p.xlabel = std::string("KV cache held (") + (mib ? "MiB" : "KiB") + ", log scale; tics: full x ratio)";
+  p.xcolumn = mib ? "MiB_held" : "KiB_held";
   p.ref_point = true;
   std::map<std::string, Series, bool (*)(const std::string&, const std::string&)> by(MethodLess);
   for (const auto& [key, s] : sums) {
