@@ -2,6 +2,7 @@
 #include "eval/report.h"
 
 #include "eval/gnuplot.h"
+#include "eval/method_style.h"
 #include "io/clock.h"
 
 #include <sys/wait.h>
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -184,13 +186,17 @@ struct Series {
   std::vector<Point> pts;  // ratio ascending
 };
 struct PlotSpec {
-  std::string name;     // png stem: "accuracy_niah", "kl", "nll_ratio"
+  std::string name;     // png stem: "accuracy_niah", "kl", "nll_ratio", "summary"
   std::string dat;      // "<metric>_<task>.dat"
   std::string title, ylabel, yrange;
+  std::string xlabel = "retention ratio";
+  std::string xcolumn = "ratio";  // the .dat's first column
   double scale = 1.0;   // y multiplier in the script (accuracy -> percent)
   std::vector<Series> series;  // "full" (if any) first
   bool has_ref = false;
   double ref_y = 0;     // "full" at ratio 1
+  bool ref_point = false;  // the summary: "full" drawn as a point at its bytes, not a line
+  std::vector<std::pair<std::string, double>> xtics;  // empty: one tic per x, labelled "%g"
 };
 
 std::string SafeName(const std::string& s) {
@@ -233,7 +239,9 @@ void Collect(const Report& r, const std::string& task, double Cell::*mean, doubl
 
 std::string DatText(const PlotSpec& p) {
   std::ostringstream os;
-  os << "# " << p.title << "\n# columns: ratio mean stderr n; one block per method"
+  std::string title = p.title;
+  for (size_t nl = 0; (nl = title.find('\n', nl)) != std::string::npos; nl += 3) title.replace(nl, 1, "\n# ");
+  os << "# " << title << "\n# columns: " << p.xcolumn << " mean stderr n; one block per method"
      << " (gnuplot index), blocks separated by two blank lines\n";
   for (size_t i = 0; i < p.series.size(); ++i) {
     if (i > 0) os << "\n\n";
@@ -244,33 +252,105 @@ std::string DatText(const PlotSpec& p) {
   return os.str();
 }
 
-std::string GpScript(const PlotSpec& p, const std::string& terminal) {
+// Plot order (the key's order): by value at the smallest x, highest first
+// (ties: the next x), so the key reads top to bottom as the curves stand at
+// the left edge; lines with no point at the smallest x come last.
+std::vector<const Series*> KeyOrder(const PlotSpec& p) {
+  std::vector<const Series*> order;
+  for (const Series& s : p.series)
+    if (s.method != "full" && !s.pts.empty()) order.push_back(&s);
+  double x0 = INFINITY;
+  for (const Series* s : order) x0 = std::min(x0, s->pts.front().x);
+  std::stable_sort(order.begin(), order.end(), [x0](const Series* a, const Series* b) {
+    const bool a0 = a->pts.front().x == x0, b0 = b->pts.front().x == x0;  // lines that start later go last
+    if (a0 != b0) return a0;
+    for (size_t i = 0; i < a->pts.size() && i < b->pts.size(); ++i)  // ties: the next x decides
+      if (a->pts[i].y != b->pts[i].y) return a->pts[i].y > b->pts[i].y;
+    return false;
+  });
+  return order;
+}
+
+// A small horizontal shift per method (x multiplied by this), in the order
+// of the report's methods, so that equal points sit side by side.
+std::map<std::string, double> XShifts(const PlotSpec& p) {
+  std::vector<std::string> names;
+  for (const Series& s : p.series)
+    if (s.method != "full") names.push_back(s.method);
+  std::map<std::string, double> out;
+  const double step = names.size() > 1 ? std::min(0.05, 0.3 / static_cast<double>(names.size() - 1)) : 0.0;
+  for (size_t k = 0; k < names.size(); ++k)
+    out[names[k]] = std::exp2((static_cast<double>(k) - 0.5 * static_cast<double>(names.size() - 1)) * step);
+  return out;
+}
+
+// A double-quoted gnuplot string, so that a newline in the label stays one.
+std::string GpLabel(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) out += ch == '\n' ? std::string("\\n") : (ch == '"' || ch == '\\') ? std::string("\\") + ch : std::string(1, ch);
+  return out + "\"";
+}
+
+std::string GpHeader(const PlotSpec& p, const std::string& terminal) {
   std::set<double> xs;
   for (const Series& s : p.series)
     for (const Point& pt : s.pts) xs.insert(pt.x);
+  std::vector<std::pair<std::string, double>> tics = p.xtics;
+  if (tics.empty())
+    for (double x : xs) tics.emplace_back(Printf("%g", x), x);
   std::ostringstream os;
   os << "# Re-render: cd into this directory and run: gnuplot plot_" << p.name << ".gp\n"
-     << "set terminal " << terminal << " size 900,600 noenhanced\n"
+     << "set terminal " << terminal << " size 1000,640 noenhanced\n"
      << "set output " << GnuplotQuote(p.name + ".png") << "\n"
      << "set title " << GpTitle(p.title) << "\n"
-     << "set xlabel 'retention ratio'\nset ylabel " << GnuplotQuote(p.ylabel) << "\n"
-     << "set logscale x 2\nset grid\nset key outside right top\n"
+     << "set xlabel " << GnuplotQuote(p.xlabel) << "\nset ylabel " << GnuplotQuote(p.ylabel) << "\n"
+     << "set logscale x 2\nset grid\nset key outside right top spacing 1.1 samplen 3\n"
      << "set xrange [" << Exact(*xs.begin() / 1.25) << ":" << Exact(*xs.rbegin() * 1.25) << "]\n";
+  if (!p.xtics.empty()) os << "set xlabel offset 0,-1\nset bmargin 5\n";  // two-line tics
   if (p.yrange.empty()) os << "set offsets 0, 0, graph 0.05, graph 0.05\n";
   else os << "set yrange " << p.yrange << "\n";
   os << "set xtics (";
-  for (auto it = xs.begin(); it != xs.end(); ++it)
-    os << (it == xs.begin() ? "" : ", ") << GnuplotQuote(Printf("%g", *it)) << " " << Exact(*it);
-  os << ")\nS = " << Exact(p.scale) << "\nplot ";
+  for (size_t i = 0; i < tics.size(); ++i)
+    os << (i ? ", " : "") << GpLabel(tics[i].first) << " " << Exact(tics[i].second);
+  os << ")\nS = " << Exact(p.scale) << "\n";
+  return os.str();
+}
+
+// One line per method in its own style (method_style.h), in key order.
+std::string GpScript(const PlotSpec& p, const std::string& terminal) {
+  std::vector<std::string> methods;
+  for (const Series& s : p.series) methods.push_back(s.method);
+  const auto styles = MethodStyles(methods);
+  const auto shifts = XShifts(p);
+  std::ostringstream os;
+  os << GpHeader(p, terminal);
+  if (p.ref_point && p.has_ref)
+    for (const Series& s : p.series)
+      if (s.method == "full" && !s.pts.empty())
+        os << "set arrow from " << Exact(s.pts.back().x) << ", graph 0 to " << Exact(s.pts.back().x)
+           << ", graph 1 nohead dt 2 lw 1 lc rgb 'black'\n";
+  os << "plot ";
   std::string sep;
-  for (size_t i = 0; i < p.series.size(); ++i) {
-    if (p.series[i].method == "full") continue;
-    os << sep << GnuplotQuote(p.dat) << " index " << i << " using 1:($2*S):($3*S) with yerrorlines"
-       << " lw 2 pt 7 ps 1.2 title " << GnuplotQuote(p.series[i].method);
+  // The reference first: first in the key, and drawn under the methods' lines.
+  for (size_t i = 0; p.has_ref && p.ref_point && i < p.series.size(); ++i)
+    if (p.series[i].method == "full") {
+      os << GnuplotQuote(p.dat) << " index " << i << " using 1:($2*S) with points pt 3 ps 3 lw 2"
+         << " lc rgb 'black' title 'full cache'";
+      sep = ", \\\n     ";
+      break;
+    }
+  if (p.has_ref && !p.ref_point) {
+    os << Exact(p.ref_y) << "*S with lines dt 2 lw 2 lc rgb 'black' title 'full (ratio 1)'";
     sep = ", \\\n     ";
   }
-  if (p.has_ref)
-    os << sep << Exact(p.ref_y) << "*S with lines dt 2 lw 2 lc rgb 'black' title 'full (ratio 1)'";
+  for (const Series* s : KeyOrder(p)) {
+    const size_t i = static_cast<size_t>(s - p.series.data());
+    const MethodStyle& st = styles.at(s->method);
+    os << sep << GnuplotQuote(p.dat) << " index " << i << " using ($1*" << Exact(shifts.at(s->method))
+       << "):($2*S):($3*S) with yerrorlines " << GnuplotStyle(st) << " ps " << (st.width > 2 ? "1.4" : "1.2")
+       << " title " << GnuplotQuote(s->method);
+    sep = ", \\\n     ";
+  }
   os << "\n";
   return os.str();
 }
@@ -289,6 +369,64 @@ PlotSpec MakeSpec(std::string name, std::string dat, std::string title, std::str
   p.ylabel = std::move(ylabel);
   p.yrange = std::move(yrange);
   p.scale = scale;
+  return p;
+}
+
+// The needle tasks: every task with an accuracy, in cell order.
+std::vector<std::string> AccuracyTasks(const Report& r) {
+  std::vector<std::string> tasks;
+  for (const Cell& c : r.cells)
+    if (c.task.rfind("fidelity", 0) != 0 && !Bad(c.accuracy) &&
+        std::find(tasks.begin(), tasks.end(), c.task) == tasks.end())
+      tasks.push_back(c.task);
+  return tasks;
+}
+
+// Accuracy (mean over the needle tasks) against the KV bytes each method
+// really holds (mean over those tasks' cells), one point per (method, ratio)
+// measured on every task; "full" is the reference point.
+PlotSpec SummarySpec(const Report& r) {
+  const std::vector<std::string> tasks = AccuracyTasks(r);
+  struct Sum { double acc = 0, se2 = 0, bytes = 0, full = 0; int tasks = 0, n = std::numeric_limits<int>::max(); };
+  std::map<std::pair<std::string, double>, Sum> sums;
+  for (const Cell& c : r.cells) {
+    if (std::find(tasks.begin(), tasks.end(), c.task) == tasks.end() || Bad(c.accuracy) || Bad(c.kv_bytes) ||
+        c.kv_bytes <= 0 || Bad(c.ratio))
+      continue;
+    Sum& s = sums[{c.method, c.ratio}];
+    s.acc += c.accuracy, s.se2 += Bad(c.accuracy_se) ? 0 : c.accuracy_se * c.accuracy_se;
+    s.bytes += c.kv_bytes, s.full = std::max(s.full, c.kv_bytes_full), s.n = std::min(s.n, c.n), ++s.tasks;
+  }
+  double full = 0;
+  for (const auto& [key, s] : sums) full = std::max(full, s.full);
+  const bool mib = full >= 1024.0 * 1024.0;
+  const double unit = mib ? 1024.0 * 1024.0 : 1024.0;
+  std::string list;
+  for (const std::string& t : tasks) list += (list.empty() ? "" : ", ") + t;
+  PlotSpec p = MakeSpec("summary", "summary.dat",
+                        "accuracy vs KV cache held (mean over " + std::to_string(tasks.size()) + " needle tasks: " +
+                            list + ")\n" + Subtitle(r.meta),
+                        "accuracy (%), mean over the needle tasks", "[-2:102]", 100.0);
+  p.xlabel = std::string("KV cache held (") + (mib ? "MiB" : "KiB") + ", log scale; tics: full x ratio)";
+  p.xcolumn = mib ? "MiB_held" : "KiB_held";
+  p.ref_point = true;
+  std::map<std::string, Series, bool (*)(const std::string&, const std::string&)> by(MethodLess);
+  for (const auto& [key, s] : sums) {
+    if (s.tasks != static_cast<int>(tasks.size())) continue;  // some task not measured: no fair mean
+    by[key.first].method = key.first;
+    by[key.first].pts.push_back({s.bytes / s.tasks / unit, s.acc / s.tasks, std::sqrt(s.se2) / s.tasks, s.n});
+    if (key.first == "full") p.has_ref = true, p.ref_y = s.acc / s.tasks;
+  }
+  for (auto& [m, s] : by) {
+    std::sort(s.pts.begin(), s.pts.end(), [](const Point& a, const Point& b) { return a.x < b.x; });
+    p.series.push_back(std::move(s));
+  }
+  std::vector<double> ratios = {1.0};
+  for (const auto& [key, s] : sums) ratios.push_back(key.second);
+  std::sort(ratios.begin(), ratios.end());
+  ratios.erase(std::unique(ratios.begin(), ratios.end()), ratios.end());
+  for (double q : ratios)
+    if (full > 0 && q > 0) p.xtics.emplace_back(Printf("%.3g", full * q / unit) + "\n" + (q == 1.0 ? std::string("full") : Printf("(%g)", q)), full * q / unit);
   return p;
 }
 
@@ -315,6 +453,7 @@ std::vector<PlotSpec> PlotSpecs(const Report& r) {
     Collect(r, task, &Cell::nll_ratio, &Cell::nll_ratio_se, nll);
     specs.push_back(std::move(nll));
   }
+  specs.push_back(SummarySpec(r));
   std::erase_if(specs, [](const PlotSpec& p) { return p.series.empty(); });
   return specs;
 }
