@@ -198,7 +198,7 @@ TEST(HeadBudgetProfile, RunHoldsExactlyTheBudgetedEntriesPerHead) {
     ASSERT_TRUE(s.value()->Compress().ok());
     const int min_e = std::max(1, s.value()->compressor().policy().protected_entries());
     const int base = std::max(min_e, static_cast<int>(std::ceil(r * 600 - 1e-9)));
-    const std::vector<int> want = kv::DistributeBudget(u, base, 600, min_e);
+    const std::vector<int> want = kv::budget::DistributeBudget(u, base, 600, min_e);
     int total = 0;
     for (int i = 0; i < 16; ++i) {
       const int held = s.value()->cache().head(i / 4, i % 4).size();

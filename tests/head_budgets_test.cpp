@@ -6,10 +6,13 @@
 #include <cmath>
 #include <numeric>
 
+#include "kv/budget.h"
 #include "kv/head_budgets.h"
 
 namespace kvtrim::kv {
 namespace {
+
+using budget::DistributeBudget;
 
 HeadSensitivity Curves(const std::vector<double>& scale, double r, double power) {
   HeadSensitivity s;

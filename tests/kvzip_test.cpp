@@ -2,7 +2,7 @@
 // hand, the policy on hand-made statistics, then the reconstruction pass on
 // the needle model (one budget over every head, fixed shares with
 // --kvzip-per-head, a repeated block).
-#include "kv/numerics/shared_budget.h"
+#include "kv/budget.h"
 #include "io/clock.h"
 
 #include <gtest/gtest.h>
@@ -29,13 +29,13 @@ namespace {
 
 TEST(KvzipNumerics, SharedTopKByHand) {
   const std::vector<std::vector<double>> s = {{0.9, 0.1, 0.5}, {0.8, 0.7, 0.6}, {0.05}};
-  EXPECT_EQ(numerics::SharedTopK(s, 3, 0), (std::vector<int>{1, 2, 0}));
+  EXPECT_EQ(budget::SharedTopK(s, 3, 0), (std::vector<int>{1, 2, 0}));
   // Floor 1: every head its best first (0.9, 0.8, 0.05), then 0.7 and 0.6.
-  EXPECT_EQ(numerics::SharedTopK(s, 5, 1), (std::vector<int>{1, 3, 1}));
+  EXPECT_EQ(budget::SharedTopK(s, 5, 1), (std::vector<int>{1, 3, 1}));
   // Floors beyond the total: the floors stand.
-  EXPECT_EQ(numerics::SharedTopK(s, 2, 1), (std::vector<int>{1, 1, 1}));
+  EXPECT_EQ(budget::SharedTopK(s, 2, 1), (std::vector<int>{1, 1, 1}));
   // More than every entry: all of them.
-  EXPECT_EQ(numerics::SharedTopK(s, 100, 0), (std::vector<int>{3, 3, 1}));
+  EXPECT_EQ(budget::SharedTopK(s, 100, 0), (std::vector<int>{3, 3, 1}));
 }
 
 TEST(KvzipNumerics, SharedTopKIsTheGlobalTopK) {
@@ -52,7 +52,7 @@ TEST(KvzipNumerics, SharedTopKIsTheGlobalTopK) {
     const int total = static_cast<int>(all.size()) / 3;
     std::vector<int> want(7, 0);
     for (int i = 0; i < total; ++i) ++want[std::get<2>(all[i])];
-    const std::vector<int> got = numerics::SharedTopK(s, total, 0);
+    const std::vector<int> got = budget::SharedTopK(s, total, 0);
     EXPECT_EQ(got, want) << trial;
     EXPECT_EQ(std::accumulate(got.begin(), got.end(), 0), total);
   }
@@ -80,15 +80,28 @@ TEST(KvzipPolicy, SharesOneBudgetOverHandMadeHeads) {
       cache.head(l, h) = MakeHead(6);
       stats.head(l, h).max_prob = mp[l * 2 + h];
     }
+  // Through the Compressor: the policy's Score under the shared allocator.
+  auto run = [&](const Params& p) {
+    KvOptions o;
+    o.policy = "kvzip", o.ratio = 1.0 / 3, o.ratio_explicit = true, o.params = p;
+    auto c = Compressor::Create(o, 2, 2, 1, 4);
+    EXPECT_TRUE(c.ok());
+    for (int l = 0; l < 2; ++l)
+      for (int h = 0; h < 2; ++h) c.value()->stats().head(l, h).max_prob = mp[l * 2 + h];
+    KvCache cc = cache;
+    cc.AdvanceLogical(6);
+    EXPECT_TRUE(c.value()->CompressPrefill(cc).ok());
+    std::vector<int> sizes;
+    for (int l = 0; l < 2; ++l)
+      for (int h = 0; h < 2; ++h) sizes.push_back(cc.head(l, h).size());
+    return std::make_pair(sizes, c.value()->counters());
+  };
+  // Floor 1 each (0.9, 0.1, 0.65, 0.55), then the 4 best of the rest: 0.8, 0.7, 0.6, 0.5.
+  auto [sizes, counters] = run({});
+  EXPECT_EQ(sizes, (std::vector<int>{5, 1, 1, 1}));
+  EXPECT_EQ(counters, (std::vector<std::pair<std::string, int64_t>>{{"head-min", 1}, {"head-max", 5}}));
   auto pol = MakePolicy("kvzip", {});
   ASSERT_TRUE(pol.ok());
-  CompressionTarget t{1.0 / 3, true, 0, 6, 2, 2, &stats, &cache};
-  ASSERT_TRUE(pol.value()->Prepare(t).ok());
-  // Floor 1 each (0.9, 0.1, 0.65, 0.55), then the 4 best of the rest: 0.8, 0.7, 0.6, 0.5.
-  EXPECT_EQ(pol.value()->HeadBudget(0, 0, 2), 5);
-  EXPECT_EQ(pol.value()->HeadBudget(0, 1, 2), 1);
-  EXPECT_EQ(pol.value()->HeadBudget(1, 0, 2), 1);
-  EXPECT_EQ(pol.value()->HeadBudget(1, 1, 2), 1);
   PolicyContext ctx;
   ctx.store = &cache.head(1, 0);
   ctx.stats = &stats.head(1, 0);
@@ -98,12 +111,10 @@ TEST(KvzipPolicy, SharesOneBudgetOverHandMadeHeads) {
   ctx.stats = &stats.head(0, 0);
   ctx.budget = 5;
   EXPECT_EQ(pol.value()->Compress(ctx).keep, (std::vector<int>{0, 1, 2, 3, 4}));
-  // --kvzip-per-head: the uniform share.
-  auto fixed = MakePolicy("kvzip", {{"kvzip-per-head", 1}});
-  ASSERT_TRUE(fixed.ok());
-  ASSERT_TRUE(fixed.value()->Prepare(t).ok());
-  EXPECT_EQ(fixed.value()->HeadBudget(0, 0, 2), 2);
-  EXPECT_EQ(fixed.value()->HeadBudget(1, 1, 2), 2);
+  // --kvzip-per-head: the uniform share, no spread to report.
+  auto [fixed, fixed_counters] = run({{"kvzip-per-head", 1}});
+  EXPECT_EQ(fixed, (std::vector<int>{2, 2, 2, 2}));
+  EXPECT_TRUE(fixed_counters.empty());
 }
 
 

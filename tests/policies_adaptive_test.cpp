@@ -12,7 +12,7 @@
 #include "policy_keep.h"
 #include "eval/report.h"
 #include "eval/sweep.h"
-#include "kv/adaptive_budget.h"
+#include "kv/budget.h"
 #include "kv/compressor.h"
 #include "kv/policies/key_scores.h"
 #include "kv/policy.h"
@@ -23,6 +23,9 @@
 
 namespace kvtrim::kv {
 namespace {
+
+using budget::AdaptiveHeadBudgets;
+using budget::NormalizeHeadScores;
 
 HeadStore HeadWithKeys(const std::vector<std::vector<float>>& keys) {
   const int d = static_cast<int>(keys[0].size());

@@ -66,13 +66,20 @@ std::vector<double> Attend(const HeadStore& h, const std::vector<float>& q) {
   return out;
 }
 
+// The budget razor's castes give head (layer, head) of a two-head layout.
+int CasteBudget(const Policy& pol, int layer, int head) {
+  const budget::Spec s = pol.budget();
+  EXPECT_EQ(s.kind, budget::Kind::kCastes);
+  return budget::HeadBudgets(s, 1, 1000000, layer + 1, 2, 1)[static_cast<size_t>(layer) * 2 + head];
+}
+
 Plan PlanFor(Policy& pol, const HeadStore& h, int layer, int head, Phase phase) {
   PolicyContext ctx;
   ctx.phase = phase;
   ctx.layer = layer;
   ctx.head = head;
   ctx.store = &h;
-  ctx.budget = pol.HeadBudget(layer, head, h.size());
+  ctx.budget = CasteBudget(pol, layer, head);
   ctx.logical_len = h.size();
   return pol.Compress(ctx);
 }
@@ -92,9 +99,9 @@ TEST(Razor, CompensationExactWhenDroppedKeysAreEqual) {
   }
   HeadStore full = h;
   auto pol = Razor({{"sinks", S}, {"min-window", L}, {"compress-factor", 10}});
-  ASSERT_TRUE(pol->Prepare({1.0, false, 0, n, 1, 2}).ok());
-  EXPECT_EQ(pol->HeadBudget(0, 0, n), S + L + 1);
-  EXPECT_EQ(pol->HeadBudget(0, 1, n), INT_MAX);  // retrieval KV head keeps all
+  ASSERT_TRUE(pol->Prepare({{1.0, 0}, false, n, 1, 2}).ok());
+  EXPECT_EQ(CasteBudget(*pol, 0, 0), S + L + 1);
+  EXPECT_EQ(CasteBudget(*pol, 0, 1), INT_MAX);  // retrieval KV head keeps all
   EXPECT_TRUE(PlanFor(*pol, h, 0, 1, Phase::kPrefill).noop);
   Plan plan = PlanFor(*pol, h, 0, 0, Phase::kPrefill);
   ASSERT_TRUE(ValidatePlan(plan, n, d).ok());
@@ -193,7 +200,7 @@ TEST(Razor, FoldOneAtATimeEqualsCompressingAtOnce) {
   HeadStore once(d, GgmlType::F32);
   for (int i = 0; i < n0 + m; ++i) once.Append(ks[i].data(), vs[i].data(), i, 0.f);
   auto pol = Razor(o.params);
-  ASSERT_TRUE(pol->Prepare({1.0, false, 0, n0 + m, 1, 2}).ok());
+  ASSERT_TRUE(pol->Prepare({{1.0, 0}, false, n0 + m, 1, 2}).ok());
   once.Apply(PlanFor(*pol, once, 0, 0, Phase::kPrefill));
   const HeadStore& folded = cache.head(0, 0);
   ASSERT_EQ(once.size(), folded.size());

@@ -1,12 +1,12 @@
 #include "kv/compressor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
 #include "io/clock.h"
-#include "kv/adaptive_budget.h"
+#include "kv/budget.h"
 #include "kv/check.h"
-#include "kv/head_budgets.h"
 
 namespace kvtrim::kv {
 
@@ -125,8 +125,9 @@ Expected<std::unique_ptr<Compressor>> Compressor::Create(const CompressionOption
   c->n_layer_ = n_layer;
   c->n_head_kv_ = n_head_kv;
   if (o.budget_tokens > 0) {
+    const budget::Spec spec = c->policy_->budget();
     for (int l = 0; l < n_layer; ++l) {
-      int b = c->policy_->LayerBudget(l, n_layer, o.budget_tokens);
+      int b = budget::LayerBudget(spec, l, n_layer, o.budget_tokens);
       if (b < c->policy_->protected_entries() || b < 1) {
         return MakeError("token budget " + std::to_string(o.budget_tokens) + " (layer " + std::to_string(l) + ": " +
                          std::to_string(b) + ") is smaller than the " + std::to_string(c->policy_->protected_entries()) +
@@ -137,6 +138,9 @@ Expected<std::unique_ptr<Compressor>> Compressor::Create(const CompressionOption
   c->group_ = group;
   c->head_dim_ = head_dim;
   if (o.head_budget == "adaptive") {
+    const budget::Kind k = c->policy_->budget().kind;
+    if (k == budget::Kind::kShared || k == budget::Kind::kCastes)
+      return MakeError("--head-budget adaptive: policy '" + o.policy + "' allocates its own per-head budgets");
     if (!c->policy_->has_entry_scores())
       return MakeError("--head-budget adaptive needs a policy that scores entries (h2o, snapkv, pyramidkv, compactor, "
                        "tova, knorm, keydiff, ...), not '" + o.policy + "'");
@@ -167,16 +171,16 @@ Expected<std::unique_ptr<Compressor>> Compressor::Fork(const CompressionOptions&
   return c;
 }
 
+budget::Target Compressor::target() const { return {o_.ratio, o_.budget_tokens}; }
+
 int Compressor::BaseBudget(int64_t n) const {
-  return o_.budget_tokens > 0 ? o_.budget_tokens : static_cast<int>(std::ceil(o_.ratio * static_cast<double>(n) - 1e-9));
+  return static_cast<int>(std::min<int64_t>(budget::Uniform(target(), n), INT32_MAX));
 }
 
 int Compressor::Budget(int layer, int64_t n) const {
   const int base = BaseBudget(n);
-  // A budget covering the whole sequence compresses nothing, in every layer
-  // (PyramidKV too: its reference returns the cache untouched then).
   if (base >= n) return static_cast<int>(std::min<int64_t>(n, INT32_MAX));
-  int b = policy_->LayerBudget(layer, n_layer_, std::max(1, base));
+  const int b = budget::LayerBudget(policy_->budget(), layer, n_layer_, std::max(1, base));
   return std::max({1, b, policy_->protected_entries()});
 }
 
@@ -190,27 +194,22 @@ Status Compressor::SetHeadUnits(std::vector<int> units) {
 }
 
 std::vector<int> Compressor::HeadBudgets(int64_t n) const {
-  std::vector<int> b(static_cast<size_t>(n_layer_) * n_head_kv_);
-  if (head_units_.empty()) {
-    for (int l = 0; l < n_layer_; ++l) {
-      const int lb = Budget(l, n);
-      for (int h = 0; h < n_head_kv_; ++h) b[static_cast<size_t>(l) * n_head_kv_ + h] = policy_->HeadBudget(l, h, lb);
-    }
-    return b;
-  }
   const int base = BaseBudget(n);
-  const int nn = static_cast<int>(std::min<int64_t>(n, INT32_MAX));
-  if (base >= n) return std::vector<int>(b.size(), nn);
-  // As the uniform budget: never below what the policy protects.
+  // Never below what the policy protects.
   const int min_e = std::max(1, policy_->protected_entries());
-  return DistributeBudget(head_units_, std::max(min_e, base), nn, min_e);
+  if (head_units_.empty())
+    return budget::HeadBudgets(policy_->budget(), base, n, n_layer_, n_head_kv_, min_e, &shared_);
+  const int nn = static_cast<int>(std::min<int64_t>(n, INT32_MAX));
+  if (base >= n) return std::vector<int>(head_units_.size(), nn);
+  return budget::DistributeBudget(head_units_, std::max(min_e, base), nn, min_e);
 }
 
 int Compressor::HeadBudgetAt(int layer, int h, int64_t n) const {
   return HeadBudgets(n)[static_cast<size_t>(layer) * n_head_kv_ + h];
 }
 
-std::vector<int> Compressor::AdaptiveBudgets(const KvCache& cache, int layer, Phase phase, kernels::ThreadPool* pool) {
+std::vector<EntryScores> Compressor::LayerScores(const KvCache& cache, int layer, Phase phase,
+                                                kernels::ThreadPool* pool) {
   std::vector<EntryScores> sc(n_head_kv_);
   auto run = [&](int64_t a, int64_t e) {
     for (int64_t h = a; h < e; ++h) {
@@ -229,11 +228,35 @@ std::vector<int> Compressor::AdaptiveBudgets(const KvCache& cache, int layer, Ph
   };
   if (pool) pool->ParallelFor(n_head_kv_, run);
   else run(0, n_head_kv_);
-  return AdaptiveHeadBudgets(sc, Budget(layer, cache.logical_length()), o_.min_head_share);
+  return sc;
+}
+
+std::vector<int> Compressor::AdaptiveBudgets(const KvCache& cache, int layer, Phase phase, kernels::ThreadPool* pool) {
+  return budget::AdaptiveHeadBudgets(LayerScores(cache, layer, phase, pool), Budget(layer, cache.logical_length()),
+                                     o_.min_head_share);
+}
+
+void Compressor::PrepareShared(const KvCache& cache, kernels::ThreadPool* pool) {
+  shared_.clear();
+  const budget::Spec spec = policy_->budget();
+  const int64_t n = cache.logical_length();
+  const int64_t base = budget::Uniform(target(), n);
+  if (spec.kind != budget::Kind::kShared || base >= n) return;  // nothing is compressed
+  std::vector<std::vector<double>> scores;
+  scores.reserve(static_cast<size_t>(n_layer_) * n_head_kv_);
+  for (int l = 0; l < n_layer_; ++l)
+    for (EntryScores& e : LayerScores(cache, l, Phase::kPrefill, pool)) scores.push_back(std::move(e.score));
+  const int64_t total = std::max<int64_t>(1, base) * n_layer_ * n_head_kv_;
+  shared_ = budget::SharedTopK(scores, total, spec.shared_floor);
 }
 
 std::vector<std::pair<std::string, int64_t>> Compressor::counters() const {
   auto c = policy_->Counters();
+  if (!shared_.empty()) {  // the shared allocator's spread over heads
+    auto [lo, hi] = std::minmax_element(shared_.begin(), shared_.end());
+    c.emplace_back("head-min", *lo);
+    c.emplace_back("head-max", *hi);
+  }
   if (ref_pass_s_ >= 0) {
     c.emplace_back("ref-pass-us", std::llround(ref_pass_s_ * 1e6));
     c.emplace_back("prefill-us", std::llround(prefill_s_ * 1e6));
@@ -288,9 +311,10 @@ Status Compressor::CompressPrefillLayer(KvCache& cache, int l, kernels::ThreadPo
   if (layer_s_.size() != static_cast<size_t>(n_layer_)) layer_s_.assign(n_layer_, 0.0);
   // The whole-cache target first (razor solves its window, or answers
   // kUnreachable), before any head changes.
-  if (l == 0)
-    KVTRIM_RETURN_IF_ERROR(policy_->Prepare({o_.ratio, o_.ratio_explicit, o_.budget_tokens, cache.logical_length(),
-                                             n_layer_, n_head_kv_, stats_.get(), &cache}));
+  if (l == 0) {
+    KVTRIM_RETURN_IF_ERROR(policy_->Prepare({target(), o_.ratio_explicit, cache.logical_length(), n_layer_, n_head_kv_}));
+    PrepareShared(cache, pool);
+  }
   std::vector<int> budgets = HeadBudgets(cache.logical_length());
   if (adaptive_ && Budget(l, cache.logical_length()) < cache.logical_length()) {
     const std::vector<int> a = AdaptiveBudgets(cache, l, Phase::kPrefill, pool);

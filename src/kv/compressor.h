@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/thread_pool.h"
+#include "kv/budget.h"
 #include "kv/cache.h"
 #include "kv/policy.h"
 #include "kv/stats.h"
@@ -59,11 +60,11 @@ class Compressor {
   // l * n_head_kv + h. From now on head (l, h) may keep
   // DistributeBudget(units, base, n, max(1, protected))[l * n_head_kv + h]
   // entries, base the uniform per-head budget: the total stays the uniform
-  // one. They replace the policy's LayerBudget/HeadBudget. Empty: off.
+  // one. They replace the policy's allocator (Policy::budget). Empty: off.
   Status SetHeadUnits(std::vector<int> units);
   bool head_budgets() const { return !head_units_.empty(); }
   // Budgets of every KV head at logical length n, flat l * n_head_kv + h
-  // (head budgets, else the policy's HeadBudget of the layer budget): one
+  // (profile units, else the policy's allocator, kv/budget.h): one
   // distribution per call, so a decode step computes it once for all heads.
   std::vector<int> HeadBudgets(int64_t n) const;
   int HeadBudgetAt(int layer, int h, int64_t n) const;  // HeadBudgets(n)[l * n_head_kv + h]
@@ -104,7 +105,12 @@ class Compressor {
 
  private:
   Compressor() = default;
+  budget::Target target() const;   // the options' ratio or token count
   int BaseBudget(int64_t n) const;  // uniform per-head budget before layer/head shaping
+  // The policy's entry scores of every head of one layer (Policy::Score).
+  std::vector<EntryScores> LayerScores(const KvCache& cache, int layer, Phase phase, kernels::ThreadPool* pool);
+  // The shared allocator's counts (KVzip), before any head changes.
+  void PrepareShared(const KvCache& cache, kernels::ThreadPool* pool);
   Status CompressHead(KvCache& cache, int layer, int h, Phase phase, int budget);
   CompressionOptions o_;
   std::unique_ptr<Policy> policy_;
@@ -116,6 +122,7 @@ class Compressor {
   double compress_s_ = 0;
   std::vector<double> layer_s_;
   std::vector<int> head_units_;
+  std::vector<int> shared_;  // [n_layer * n_head_kv] budget::SharedTopK's counts; empty: none
   bool adaptive_ = false;
   RopeSpec rope_;
   double ref_pass_s_ = -1, prefill_s_ = 0;

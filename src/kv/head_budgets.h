@@ -50,11 +50,7 @@ HeadSensitivity NonIncreasing(HeadSensitivity s);
 // never above units_per_head. The sum is preserved. Errors name bad shapes.
 Expected<std::vector<int>> SearchHeadBudgets(const HeadSensitivity& s, const HeadBudgetOptions& o);
 
-// Per-head entry budgets for a sequence of n tokens with uniform per-head
-// budget `base`: budget_h = base * units_h / mean(units), rounded by largest
-// remainder so they sum to base * heads exactly; each at least `min_entries`
-// (taken from the largest budgets) and at most n.
-std::vector<int> DistributeBudget(const std::vector<int>& units, int base, int n, int min_entries);
+// Applying the units to a sequence: budget::DistributeBudget (kv/budget.h).
 
 // The search's result as the model profile stores it, under
 // extra["head_budgets"] (a profile without that key has no head budgets):

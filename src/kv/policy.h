@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kv/budget.h"
 #include "kv/cache.h"
 #include "kv/plan.h"
 #include "kv/stats.h"
@@ -57,15 +58,10 @@ struct PolicyContext {
 // What prefill-time compression is asked to reach, for policies that plan
 // the whole cache at once (razor solves its compression factor from it).
 struct CompressionTarget {
-  double ratio = 1.0;
+  budget::Target target;        // the ratio or token count (budget.h interprets it)
   bool ratio_explicit = false;  // KvOptions::ratio_explicit
-  int budget_tokens = 0;  // > 0 wins over ratio
-  int64_t n = 0;          // logical length being compressed
+  int64_t n = 0;                // logical length being compressed
   int n_layer = 1, n_head_kv = 1;
-  // The statistics and the cache before any head changes (KVzip's global
-  // top-k over every head of every layer); may be null.
-  const AttentionStats* stats = nullptr;
-  const KvCache* cache = nullptr;
 };
 
 // A second forward pass the engine runs before prefill-time compression to
@@ -83,18 +79,8 @@ struct ReferencePass {
   bool max_prob = false;      // collect the max probability per entry (max_prob)
 };
 
-// Per-entry scores of one head for head-adaptive budgets (AdaKV; see
-// adaptive_budget.h): higher = more worth keeping; `prot` marks entries the
-// policy keeps whatever its budget (its window, sinks, the newest entry).
-// `mass`: the scores are attention mass (>= 0), normalised per head by their
-// sum; otherwise they are any real numbers, shifted by the head's minimum
-// first. Scores of protected entries are their real values (they count in
-// the normalisation).
-struct EntryScores {
-  std::vector<double> score;
-  std::vector<bool> prot;
-  bool mass = true;
-};
+// Per-entry scores of one head (--head-budget adaptive, KVzip's shared budget).
+using EntryScores = budget::EntryScores;
 
 class Policy {
  public:
@@ -105,21 +91,22 @@ class Policy {
   virtual ReferencePass reference_pass() const { return {}; }
   // Entries that can never be evicted (sinks, protected recent tokens).
   virtual int protected_entries() const { return 0; }
-  // Per-layer budget from the uniform per-head budget (PyramidKV overrides).
-  virtual int LayerBudget(int /*layer*/, int /*n_layer*/, int base) const { return base; }
+  // How the budget is spread over heads (kv/budget.h): uniform unless the
+  // policy names another allocator (pyramid, KVzip's shared top-k over its
+  // Score, razor's castes once Prepare has solved its window).
+  virtual budget::Spec budget() const { return {}; }
   // Named counters the policy keeps (e.g. merges, fallbacks), for reports;
   // Compress may run on several heads at once, so counters are atomic.
   virtual std::vector<std::pair<std::string, int64_t>> Counters() const { return {}; }
   // Called once before prefill-time compression, before any head changes; a
   // target the policy cannot meet returns MakeUnreachable.
   virtual Status Prepare(const CompressionTarget& /*t*/) { return {}; }
-  // Budget of one KV head from its layer's (razor's per-head castes).
-  virtual int HeadBudget(int /*layer*/, int /*head*/, int layer_budget) const { return layer_budget; }
   // Policies built on a model profile (razor) get it before compressing.
   virtual bool wants_profile() const { return false; }
   virtual void SetProfile(std::shared_ptr<const ModelProfile> /*p*/) {}
-  // Policies that score entries (--head-budget adaptive): whether, and the
-  // scores of one head (ctx.budget unused) that its Compress ranks by.
+  // Policies that score entries (--head-budget adaptive, the shared
+  // allocator): whether, and the scores of one head (ctx.budget unused) that
+  // its Compress ranks by.
   virtual bool has_entry_scores() const { return false; }
   virtual EntryScores Score(const PolicyContext& /*ctx*/) { return {}; }
   // A plan bringing the head to at most ctx.budget entries.

@@ -6,10 +6,6 @@
 // are kept under ONE budget shared by every KV head of every layer (the
 // uniform total r x entries, heads get different counts), or with
 // --kvzip-per-head a fixed share per head. Prefill-time only.
-#include <algorithm>
-#include <cmath>
-
-#include "kv/numerics/shared_budget.h"
 #include "kv/policies/policies.h"
 
 namespace kvtrim::kv {
@@ -37,29 +33,17 @@ class KvzipPolicy : public Policy {
     rp.max_prob = true;
     return rp;
   }
-  std::vector<std::pair<std::string, int64_t>> Counters() const override {
-    if (counts_.empty()) return {};
-    auto [lo, hi] = std::minmax_element(counts_.begin(), counts_.end());
-    return {{"head-min", *lo}, {"head-max", *hi}};
+  // One top-k over every head of every layer (budget::SharedTopK over
+  // Score), or with --kvzip-per-head the uniform share.
+  budget::Spec budget() const override {
+    budget::Spec s;
+    if (!per_head_) s.kind = budget::Kind::kShared, s.shared_floor = floor_;
+    return s;
   }
-
-  Status Prepare(const CompressionTarget& t) override {
-    counts_.clear();
-    if (per_head_ || !t.stats || !t.cache) return {};
-    const int64_t base =
-        t.budget_tokens > 0 ? t.budget_tokens : static_cast<int64_t>(std::ceil(t.ratio * static_cast<double>(t.n) - 1e-9));
-    if (base >= t.n) return {};  // nothing is compressed
-    std::vector<std::vector<double>> scores;
-    scores.reserve(static_cast<size_t>(t.n_layer) * t.n_head_kv);
-    for (int l = 0; l < t.n_layer; ++l)
-      for (int h = 0; h < t.n_head_kv; ++h) scores.push_back(Scores(&t.stats->head(l, h), t.cache->head(l, h).size()));
-    const int64_t total = std::max<int64_t>(1, base) * t.n_layer * t.n_head_kv;
-    counts_ = numerics::SharedTopK(scores, total, floor_);
-    n_head_kv_ = t.n_head_kv;
-    return {};
-  }
-  int HeadBudget(int layer, int head, int layer_budget) const override {
-    return counts_.empty() ? layer_budget : counts_[static_cast<size_t>(layer) * n_head_kv_ + head];
+  bool has_entry_scores() const override { return true; }
+  EntryScores Score(const PolicyContext& ctx) override {
+    const int n = ctx.store->size();
+    return {Scores(ctx.stats, n), std::vector<bool>(n, false), true};
   }
   Plan Compress(const PolicyContext& ctx) override {
     const int n = ctx.store->size();
@@ -69,8 +53,6 @@ class KvzipPolicy : public Policy {
  private:
   bool per_head_;
   int floor_;
-  std::vector<int> counts_;  // [n_layer * n_head_kv] from the shared top-k; empty: uniform
-  int n_head_kv_ = 1;
 };
 
 }  // namespace

@@ -1,7 +1,5 @@
 // `pyramidkv`: SnapKV scores with layer budgets falling linearly with depth:
 // layer 0 gets 2B - B/beta, the last layer B/beta; the total stays L * B.
-#include <cmath>
-
 #include "kv/policies/policies.h"
 
 namespace kvtrim::kv {
@@ -11,10 +9,12 @@ class PyramidkvPolicy : public SnapkvPolicy {
  public:
   PyramidkvPolicy(int window, int kernel, double beta, int value_norm)
       : SnapkvPolicy(window, kernel, value_norm), beta_(beta) {}
-  int LayerBudget(int layer, int n_layer, int base) const override {
-    if (n_layer <= 1) return base;
-    const double top = 2.0 * base - base / beta_, bottom = base / beta_;
-    return static_cast<int>(std::lround(top + (bottom - top) * layer / (n_layer - 1)));
+  // SnapKV's scorer under the pyramid allocator (budget::LayerBudget).
+  budget::Spec budget() const override {
+    budget::Spec s;
+    s.kind = budget::Kind::kPyramid;
+    s.pyramid_beta = beta_;
+    return s;
   }
 
  private:

@@ -49,8 +49,8 @@ class RazorPolicy : public Policy {
       return MakeError("razor: the profile's head layout does not match the cache");
     n_head_kv_ = t.n_head_kv;
     const double n = static_cast<double>(t.n);
-    const double r = t.budget_tokens > 0 ? std::min(1.0, t.budget_tokens / std::max(1.0, n)) : t.ratio;
-    if (r >= 1.0 && t.ratio_explicit && t.budget_tokens <= 0) {  // ratio 1 asked for: keep everything
+    const double r = budget::Ratio(t.target, t.n);
+    if (r >= 1.0 && t.ratio_explicit && t.target.tokens <= 0) {  // ratio 1 asked for: keep everything
       window_ = -1;
       return {};
     }
@@ -76,9 +76,13 @@ class RazorPolicy : public Policy {
     return {};
   }
 
-  int HeadBudget(int layer, int head, int /*layer_budget*/) const override {
-    if (window_ < 0 || IsRetrieval(layer, head)) return INT_MAX;
-    return sinks_ + window_ + 1;
+  // Castes: retrieval heads whole, every other head S + L + 1.
+  budget::Spec budget() const override {
+    budget::Spec s;
+    s.kind = budget::Kind::kCastes;
+    s.whole = heads_.kv;
+    s.caste_budget = window_ < 0 ? -1 : sinks_ + window_ + 1;
+    return s;
   }
 
   Plan Compress(const PolicyContext& ctx) override {
