@@ -23,7 +23,9 @@ namespace {
 // KvOptions::head_budgets = 1, by default for am given a profile that has them).
 Status AttachProfile(const Engine& e, kv::Compressor& c, const KvOptions& kv) {
   const bool required = kv.head_budgets > 0;
-  const bool head_budgets = required || (kv.head_budgets < 0 && kv.policy == "am" && !kv.profile.empty());
+  const kv::PolicyInfo* info = kv::FindPolicy(kv.policy);
+  const bool by_default = info && info->traits.profile_head_budgets;
+  const bool head_budgets = required || (kv.head_budgets < 0 && by_default && !kv.profile.empty());
   if (required && kv.profile.empty())
     return MakeError("head budgets need a profile that has them: --profile FILE from `kvtrim profile --head-budgets`");
   if (!c.policy().wants_profile() && !head_budgets) return {};

@@ -49,6 +49,20 @@ Status Merge(StatsNeeds* into, const StatsNeeds& n, const std::string& name) {
   return {};
 }
 
+// The registered policies --head-budget adaptive takes (they score entries
+// and leave the allocation to the user), read from the policies themselves.
+std::string AdaptivePolicies() {
+  std::string names;
+  for (const PolicyInfo& info : Registry()) {
+    auto p = MakePolicy(info.name, {});
+    if (!p.ok() || !p.value()->has_entry_scores()) continue;
+    const budget::Kind k = p.value()->budget().kind;
+    if (k == budget::Kind::kShared || k == budget::Kind::kCastes) continue;
+    names += (names.empty() ? "" : ", ") + info.name;
+  }
+  return names;
+}
+
 }  // namespace
 
 Status ValidatePlan(const Plan& plan, int n, int d) {
@@ -142,8 +156,8 @@ Expected<std::unique_ptr<Compressor>> Compressor::Create(const CompressionOption
     if (k == budget::Kind::kShared || k == budget::Kind::kCastes)
       return MakeError("--head-budget adaptive: policy '" + o.policy + "' allocates its own per-head budgets");
     if (!c->policy_->has_entry_scores())
-      return MakeError("--head-budget adaptive needs a policy that scores entries (h2o, snapkv, pyramidkv, compactor, "
-                       "tova, knorm, keydiff, ...), not '" + o.policy + "'");
+      return MakeError("--head-budget adaptive needs a policy that scores entries (" + AdaptivePolicies() + "), not '" +
+                       o.policy + "'");
     if (!(o.min_head_share >= 0.0 && o.min_head_share <= 1.0))
       return MakeError("--min-head-share " + std::to_string(o.min_head_share) + " is outside [0, 1]");
     c->adaptive_ = true;

@@ -69,7 +69,7 @@ class Compressor {
   std::vector<int> HeadBudgets(int64_t n) const;
   int HeadBudgetAt(int layer, int h, int64_t n) const;  // HeadBudgets(n)[l * n_head_kv + h]
   // --head-budget adaptive: the budgets of layer l's heads from the policy's
-  // entry scores (adaptive_budget.h), their sum the uniform layer total.
+  // entry scores (budget::AdaptiveHeadBudgets), their sum the uniform layer total.
   bool adaptive() const { return adaptive_; }
   std::vector<int> AdaptiveBudgets(const KvCache& cache, int layer, Phase phase, kernels::ThreadPool* pool = nullptr);
 

@@ -113,11 +113,18 @@ class Policy {
   virtual Plan Compress(const PolicyContext& ctx) = 0;
 };
 
+// What callers outside the library ask of a policy by property, never by name.
+struct PolicyTraits {
+  bool costly = false;                // left out of the default eval sweep (name it to run it)
+  bool profile_head_budgets = false;  // takes the profile's head budgets by default (KvOptions::head_budgets < 0)
+};
+
 struct PolicyInfo {
   std::string name;
   std::string summary;
   std::vector<ParamSpec> params;
   std::function<std::unique_ptr<Policy>(const Params&)> make;  // params complete (defaults filled)
+  PolicyTraits traits = {};
 };
 
 // Every registered policy, in a stable order.

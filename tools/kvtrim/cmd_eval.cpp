@@ -124,11 +124,10 @@ Command AddEval(CLI::App& app) {
   auto o = std::make_shared<EvalOpts>();
   o->model = DefaultModelPath();
   o->haystack = DefaultHaystackPath();
-  // Every policy but `am`: Attention Matching fits each head by NNLS and
-  // least squares and costs 6-15 prefills per context (docs/results/am.md),
-  // more than the rest of the default sweep together; name it to run it.
+  // Every policy but the costly ones (`am`: 6-15 prefills per context, more
+  // than the rest of the default sweep together); name them to run them.
   for (const auto& p : kv::Registry())
-    if (p.name != "am") o->methods.push_back(p.name);
+    if (!p.traits.costly) o->methods.push_back(p.name);
   // niah-multivalue and niah-multiquery ask for several numbers in one answer,
   // which the default model cannot do (MODELS.md: 0 even with the full
   // cache): they are left out of the default sweep (name them to run them).

@@ -363,7 +363,10 @@ PolicyInfo AmPolicyInfo() {
             c.seed = static_cast<uint64_t>(p.at("kv-seed"));
             c.refill = p.at("am-refill") >= 0.5;
             return std::make_unique<AmPolicy>(c);
-          }};
+          },
+          // 6-15 prefills per context (docs/results/am.md); METHODS.md 4:
+          // nonuniform head budgets from the profile when it has them.
+          {.costly = true, .profile_head_budgets = true}};
 }
 
 }  // namespace kvtrim::kv
