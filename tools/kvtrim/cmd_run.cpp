@@ -59,20 +59,120 @@ Expected<std::vector<int>> PromptIds(const Engine& e, std::string text, const st
   return tok.Encode(p.text, /*add_bos=*/!p.has_bos && tok.add_bos(), /*parse_special=*/p.parse_special);
 }
 
+struct RunOpts {
+  RopeOverrides rope;
+  std::string model, prompt, prompt_file, system;
+  bool chat = false;
+  int n = 256, threads = 0, ctx = 0;
+  float temp = 0.8f, top_p = 0.9f;
+  uint64_t seed = 42;
+  bool ignore_eos = false;
+  KvFlags kv;
+};
+
+// What a run measured, on stderr: rates, the cache's bytes and entries, head
+// budgets, the policy's counters, memory.
+void PrintRunStats(const Engine& e, const Session& s, const KvOptions& kv, const GenerateStats& st,
+                   size_t prompt_tokens) {
+  const kv::KvCache& cache = s.cache();
+  if (kv.quality > 0)
+    std::fprintf(stderr, "kv-quality %g: NLL(c) %.4f over %zu prompt tokens, chosen ratio %.4f (%s)\n", kv.quality,
+                 s.context_nll(), prompt_tokens, s.chosen_ratio(),
+                 kv.calibration.c_str());
+  std::fprintf(stderr, "prefill: %d tokens in %.3f s (%s)\n", st.prompt_tokens, st.prefill_s,
+               io::FormatRate(st.prompt_tokens, st.prefill_s).c_str());
+  int steps = st.decode_steps;
+  std::fprintf(stderr, "decode: %d tokens in %.3f s (%s)\n", steps, st.decode_s,
+               io::FormatRate(steps, st.decode_s).c_str());
+  // Like with like: the bytes the entries occupy against an exact full f32
+  // cache (so --kv full reads 100%); the allocation, slack included, after.
+  std::fprintf(stderr, "kv: %s ratio %g quant %s: %zu bytes in %zu entries vs full cache %zu bytes (%.1f%%), "
+               "%zu bytes allocated, %lld tokens, %lld evicted, compression %.3f s\n",
+               kv.policy.c_str(), s.chosen_ratio(), kv.quant.c_str(), cache.BytesUsed(), cache.EntriesHeld(),
+               cache.BytesFull(), 100.0 * cache.BytesUsed() / std::max<size_t>(1, cache.BytesFull()),
+               cache.BytesHeld(), static_cast<long long>(cache.logical_length()),
+               static_cast<long long>(s.compressor().evictions()),
+               s.compressor().compress_seconds());
+  if (s.compressor().head_budgets()) {
+    std::fprintf(stderr, "head budgets: from profile %s, entries per KV head:", kv.profile.c_str());
+    for (int l = 0; l < cache.n_layer(); ++l)
+      for (int h = 0; h < cache.n_head_kv(); ++h) std::fprintf(stderr, "%s%d", h ? "," : " |", cache.head(l, h).size());
+    std::fprintf(stderr, "\n");
+  }
+  const auto counters = s.compressor().counters();
+  if (!counters.empty()) {
+    std::fprintf(stderr, "kv counters:");
+    int64_t merges = -1, fallbacks = -1;
+    for (const auto& [name, v] : counters) {
+      std::fprintf(stderr, " %s %lld", name.c_str(), static_cast<long long>(v));
+      if (name == "merges") merges = v;
+      if (name == "fallbacks") fallbacks = v;
+    }
+    if (merges > 0 && fallbacks >= 0) std::fprintf(stderr, " (fallback rate %.2f%%)", 100.0 * fallbacks / merges);
+    std::fprintf(stderr, "\n");
+  }
+  std::fprintf(stderr, "peak RSS: %.1f MiB\n", PeakRssBytes() / 1048576.0);
+  std::fprintf(stderr, 
+            "weights: %zu bytes in the file, %zu bytes of Q8_0/Q4_0 repacks (read by every product), "
+            "%zu bytes of the repacked matrices' file pages released\n",
+               e.weights().total_bytes, e.weights().packed_bytes,
+               e.weights().released_bytes);
+}
+
+int RunAction(const RunOpts& o) {
+  auto engine = Engine::Load({o.model, o.threads, o.rope});
+  if (!engine.ok()) {
+    std::fprintf(stderr, "kvtrim run: %s\n", engine.error().message.c_str());
+    return 1;
+  }
+  const io::Tokenizer& tok = engine.value()->tokenizer();
+  SessionOptions so;
+  so.ctx = o.ctx;
+  so.kv = ToKvOptions(o.kv, o.kv.policy);
+  auto session = Session::Create(*engine.value(), so);
+  if (!session.ok()) {
+    std::fprintf(stderr, "kvtrim run: %s\n", session.error().message.c_str());
+    return 1;
+  }
+  std::vector<int> stop_ids;
+  auto prompt_ids = PromptIds(*engine.value(), o.prompt, o.prompt_file, o.chat, o.system, &stop_ids);
+  if (!prompt_ids.ok()) {
+    std::fprintf(stderr, "kvtrim run: %s\n", prompt_ids.error().message.c_str());
+    return 1;
+  }
+  const std::vector<int>& prompt = prompt_ids.value();
+  // The last generated token is printed, never fed back: P + N - 1 positions.
+  if (prompt.size() + static_cast<size_t>(std::max(0, o.n - 1)) > static_cast<size_t>(session.value()->ctx())) {
+    std::fprintf(stderr, "kvtrim run: prompt (%zu tokens) + %d generated tokens exceeds the context length %d\n",
+                 prompt.size(), o.n, session.value()->ctx());
+    return 1;
+  }
+  int prev = -1;
+  for (int id : prompt) {
+    std::fputs(tok.Piece(prev, id).c_str(), stdout);
+    prev = id;
+  }
+  std::fflush(stdout);
+  SamplingOptions sp{o.temp, o.top_p, o.seed, o.ignore_eos, stop_ids};
+  auto st = Generate(*session.value(), prompt, o.n, sp, [&](int id) {
+    std::fputs(tok.Piece(prev, id).c_str(), stdout);
+    std::fflush(stdout);
+    prev = id;
+  });
+  std::fputs("\n", stdout);
+  std::fflush(stdout);
+  if (!st.ok()) {
+    std::fprintf(stderr, "kvtrim run: %s\n", st.error().message.c_str());
+    return 1;
+  }
+  PrintRunStats(*engine.value(), *session.value(), so.kv, st.value(), prompt.size());
+  return 0;
+}
+
 }  // namespace
 
 Command AddRun(CLI::App& app) {
-  struct Opts {
-    RopeOverrides rope;
-    std::string model, prompt, prompt_file, system;
-    bool chat = false;
-    int n = 256, threads = 0, ctx = 0;
-    float temp = 0.8f, top_p = 0.9f;
-    uint64_t seed = 42;
-    bool ignore_eos = false;
-    KvFlags kv;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<RunOpts>();
   o->model = DefaultModelPath();
   CLI::App* sub = app.add_subcommand("run", "Generate text from a prompt; timing and KV bytes go to stderr");
   sub->add_option("-m,--model", o->model, "GGUF model file")->capture_default_str();
@@ -91,98 +191,7 @@ Command AddRun(CLI::App& app) {
   AddRopeFlags(sub, &o->rope);
   sub->add_option("-c,--ctx", o->ctx, "Context length (0: the model's)")->capture_default_str()->check(CLI::NonNegativeNumber);
   AddKvFlags(sub, &o->kv, true, true);
-  auto action = [o]() -> int {
-    auto engine = Engine::Load({o->model, o->threads, o->rope});
-    if (!engine.ok()) {
-      std::fprintf(stderr, "kvtrim run: %s\n", engine.error().message.c_str());
-      return 1;
-    }
-    const io::Tokenizer& tok = engine.value()->tokenizer();
-    SessionOptions so;
-    so.ctx = o->ctx;
-    so.kv = ToKvOptions(o->kv, o->kv.policy);
-    auto session = Session::Create(*engine.value(), so);
-    if (!session.ok()) {
-      std::fprintf(stderr, "kvtrim run: %s\n", session.error().message.c_str());
-      return 1;
-    }
-    std::vector<int> stop_ids;
-    auto prompt_ids = PromptIds(*engine.value(), o->prompt, o->prompt_file, o->chat, o->system, &stop_ids);
-    if (!prompt_ids.ok()) {
-      std::fprintf(stderr, "kvtrim run: %s\n", prompt_ids.error().message.c_str());
-      return 1;
-    }
-    const std::vector<int>& prompt = prompt_ids.value();
-    // The last generated token is printed, never fed back: P + N - 1 positions.
-    if (prompt.size() + static_cast<size_t>(std::max(0, o->n - 1)) > static_cast<size_t>(session.value()->ctx())) {
-      std::fprintf(stderr, "kvtrim run: prompt (%zu tokens) + %d generated tokens exceeds the context length %d\n",
-                   prompt.size(), o->n, session.value()->ctx());
-      return 1;
-    }
-    int prev = -1;
-    for (int id : prompt) {
-      std::fputs(tok.Piece(prev, id).c_str(), stdout);
-      prev = id;
-    }
-    std::fflush(stdout);
-    SamplingOptions sp{o->temp, o->top_p, o->seed, o->ignore_eos, stop_ids};
-    auto st = Generate(*session.value(), prompt, o->n, sp, [&](int id) {
-      std::fputs(tok.Piece(prev, id).c_str(), stdout);
-      std::fflush(stdout);
-      prev = id;
-    });
-    std::fputs("\n", stdout);
-    std::fflush(stdout);
-    if (!st.ok()) {
-      std::fprintf(stderr, "kvtrim run: %s\n", st.error().message.c_str());
-      return 1;
-    }
-    const kv::KvCache& cache = session.value()->cache();
-    if (so.kv.quality > 0)
-      std::fprintf(stderr, "kv-quality %g: NLL(c) %.4f over %zu prompt tokens, chosen ratio %.4f (%s)\n", so.kv.quality,
-                   session.value()->context_nll(), prompt.size(), session.value()->chosen_ratio(),
-                   so.kv.calibration.c_str());
-    std::fprintf(stderr, "prefill: %d tokens in %.3f s (%s)\n", st->prompt_tokens, st->prefill_s,
-                 io::FormatRate(st->prompt_tokens, st->prefill_s).c_str());
-    int steps = st->decode_steps;
-    std::fprintf(stderr, "decode: %d tokens in %.3f s (%s)\n", steps, st->decode_s,
-                 io::FormatRate(steps, st->decode_s).c_str());
-    // Like with like: the bytes the entries occupy against an exact full f32
-    // cache (so --kv full reads 100%); the allocation, slack included, after.
-    std::fprintf(stderr, "kv: %s ratio %g quant %s: %zu bytes in %zu entries vs full cache %zu bytes (%.1f%%), "
-                 "%zu bytes allocated, %lld tokens, %lld evicted, compression %.3f s\n",
-                 so.kv.policy.c_str(), session.value()->chosen_ratio(), so.kv.quant.c_str(), cache.BytesUsed(), cache.EntriesHeld(),
-                 cache.BytesFull(), 100.0 * cache.BytesUsed() / std::max<size_t>(1, cache.BytesFull()),
-                 cache.BytesHeld(), static_cast<long long>(cache.logical_length()),
-                 static_cast<long long>(session.value()->compressor().evictions()),
-                 session.value()->compressor().compress_seconds());
-    if (session.value()->compressor().head_budgets()) {
-      std::fprintf(stderr, "head budgets: from profile %s, entries per KV head:", so.kv.profile.c_str());
-      for (int l = 0; l < cache.n_layer(); ++l)
-        for (int h = 0; h < cache.n_head_kv(); ++h) std::fprintf(stderr, "%s%d", h ? "," : " |", cache.head(l, h).size());
-      std::fprintf(stderr, "\n");
-    }
-    const auto counters = session.value()->compressor().counters();
-    if (!counters.empty()) {
-      std::fprintf(stderr, "kv counters:");
-      int64_t merges = -1, fallbacks = -1;
-      for (const auto& [name, v] : counters) {
-        std::fprintf(stderr, " %s %lld", name.c_str(), static_cast<long long>(v));
-        if (name == "merges") merges = v;
-        if (name == "fallbacks") fallbacks = v;
-      }
-      if (merges > 0 && fallbacks >= 0) std::fprintf(stderr, " (fallback rate %.2f%%)", 100.0 * fallbacks / merges);
-      std::fprintf(stderr, "\n");
-    }
-    std::fprintf(stderr, "peak RSS: %.1f MiB\n", PeakRssBytes() / 1048576.0);
-    std::fprintf(stderr, 
-              "weights: %zu bytes in the file, %zu bytes of Q8_0/Q4_0 repacks (read by every product), "
-              "%zu bytes of the repacked matrices' file pages released\n",
-                 engine.value()->weights().total_bytes, engine.value()->weights().packed_bytes,
-                 engine.value()->weights().released_bytes);
-    return 0;
-  };
-  return {sub, action};
+  return {sub, [o]() { return RunAction(*o); }};
 }
 
 }  // namespace kvtrim::cli
