@@ -118,6 +118,52 @@ Expected<eval::SweepOptions> ToSweepOptions(const EvalOpts& o) {
   return so;
 }
 
+int EvalAction(const EvalOpts& o) {
+  auto engine = Engine::Load({o.model, o.threads, o.rope});
+  // --context past the model's context: the sessions get that much room
+  // (read it with RoPE scaling, e.g. --rope-scaling yarn --rope-scale 8).
+  if (engine.ok() && o.context + eval::kAnswerRoom > engine.value()->config().ctx && o.context > 0) {
+    if (!o.rope.any())
+      std::fprintf(stderr, "kvtrim eval: warning: --context %d is past the model's context %d and no RoPE scaling "
+                   "is given (--rope-scaling yarn --rope-scale F)\n", o.context, engine.value()->config().ctx);
+    engine = Engine::Load({o.model, o.threads, o.rope, o.context + eval::kAnswerRoom});
+  }
+  if (!engine.ok()) {
+    std::fprintf(stderr, "kvtrim eval: %s\n", engine.error().message.c_str());
+    return 1;
+  }
+  auto so_or = ToSweepOptions(o);
+  if (!so_or.ok()) {
+    std::fprintf(stderr, "kvtrim eval: %s\n", so_or.error().message.c_str());
+    return 1;
+  }
+  eval::SweepOptions so = std::move(so_or.value());
+  so.progress = ProgressBar();
+  std::fprintf(stderr, "kvtrim eval: %zu methods x %zu ratios, %zu needle tasks, %zu task files%s%s, %d samples "
+               "each, %s%s; clock step %s\n", so.methods.size(), so.ratios.size(), so.tasks.size(), so.task_files.size(),
+               so.fidelity ? " + fidelity" : "", so.fidelity_decode ? " + fidelity-decode" : "", so.samples,
+               so.query_aware ? "query-aware" : "query-agnostic", o.shard.empty() ? "" : (", shard " + o.shard).c_str(),
+               io::FormatStep(io::SteadyClock().step_ns).c_str());
+  auto rep = eval::RunSweep(*engine.value(), so);
+  if (!rep.ok()) {
+    std::fprintf(stderr, "kvtrim eval: %s\n", rep.error().message.c_str());
+    return 1;
+  }
+  eval::Report& r = rep.value();
+  r.meta.model = o.model;
+  r.meta.command = QuotedCommandLine();
+  const std::string out = o.out.empty() ? "kvtrim-eval-" + Timestamp() : o.out;
+  auto files = WriteReportFolder(r, {out, o.json, o.csv, !o.no_plots});
+  if (!files.ok()) {
+    std::fprintf(stderr, "kvtrim eval: %s\n", files.error().message.c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "kvtrim eval: %.1f s; wrote", r.meta.elapsed_s);
+  for (const auto& f : files.value()) std::fprintf(stderr, " %s", f.c_str());
+  std::fprintf(stderr, "\n");
+  return 0;
+}
+
 }  // namespace
 
 Command AddEval(CLI::App& app) {
@@ -170,52 +216,7 @@ Command AddEval(CLI::App& app) {
   sub->add_option("--csv", o->csv, "CSV report path (default: <out>/report.csv)");
   sub->add_flag("--no-plots", o->no_plots, "Do not render plots");
   AddKvFlags(sub, &o->kv, /*with_policy=*/false, /*with_quality=*/true);
-  auto action = [o]() -> int {
-    auto engine = Engine::Load({o->model, o->threads, o->rope});
-    // --context past the model's context: the sessions get that much room
-    // (read it with RoPE scaling, e.g. --rope-scaling yarn --rope-scale 8).
-    if (engine.ok() && o->context + eval::kAnswerRoom > engine.value()->config().ctx && o->context > 0) {
-      if (!o->rope.any())
-        std::fprintf(stderr, "kvtrim eval: warning: --context %d is past the model's context %d and no RoPE scaling "
-                     "is given (--rope-scaling yarn --rope-scale F)\n", o->context, engine.value()->config().ctx);
-      engine = Engine::Load({o->model, o->threads, o->rope, o->context + eval::kAnswerRoom});
-    }
-    if (!engine.ok()) {
-      std::fprintf(stderr, "kvtrim eval: %s\n", engine.error().message.c_str());
-      return 1;
-    }
-    auto so_or = ToSweepOptions(*o);
-    if (!so_or.ok()) {
-      std::fprintf(stderr, "kvtrim eval: %s\n", so_or.error().message.c_str());
-      return 1;
-    }
-    eval::SweepOptions so = std::move(so_or.value());
-    so.progress = ProgressBar();
-    std::fprintf(stderr, "kvtrim eval: %zu methods x %zu ratios, %zu needle tasks, %zu task files%s%s, %d samples "
-                 "each, %s%s; clock step %s\n", so.methods.size(), so.ratios.size(), so.tasks.size(), so.task_files.size(),
-                 so.fidelity ? " + fidelity" : "", so.fidelity_decode ? " + fidelity-decode" : "", so.samples,
-                 so.query_aware ? "query-aware" : "query-agnostic", o->shard.empty() ? "" : (", shard " + o->shard).c_str(),
-                 io::FormatStep(io::SteadyClock().step_ns).c_str());
-    auto rep = eval::RunSweep(*engine.value(), so);
-    if (!rep.ok()) {
-      std::fprintf(stderr, "kvtrim eval: %s\n", rep.error().message.c_str());
-      return 1;
-    }
-    eval::Report& r = rep.value();
-    r.meta.model = o->model;
-    r.meta.command = QuotedCommandLine();
-    const std::string out = o->out.empty() ? "kvtrim-eval-" + Timestamp() : o->out;
-    auto files = WriteReportFolder(r, {out, o->json, o->csv, !o->no_plots});
-    if (!files.ok()) {
-      std::fprintf(stderr, "kvtrim eval: %s\n", files.error().message.c_str());
-      return 1;
-    }
-    std::fprintf(stderr, "kvtrim eval: %.1f s; wrote", r.meta.elapsed_s);
-    for (const auto& f : files.value()) std::fprintf(stderr, " %s", f.c_str());
-    std::fprintf(stderr, "\n");
-    return 0;
-  };
-  return {sub, action};
+  return {sub, [o]() { return EvalAction(*o); }};
 }
 
 }  // namespace kvtrim::cli

@@ -136,19 +136,62 @@ Status AddHeadBudgets(const Engine& e, const HeadBudgetFlags& f, kv::ModelProfil
   return {};
 }
 
+struct ProfileOpts {
+  RopeOverrides rope;
+  std::string model, out = "profile.json", plots;
+  int threads = 0, sinks = 4, min_window = 64;
+  int64_t depth = 0;
+  bool no_plots = false;
+  ProfileOptions po;
+  HeadBudgetFlags hb;
+};
+
+int ProfileAction(const ProfileOpts& o) {
+  auto engine = Engine::Load({o.model, o.threads, o.rope});
+  if (!engine.ok()) {
+    std::fprintf(stderr, "kvtrim profile: %s\n", engine.error().message.c_str());
+    return 1;
+  }
+  auto p = ProfileModel(*engine.value(), o.po);
+  if (!p.ok()) {
+    std::fprintf(stderr, "kvtrim profile: %s\n", p.error().message.c_str());
+    return 1;
+  }
+  std::printf("profile of %s: probe BOS + %d x %d random tokens (seed %llu), %d tokens in %.3f s (%d threads)\n",
+              p->model.file.c_str(), p->repeats, p->probe_len, static_cast<unsigned long long>(p->seed),
+              1 + p->repeats * p->probe_len, p->seconds, engine.value()->threads());
+  PrintScores(p.value());
+  PrintHeads(p.value(), o.depth > 0 ? o.depth : engine.value()->config().ctx, o.sinks, o.min_window);
+  if (o.hb.on) {
+    Status hs = AddHeadBudgets(*engine.value(), o.hb, &p.value());
+    if (!hs.ok()) {
+      std::fprintf(stderr, "kvtrim profile: %s\n", hs.message().c_str());
+      return 1;
+    }
+  }
+  Status st = kv::WriteProfile(o.out, p.value());
+  if (!st.ok()) {
+    std::fprintf(stderr, "kvtrim profile: %s\n", st.message().c_str());
+    return 1;
+  }
+  std::printf("profile: %s\n", o.out.c_str());
+  if (o.no_plots) return 0;
+  std::string dir = o.plots.empty() ? std::filesystem::path(o.out).parent_path().string() : o.plots;
+  if (dir.empty()) dir = ".";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  st = DrawHeatmaps(p.value(), dir);
+  if (!st.ok()) {
+    std::fprintf(stderr, "kvtrim profile: %s\n", st.message().c_str());
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 Command AddProfile(CLI::App& app) {
-  struct Opts {
-    RopeOverrides rope;
-    std::string model, out = "profile.json", plots;
-    int threads = 0, sinks = 4, min_window = 64;
-    int64_t depth = 0;
-    bool no_plots = false;
-    ProfileOptions po;
-    HeadBudgetFlags hb;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<ProfileOpts>();
   o->model = DefaultModelPath();
   CLI::App* sub = app.add_subcommand("profile", "Find retrieval heads (RazorAttention probe); write the model profile");
   sub->add_option("-m,--model", o->model, "GGUF model file")->capture_default_str();
@@ -181,48 +224,7 @@ Command AddProfile(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
   AddRopeFlags(sub, &o->rope);
-  auto action = [o]() -> int {
-    auto engine = Engine::Load({o->model, o->threads, o->rope});
-    if (!engine.ok()) {
-      std::fprintf(stderr, "kvtrim profile: %s\n", engine.error().message.c_str());
-      return 1;
-    }
-    auto p = ProfileModel(*engine.value(), o->po);
-    if (!p.ok()) {
-      std::fprintf(stderr, "kvtrim profile: %s\n", p.error().message.c_str());
-      return 1;
-    }
-    std::printf("profile of %s: probe BOS + %d x %d random tokens (seed %llu), %d tokens in %.3f s (%d threads)\n",
-                p->model.file.c_str(), p->repeats, p->probe_len, static_cast<unsigned long long>(p->seed),
-                1 + p->repeats * p->probe_len, p->seconds, engine.value()->threads());
-    PrintScores(p.value());
-    PrintHeads(p.value(), o->depth > 0 ? o->depth : engine.value()->config().ctx, o->sinks, o->min_window);
-    if (o->hb.on) {
-      Status hs = AddHeadBudgets(*engine.value(), o->hb, &p.value());
-      if (!hs.ok()) {
-        std::fprintf(stderr, "kvtrim profile: %s\n", hs.message().c_str());
-        return 1;
-      }
-    }
-    Status st = kv::WriteProfile(o->out, p.value());
-    if (!st.ok()) {
-      std::fprintf(stderr, "kvtrim profile: %s\n", st.message().c_str());
-      return 1;
-    }
-    std::printf("profile: %s\n", o->out.c_str());
-    if (o->no_plots) return 0;
-    std::string dir = o->plots.empty() ? std::filesystem::path(o->out).parent_path().string() : o->plots;
-    if (dir.empty()) dir = ".";
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    st = DrawHeatmaps(p.value(), dir);
-    if (!st.ok()) {
-      std::fprintf(stderr, "kvtrim profile: %s\n", st.message().c_str());
-      return 1;
-    }
-    return 0;
-  };
-  return {sub, action};
+  return {sub, [o]() { return ProfileAction(*o); }};
 }
 
 }  // namespace kvtrim::cli

@@ -16,15 +16,74 @@
 
 namespace kvtrim::cli {
 
+namespace {
+
+struct ServeOpts {
+  RopeOverrides rope;
+  std::string model, host = "127.0.0.1";
+  int port = 8080, threads = 0, parallel = 1, queue = 16, ctx = 0;
+  double store_mib = 256;
+  KvFlags kv;
+};
+
+int ServeAction(const ServeOpts& o) {
+  // glibc gives each thread that allocates its own arena and keeps what is
+  // freed there: with a connection thread per request, resident memory grew
+  // ~8 MiB per 1K-token request until every thread had one (docs/server.md).
+  // A few arenas keep it flat.
+  mallopt(M_ARENA_MAX, std::max(2, o.parallel));
+  auto engine = Engine::Load({o.model, o.threads, o.rope});
+  if (!engine.ok()) {
+    std::fprintf(stderr, "kvtrim serve: %s\n", engine.error().message.c_str());
+    return 1;
+  }
+  server::ServerOptions so;
+  so.host = o.host;
+  so.port = o.port;
+  so.threads = o.threads;
+  so.parallel = o.parallel;
+  so.queue = o.queue;
+  so.ctx = o.ctx;
+  so.context_store_bytes = static_cast<size_t>(o.store_mib * 1048576.0);
+  so.kv = ToKvOptions(o.kv, o.kv.policy);
+  so.model_name = std::filesystem::path(o.model).filename().string();
+  auto srv = server::Server::Create(*engine.value(), so);
+  if (!srv.ok()) {
+    std::fprintf(stderr, "kvtrim serve: %s\n", srv.error().message.c_str());
+    return 1;
+  }
+  if (Status st = srv.value()->Bind(); !st.ok()) {
+    std::fprintf(stderr, "kvtrim serve: %s\n", st.message().c_str());
+    return 1;
+  }
+  // SIGINT/SIGTERM stop the server from a thread of its own (blocked everywhere else).
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  server::Server* s = srv.value().get();
+  std::thread waiter([&sigs, s] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    if (sig != 0) s->Stop();
+  });
+  std::fprintf(stderr, "kvtrim serve: %s on http://%s:%d (parallel %d, queue %d, kv %s)\n", so.model_name.c_str(),
+               so.host.c_str(), s->port(), so.parallel, so.queue, so.kv.policy.c_str());
+  Status st = s->Run();
+  pthread_kill(waiter.native_handle(), SIGTERM);  // wakes the waiter when Run ended on its own
+  waiter.join();
+  if (!st.ok()) {
+    std::fprintf(stderr, "kvtrim serve: %s\n", st.message().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
 Command AddServe(CLI::App& app) {
-  struct Opts {
-    RopeOverrides rope;
-    std::string model, host = "127.0.0.1";
-    int port = 8080, threads = 0, parallel = 1, queue = 16, ctx = 0;
-    double store_mib = 256;
-    KvFlags kv;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<ServeOpts>();
   o->model = DefaultModelPath();
   CLI::App* sub = app.add_subcommand(
       "serve", "OpenAI-style HTTP server: completions, chat, and contexts compressed once and questioned many times");
@@ -50,60 +109,7 @@ Command AddServe(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   AddKvFlags(sub, &o->kv, true, false);
-  auto action = [o]() -> int {
-    // glibc gives each thread that allocates its own arena and keeps what is
-    // freed there: with a connection thread per request, resident memory grew
-    // ~8 MiB per 1K-token request until every thread had one (docs/server.md).
-    // A few arenas keep it flat.
-    mallopt(M_ARENA_MAX, std::max(2, o->parallel));
-    auto engine = Engine::Load({o->model, o->threads, o->rope});
-    if (!engine.ok()) {
-      std::fprintf(stderr, "kvtrim serve: %s\n", engine.error().message.c_str());
-      return 1;
-    }
-    server::ServerOptions so;
-    so.host = o->host;
-    so.port = o->port;
-    so.threads = o->threads;
-    so.parallel = o->parallel;
-    so.queue = o->queue;
-    so.ctx = o->ctx;
-    so.context_store_bytes = static_cast<size_t>(o->store_mib * 1048576.0);
-    so.kv = ToKvOptions(o->kv, o->kv.policy);
-    so.model_name = std::filesystem::path(o->model).filename().string();
-    auto srv = server::Server::Create(*engine.value(), so);
-    if (!srv.ok()) {
-      std::fprintf(stderr, "kvtrim serve: %s\n", srv.error().message.c_str());
-      return 1;
-    }
-    if (Status st = srv.value()->Bind(); !st.ok()) {
-      std::fprintf(stderr, "kvtrim serve: %s\n", st.message().c_str());
-      return 1;
-    }
-    // SIGINT/SIGTERM stop the server from a thread of its own (blocked everywhere else).
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-    server::Server* s = srv.value().get();
-    std::thread waiter([&sigs, s] {
-      int sig = 0;
-      sigwait(&sigs, &sig);
-      if (sig != 0) s->Stop();
-    });
-    std::fprintf(stderr, "kvtrim serve: %s on http://%s:%d (parallel %d, queue %d, kv %s)\n", so.model_name.c_str(),
-                 so.host.c_str(), s->port(), so.parallel, so.queue, so.kv.policy.c_str());
-    Status st = s->Run();
-    pthread_kill(waiter.native_handle(), SIGTERM);  // wakes the waiter when Run ended on its own
-    waiter.join();
-    if (!st.ok()) {
-      std::fprintf(stderr, "kvtrim serve: %s\n", st.message().c_str());
-      return 1;
-    }
-    return 0;
-  };
-  return {sub, action};
+  return {sub, [o]() { return ServeAction(*o); }};
 }
 
 }  // namespace kvtrim::cli
