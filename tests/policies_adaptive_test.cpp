@@ -17,12 +17,21 @@
 #include "kv/policies/key_scores.h"
 #include "kv/policy.h"
 #include "kv/stats.h"
+#include "kv/taps/latest_query.h"
 #include "kvtrim/engine.h"
 #include "model/config.h"
 #include "test_util.h"
 
 namespace kvtrim::kv {
 namespace {
+
+// TOVA's statistic, the latest-query tap (kv/taps/latest_query.h).
+const std::vector<float>& Cur(const HeadStats& h) {
+  static const std::vector<float> none;
+  const auto* s = h.taps.Get<LatestQueryStat>(kLatestQueryTap);
+  return s ? s->values() : none;
+}
+
 
 using budget::AdaptiveHeadBudgets;
 using budget::NormalizeHeadScores;
@@ -42,7 +51,7 @@ using test::KeepOf;
 // group mean {.20, .15, .15, .06, .24, .20}.
 AttentionStats TovaStats() {
   StatsNeeds n;
-  n.current = true;
+  n.taps = {kLatestQueryTap};
   AttentionStats st(1, 1, 2, 4, n);
   // A batch of two queries at positions 4, 5: only the last (5) counts.
   st.OnBatch(4, 2);
@@ -58,8 +67,8 @@ AttentionStats TovaStats() {
 TEST(Tova, CurrentQueryGroupMean) {
   AttentionStats st = TovaStats();
   const std::vector<float> want = {.20f, .15f, .15f, .06f, .24f, .20f};
-  ASSERT_EQ(st.head(0, 0).cur.size(), want.size());
-  for (size_t j = 0; j < want.size(); ++j) EXPECT_NEAR(st.head(0, 0).cur[j], want[j], 1e-6) << j;
+  ASSERT_EQ(Cur(st.head(0, 0)).size(), want.size());
+  for (size_t j = 0; j < want.size(); ++j) EXPECT_NEAR(Cur(st.head(0, 0))[j], want[j], 1e-6) << j;
 }
 
 TEST(Tova, EvictsLowestCurrentAttention) {
@@ -73,7 +82,7 @@ TEST(Tova, EvictsLowestCurrentAttention) {
   EXPECT_EQ(KeepOf("tova", {{"sinks", 2}}, h, &st.head(0, 0), 4), (std::vector<int>{0, 1, 4, 5}));
   // The statistics follow an eviction.
   st.Retain(0, 0, {0, 4, 5});
-  EXPECT_NEAR(st.head(0, 0).cur[1], .24f, 1e-6);
+  EXPECT_NEAR(Cur(st.head(0, 0))[1], .24f, 1e-6);
 }
 
 TEST(KNorm, KeepsSmallestNorms) {

@@ -14,10 +14,19 @@
 #include "kv/cache.h"
 #include "kv/profile.h"
 #include "kv/stats.h"
+#include "kv/taps/latest_query.h"
 #include "test_util.h"
 
 namespace kvtrim::kv {
 namespace {
+
+// TOVA's statistic, the latest-query tap (kv/taps/latest_query.h).
+const std::vector<float>& Cur(const HeadStats& h) {
+  static const std::vector<float> none;
+  const auto* s = h.taps.Get<LatestQueryStat>(kLatestQueryTap);
+  return s ? s->values() : none;
+}
+
 
 using test::RandVec;
 
@@ -107,7 +116,7 @@ TEST(StatsTiles, EveryFieldMatchesFloat64Rows) {
   needs.access = true;
   needs.history = 70;  // two words per entry
   needs.recent_window = 6;
-  needs.current = true;
+  needs.taps = {kLatestQueryTap};
   needs.max_prob = true;
   const int64_t prompt_end = n0 + T - 3;  // the window ends before the batch does
   const RefStats want = Reference(pf, needs, prompt_end);
@@ -124,7 +133,7 @@ TEST(StatsTiles, EveryFieldMatchesFloat64Rows) {
       EXPECT_NEAR(h.acc[j], want.acc[j], 2e-5);
       EXPECT_NEAR(h.obs[j], want.obs[j], 1e-5);
       EXPECT_NEAR(h.max_prob[j], want.maxp[j], 1e-6);
-      EXPECT_NEAR(h.cur[j], want.cur[j], 1e-6);
+      EXPECT_NEAR(Cur(h)[j], want.cur[j], 1e-6);
       EXPECT_NEAR(rm[j], want.recent[j], 1e-5);
       EXPECT_EQ(h.last_access[j], want.last[j]);
       EXPECT_EQ(st.HistoryCount(0, 0, j), want.hist[j]);
@@ -140,7 +149,7 @@ TEST(StatsTiles, WindowStatisticsSkipEarlyQueryBlocks) {
   StatsNeeds needs;
   needs.obs_window = 40;
   needs.recent_window = 5;
-  needs.current = true;
+  needs.taps = {kLatestQueryTap};
   const int64_t prompt_end = n0 + T - 2;
   const RefStats want = Reference(pf, needs, prompt_end);
   for (int tile : {16, 256}) {
@@ -166,7 +175,7 @@ TEST(StatsTiles, WindowStatisticsSkipEarlyQueryBlocks) {
     const std::vector<double> rm = st.RecentMass(0, 0, n);
     for (int j = 0; j < n; ++j) {
       EXPECT_NEAR(st.head(0, 0).obs[j], want.obs[j], 1e-5) << j;
-      EXPECT_NEAR(st.head(0, 0).cur[j], want.cur[j], 1e-6) << j;
+      EXPECT_NEAR(Cur(st.head(0, 0))[j], want.cur[j], 1e-6) << j;
       EXPECT_NEAR(rm[j], want.recent[j], 1e-5) << j;
     }
   }

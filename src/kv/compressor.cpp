@@ -22,7 +22,9 @@ namespace {
 
 // Whether statistics collected with `have` serve a policy that needs `want`.
 bool Covers(const StatsNeeds& have, const StatsNeeds& want) {
-  return (!want.acc_mass || have.acc_mass) && (!want.access || have.access) && (!want.current || have.current) &&
+  for (const std::string& t : want.taps)
+    if (std::find(have.taps.begin(), have.taps.end(), t) == have.taps.end()) return false;
+  return (!want.acc_mass || have.acc_mass) && (!want.access || have.access) &&
          (want.obs_window == 0 || want.obs_window == have.obs_window) &&
          (want.history == 0 || want.history == have.history) && (!want.prefill_qk || have.prefill_qk) &&
          (want.recent_window == 0 || want.recent_window == have.recent_window) &&
@@ -42,7 +44,8 @@ Status Merge(StatsNeeds* into, const StatsNeeds& n, const std::string& name) {
   into->query_window = std::max(into->query_window, n.query_window);
   into->acc_mass |= n.acc_mass;
   into->access |= n.access;
-  into->current |= n.current;
+  for (const std::string& t : n.taps)
+    if (std::find(into->taps.begin(), into->taps.end(), t) == into->taps.end()) into->taps.push_back(t);
   into->prefill_qk |= n.prefill_qk;
   into->obs_window = std::max(into->obs_window, n.obs_window);
   into->history = std::max(into->history, n.history);
@@ -123,13 +126,25 @@ Expected<std::unique_ptr<Compressor>> Compressor::Create(const CompressionOption
     return MakeError("retention ratio " + std::to_string(o.ratio) + " is outside (0, 1]");
   }
   if (o.budget_tokens < 0) return MakeError("token budget must be positive");
-  auto q = ParseKvQuant(o.quant);
-  if (!q.ok()) return q.error();
   auto p = MakePolicy(o.policy, o.params);
   if (!p.ok()) return p.error();
+  return CreateFor(std::move(p.value()), o, n_layer, n_head_kv, group, head_dim, also);
+}
+
+Expected<std::unique_ptr<Compressor>> Compressor::CreateFor(std::unique_ptr<Policy> policy,
+                                                            const CompressionOptions& o, int n_layer, int n_head_kv,
+                                                            int group, int head_dim,
+                                                            const std::vector<CompressionOptions>& also) {
+  if (!policy) return MakeError("no policy");
+  if (!(o.ratio > 0.0 && o.ratio <= 1.0)) {
+    return MakeError("retention ratio " + std::to_string(o.ratio) + " is outside (0, 1]");
+  }
+  if (o.budget_tokens < 0) return MakeError("token budget must be positive");
+  auto q = ParseKvQuant(o.quant);
+  if (!q.ok()) return q.error();
   std::unique_ptr<Compressor> c(new Compressor());
   c->o_ = o;
-  c->policy_ = std::move(p.value());
+  c->policy_ = std::move(policy);
 #if !defined(NDEBUG) || defined(KVTRIM_CHECK_FINITE)
   c->check_finite_ = true;  // debug and sanitizer builds always verify the cache
 #else
@@ -165,6 +180,7 @@ Expected<std::unique_ptr<Compressor>> Compressor::Create(const CompressionOption
     return MakeError("unknown --head-budget '" + o.head_budget + "' (uniform, adaptive)");
   }
   c->needs_ = c->policy_->needs();
+  KVTRIM_RETURN_IF_ERROR(CheckTaps(c->needs_.taps));
   for (const auto& a : also) {
     auto p2 = MakePolicy(a.policy, a.params);
     if (!p2.ok()) return p2.error();

@@ -30,6 +30,11 @@ class Compressor {
   static Expected<std::unique_ptr<Compressor>> Create(const CompressionOptions& o, int n_layer, int n_head_kv,
                                                       int group, int head_dim,
                                                       const std::vector<CompressionOptions>& also = {});
+  // The same for a policy object outside the registry (tests, embedders):
+  // its needs() decide the statistics; o.policy names it in reports.
+  static Expected<std::unique_ptr<Compressor>> CreateFor(std::unique_ptr<Policy> policy, const CompressionOptions& o,
+                                                         int n_layer, int n_head_kv, int group, int head_dim,
+                                                         const std::vector<CompressionOptions>& also = {});
   // A compressor for `o` that starts from a copy of this one's statistics.
   Expected<std::unique_ptr<Compressor>> Fork(const CompressionOptions& o) const;
 

@@ -15,6 +15,8 @@ AttentionStats::AttentionStats(int n_layer, int n_head_kv, int group, int head_d
     h.recent_pos.assign(needs_.recent_window, -1);
     h.q_pre.resize(needs_.query_window);
     h.q_pre_pos.assign(needs_.query_window, -1);
+    for (const std::string& name : needs_.taps)  // unknown names: refused by Compressor::Create
+      if (const TapInfo* info = FindTap(name)) h.taps.Add(name, info->make({group, head_dim}));
   }
 }
 
@@ -23,7 +25,6 @@ void AttentionStats::Grow(HeadStats& hs, int n) const {
   if (needs_.acc_mass) hs.acc.resize(n, 0.f);
   if (needs_.obs_window > 0) hs.obs.resize(n, 0.f);
   if (needs_.access) hs.last_access.resize(n, -1);
-  if (needs_.current) hs.cur.resize(n, 0.f);
   if (hs.words) hs.hist.resize(static_cast<size_t>(n) * hs.words, 0);
   if (needs_.max_prob) hs.max_prob.resize(n, 0.f);
   hs.n = n;
@@ -48,14 +49,19 @@ void AttentionStats::OnProbTile(int layer, int kv_head, const ProbTile& tile) {
     TileMass(hs, tile, t, je);
     TileAccess(hs, tile, t, je);
   }
+  for (const auto& [name, s] : hs.taps) s->OnTile(tile, pos0_, step_);
 }
 
 int64_t AttentionStats::ProbsFrom(int) const {
   if (needs_.acc_mass || needs_.access || needs_.history > 0 || needs_.max_prob) return 0;
   int64_t first = std::numeric_limits<int64_t>::max();  // nothing read
+  for (const std::string& name : needs_.taps) {
+    const TapInfo* info = FindTap(name);
+    if (!info || info->last_queries == 0) return 0;
+    first = std::min(first, step_ - info->last_queries + 1);
+  }
   if (needs_.obs_window > 0 && prompt_end_ >= 0) first = std::min(first, prompt_end_ - needs_.obs_window);
   if (needs_.recent_window > 0) first = std::min(first, step_ - needs_.recent_window + 1);
-  if (needs_.current) first = std::min(first, step_);
   return std::max<int64_t>(first, 0);
 }
 
@@ -85,13 +91,6 @@ void AttentionStats::TileMass(HeadStats& hs, const ProbTile& tile, int t, int je
         for (int j = j0; j < je; ++j) row[j] = p[j - j0] * inv;
       else
         for (int j = j0; j < je; ++j) row[j] += p[j - j0] * inv;
-    }
-  }
-  if (needs_.current && pos == step_) {  // the batch's last query is the latest one
-    if (j0 == 0) std::fill(hs.cur.begin(), hs.cur.end(), 0.f);
-    for (int g = 0; g < G; ++g) {
-      const float* p = tile.Row(t, g);
-      for (int j = j0; j < je; ++j) hs.cur[j] += p[j - j0] * inv;
     }
   }
 }
@@ -178,7 +177,6 @@ void AttentionStats::Retain(int layer, int h, const std::vector<int>& keep) {
       if (!hs.acc.empty()) hs.acc[w] = hs.acc[i];
       if (!hs.obs.empty()) hs.obs[w] = hs.obs[i];
       if (!hs.last_access.empty()) hs.last_access[w] = hs.last_access[i];
-      if (!hs.cur.empty()) hs.cur[w] = hs.cur[i];
       for (int k = 0; k < hs.words; ++k) hs.hist[static_cast<size_t>(w) * hs.words + k] = hs.hist[static_cast<size_t>(i) * hs.words + k];
     }
     ++w;
@@ -193,7 +191,6 @@ void AttentionStats::Retain(int layer, int h, const std::vector<int>& keep) {
   hs.acc.resize(std::min<size_t>(hs.acc.size(), w));
   hs.obs.resize(std::min<size_t>(hs.obs.size(), w));
   hs.last_access.resize(std::min<size_t>(hs.last_access.size(), w));
-  hs.cur.resize(std::min<size_t>(hs.cur.size(), w));
   hs.hist.resize(std::min<size_t>(hs.hist.size(), static_cast<size_t>(w) * hs.words));
   hs.n = std::min(hs.n, w);
   Grow(hs, w);
@@ -205,8 +202,8 @@ void AttentionStats::Retain(int layer, int h, const std::vector<int>& keep) {
   fit(hs.acc);
   fit(hs.obs);
   fit(hs.last_access);
-  fit(hs.cur);
   fit(hs.hist);
+  for (const auto& [name, s] : hs.taps) s->Retain(keep);
 }
 
 void AttentionStats::Rebuild(int layer, int h, const std::vector<std::vector<int>>& from) {
@@ -220,7 +217,6 @@ void AttentionStats::Rebuild(int layer, int h, const std::vector<std::vector<int
       if (!out.acc.empty()) out.acc[j] += hs.acc[i];
       if (!out.obs.empty()) out.obs[j] += hs.obs[i];
       if (!out.last_access.empty()) out.last_access[j] = std::max(out.last_access[j], hs.last_access[i]);
-      if (!out.cur.empty()) out.cur[j] += hs.cur[i];
       for (int w = 0; w < hs.words; ++w) out.hist[j * hs.words + w] |= hs.hist[static_cast<size_t>(i) * hs.words + w];
     }
   out.recent_pos = std::move(hs.recent_pos);
@@ -239,6 +235,8 @@ void AttentionStats::Rebuild(int layer, int h, const std::vector<std::vector<int
       o.push_back(sum);
     }
   }
+  for (const auto& [name, s] : hs.taps) s->Rebuild(from);
+  out.taps = std::move(hs.taps);
   out.k_pre = std::move(hs.k_pre);
   out.q_rot = std::move(hs.q_rot);
   out.q_repeat = std::move(hs.q_repeat);
@@ -257,7 +255,8 @@ void AttentionStats::DropPrefillQK() {
 size_t AttentionStats::BytesHeld() const {
   size_t s = 0;
   for (const auto& h : heads_) {
-    s += 4 * (h.acc.capacity() + h.obs.capacity() + h.cur.capacity() + h.k_pre.capacity() + h.q_rot.capacity() +
+    for (const auto& [name, t] : h.taps) s += t->BytesHeld();
+    s += 4 * (h.acc.capacity() + h.obs.capacity() + h.k_pre.capacity() + h.q_rot.capacity() +
               h.q_repeat.capacity() + h.max_prob.capacity()) +
          8 * (h.last_access.capacity() + h.hist.capacity() + h.recent_pos.capacity());
     for (const auto& r : h.recent) s += 4 * r.capacity();

@@ -6,9 +6,11 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kv/attention_tap.h"
+#include "kv/taps.h"
 
 namespace kvtrim::kv {
 
@@ -20,11 +22,12 @@ struct StatsNeeds {
   int history = 0;           // ScissorHands: last m steps
   bool prefill_qk = false;   // Compactor-style scorers
   int recent_window = 0;     // KVSlimmer: probabilities of the last w queries (group mean)
-  bool current = false;      // TOVA: probabilities of the latest query (group mean)
   int query_window = 0;      // Expected Attention: pre-RoPE queries of the last w positions
   bool max_prob = false;     // KVzip (reference pass): max probability each entry receives
+  // Statistics from the tap registry (taps.h), by name: a policy's own.
+  std::vector<std::string> taps;
   bool any_probs() const {
-    return acc_mass || obs_window > 0 || access || history > 0 || recent_window > 0 || current || max_prob;
+    return acc_mass || obs_window > 0 || access || history > 0 || recent_window > 0 || max_prob || !taps.empty();
   }
 };
 
@@ -36,12 +39,12 @@ struct HeadStats {
   std::vector<float> k_pre;           // [N_prefill, d] pre-RoPE keys of the prefill
   std::vector<float> q_rot;           // [N_prefill, G, d] rotated prefill queries of the group
   std::vector<float> q_repeat;        // [N_repeat, G, d] rotated queries of a repeat pass (ReferencePass)
-  std::vector<float> cur;             // [n] latest query's probabilities, mean over the group (0: newer entries)
   std::vector<std::vector<float>> recent;  // [w][n at that query] ring: group-mean probabilities
   std::vector<int64_t> recent_pos;         // [w] query position of each ring row (-1: empty)
   std::vector<std::vector<float>> q_pre;   // [w][G * d] ring: pre-RoPE queries of the group (query_window)
   std::vector<int64_t> q_pre_pos;          // [w] query position of each ring row (-1: empty)
   std::vector<float> max_prob;             // [n] max over queries and group heads of the probability (max_prob)
+  TapSet taps;                        // the registry taps of StatsNeeds::taps, one EntryStat each
   int words = 0;                      // uint64 words per entry in hist
   int n = 0;
 };

@@ -4,6 +4,7 @@
 // go. Decode-time, and once after prefill with the prompt's last query; the
 // first --sinks positions and the newest entry are never evicted.
 #include "kv/policies/policies.h"
+#include "kv/taps/latest_query.h"
 
 namespace kvtrim::kv {
 namespace {
@@ -13,7 +14,7 @@ class TovaPolicy : public Policy {
   explicit TovaPolicy(int sinks) : sinks_(sinks) {}
   StatsNeeds needs() const override {
     StatsNeeds n;
-    n.current = true;
+    n.taps = {kLatestQueryTap};
     return n;
   }
   int protected_entries() const override { return sinks_; }
@@ -21,8 +22,10 @@ class TovaPolicy : public Policy {
   EntryScores Score(const PolicyContext& ctx) override {
     const HeadStore& s = *ctx.store;
     std::vector<double> score(s.size(), 0.0);  // entries newer than the latest query: 0 (the newest is protected)
-    const std::vector<float>& cur = ctx.stats->cur;
-    for (int i = 0; i < s.size() && i < static_cast<int>(cur.size()); ++i) score[i] = cur[i];
+    if (const auto* latest = ctx.stats->taps.Get<LatestQueryStat>(kLatestQueryTap)) {
+      const std::vector<float>& cur = latest->values();
+      for (int i = 0; i < s.size() && i < static_cast<int>(cur.size()); ++i) score[i] = cur[i];
+    }
     return {std::move(score), ProtectSinksAndRecent(s, sinks_, 0), true};
   }
   Plan Compress(const PolicyContext& ctx) override {

@@ -1,0 +1,81 @@
+// Statistics a policy declares and owns: named taps in one registry. A
+// policy lists the taps it needs (StatsNeeds::taps); each (layer, KV head)
+// then holds one EntryStat per tap, which AttentionStats feeds the attention
+// tiles and keeps aligned with the head's entries when a plan evicts or
+// merges. Adding a statistic is a subclass, a registration and the policy
+// that reads it: the cache's bookkeeping (stats.cpp) does not change.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kv/attention_tap.h"
+#include "kvtrim/status.h"
+
+namespace kvtrim::kv {
+
+// One (layer, KV head)'s state of one statistic, aligned with its entries.
+class EntryStat {
+ public:
+  virtual ~EntryStat() = default;
+  // A tile of the group's probabilities (AttentionTap::OnProbTile); query t
+  // of the tile is at logical position pos0 + t, the batch's last query at
+  // `latest`. Entries past those seen so far are new (the stat grows).
+  virtual void OnTile(const ProbTile& tile, int64_t pos0, int64_t latest) = 0;
+  // An eviction-only plan kept `keep` (increasing); kept entries the stat has
+  // not seen yet start fresh.
+  virtual void Retain(const std::vector<int>& keep) = 0;
+  // A plan that merges or adds: entry j now combines the old entries from[j].
+  virtual void Rebuild(const std::vector<std::vector<int>>& from) = 0;
+  virtual size_t BytesHeld() const = 0;
+  virtual std::unique_ptr<EntryStat> Clone() const = 0;
+};
+
+struct TapShape {
+  int group = 1;     // query heads per KV head
+  int head_dim = 0;
+};
+
+struct TapInfo {
+  std::string name;
+  // The queries of a batch the tap reads: 0 every one, w > 0 only the last w
+  // (the model may then skip the tiles of earlier queries).
+  int last_queries = 0;
+  std::function<std::unique_ptr<EntryStat>(const TapShape&)> make;
+};
+
+// Registers a tap beside the built-in ones (tests, embedders); a name taken
+// already, an empty name or no factory is an error. Thread-safe.
+Status RegisterTap(TapInfo info);
+// The registered tap of that name, or null.
+const TapInfo* FindTap(const std::string& name);
+// Checks that every name is a registered tap.
+Status CheckTaps(const std::vector<std::string>& names);
+
+// The stats of one head, by tap name; a copy clones them (forked sessions).
+class TapSet {
+ public:
+  TapSet() = default;
+  TapSet(const TapSet& o) { *this = o; }
+  TapSet& operator=(const TapSet& o);
+  TapSet(TapSet&&) noexcept = default;
+  TapSet& operator=(TapSet&&) noexcept = default;
+
+  void Add(const std::string& name, std::unique_ptr<EntryStat> s) { items_.emplace_back(name, std::move(s)); }
+  EntryStat* Find(const std::string& name) const;
+  // The stat of that name as its concrete type (null when absent or another type).
+  template <class T>
+  const T* Get(const std::string& name) const {
+    return dynamic_cast<const T*>(Find(name));
+  }
+  bool empty() const { return items_.empty(); }
+  auto begin() const { return items_.begin(); }
+  auto end() const { return items_.end(); }
+
+ private:
+  std::vector<std::pair<std::string, std::unique_ptr<EntryStat>>> items_;
+};
+
+}  // namespace kvtrim::kv

@@ -1,0 +1,46 @@
+#include "kv/taps/latest_query.h"
+
+#include <algorithm>
+
+namespace kvtrim::kv {
+
+void LatestQueryStat::OnTile(const ProbTile& tile, int64_t pos0, int64_t latest) {
+  const int n = std::min(tile.j1, tile.Visible(tile.t1 - 1));
+  if (n > static_cast<int>(cur_.size())) cur_.resize(n, 0.f);
+  for (int t = tile.t0; t < tile.t1; ++t) {
+    if (pos0 + t != latest) continue;  // the batch's last query is the latest one
+    const int j0 = tile.j0, je = std::min(tile.j1, tile.Visible(t));
+    if (je <= j0) continue;
+    if (j0 == 0) std::fill(cur_.begin(), cur_.end(), 0.f);
+    for (int g = 0; g < tile.G; ++g) {  // summed over g = 0..G-1 in order, as row by row
+      const float* p = tile.Row(t, g);
+      for (int j = j0; j < je; ++j) cur_[j] += p[j - j0] * inv_;
+    }
+  }
+}
+
+void LatestQueryStat::Retain(const std::vector<int>& keep) {
+  size_t w = 0;
+  const size_t n = cur_.size();
+  for (int i : keep) {
+    if (static_cast<size_t>(i) < n) cur_[w] = cur_[i];
+    ++w;
+  }
+  cur_.resize(std::min(n, w));
+  cur_.resize(w, 0.f);  // kept entries not seen yet start at 0
+  if (cur_.capacity() > cur_.size() + cur_.size() / 8 + 64) cur_.shrink_to_fit();  // after a large eviction
+}
+
+void LatestQueryStat::Rebuild(const std::vector<std::vector<int>>& from) {
+  std::vector<float> out(from.size(), 0.f);
+  for (size_t j = 0; j < from.size(); ++j)
+    for (int i : from[j])
+      if (static_cast<size_t>(i) < cur_.size()) out[j] += cur_[i];
+  cur_ = std::move(out);
+}
+
+TapInfo LatestQueryTapInfo() {
+  return {kLatestQueryTap, 1, [](const TapShape& s) { return std::make_unique<LatestQueryStat>(s.group); }};
+}
+
+}  // namespace kvtrim::kv
