@@ -58,9 +58,7 @@ std::string AdaptivePolicies() {
   std::string names;
   for (const PolicyInfo& info : Registry()) {
     auto p = MakePolicy(info.name, {});
-    if (!p.ok() || !p.value()->has_entry_scores()) continue;
-    const budget::Kind k = p.value()->budget().kind;
-    if (k == budget::Kind::kShared || k == budget::Kind::kCastes) continue;
+    if (!p.ok() || !TakesAdaptiveBudgets(*p.value())) continue;
     names += (names.empty() ? "" : ", ") + info.name;
   }
   return names;

@@ -119,6 +119,14 @@ struct PolicyTraits {
   bool profile_head_budgets = false;  // takes the profile's head budgets by default (KvOptions::head_budgets < 0)
 };
 
+// Whether --head-budget adaptive applies to the policy: it scores entries
+// (Policy::Score) and leaves the allocation to the user (not KVzip's shared
+// top-k, not razor's castes).
+inline bool TakesAdaptiveBudgets(const Policy& p) {
+  const budget::Kind k = p.budget().kind;
+  return p.has_entry_scores() && k != budget::Kind::kShared && k != budget::Kind::kCastes;
+}
+
 struct PolicyInfo {
   std::string name;
   std::string summary;

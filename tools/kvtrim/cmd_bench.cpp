@@ -46,7 +46,7 @@ std::string KernelsLabel(const Engine& e) {
 // `--time-breakdown`: where a prefill of --prefill tokens spends its time.
 int RunBreakdown(const Engine& e, const BenchOpts& o) {
   SessionOptions so;
-  so.kv = ToKvOptions(o.kv, o.kv.policy);
+  so.kv = ToKvOptions(o.kv, o.kv.kv.policy);
   auto b = MeasurePrefillBreakdown(e, so, o.prefill, o.reps);
   if (!b.ok()) {
     std::fprintf(stderr, "kvtrim bench: %s\n", b.error().message.c_str());
@@ -54,7 +54,7 @@ int RunBreakdown(const Engine& e, const BenchOpts& o) {
   }
   const PrefillBreakdown& r = b.value();
   std::printf("prefill of %d tokens, %d threads, kv %s, %s kernels: %.1f ms (%.1f tok/s), mean of %d\n", r.tokens,
-              e.threads(), o.kv.policy.c_str(), KernelsLabel(e).c_str(), r.total_s * 1e3,
+              e.threads(), o.kv.kv.policy.c_str(), KernelsLabel(e).c_str(), r.total_s * 1e3,
               r.tokens / r.total_s, o.reps);
   const std::pair<const char*, double> parts[] = {{"matrix products", r.matmul_s}, {"attention", r.attention_s},
                                                   {"statistics taps", r.stats_s}, {"other", r.other_s}};
@@ -69,13 +69,13 @@ int RunLlamaStyle(const Engine& e, const BenchOpts& o) {
   lo.gens = o.n_gen;
   lo.depths = o.depth_given ? o.depths : std::vector<int>{0};
   lo.reps = o.reps;
-  lo.session.kv = ToKvOptions(o.kv, o.kv.policy);
+  lo.session.kv = ToKvOptions(o.kv, o.kv.kv.policy);
   auto tests = RunLlamaBench(e, lo);
   if (!tests.ok()) {
     std::fprintf(stderr, "kvtrim bench: %s\n", tests.error().message.c_str());
     return 1;
   }
-  const LlamaBenchMeta m = DescribeForBench(e, o.model, o.kv.quant);
+  const LlamaBenchMeta m = DescribeForBench(e, o.model, o.kv.kv.quant);
   const std::string out = o.output == "md" ? LlamaBenchMarkdown(m, tests.value()) : LlamaBenchJson(m, tests.value());
   std::fputs(out.c_str(), stdout);
   // stdout stays llama-bench's format; the memory of the repacks goes to stderr.
@@ -116,7 +116,7 @@ void PrintCounters(const BenchRow& r) {
 
 // Prints the table (and writes --json); false if the JSON cannot be written.
 bool PrintBench(const Engine& e, const BenchOpts& o, double membw, const std::vector<BenchRow>& rows) {
-  std::printf("model %s, %d threads, kv %s, gen %d, reps %d\n", o.model.c_str(), e.threads(), (o.kv.policy + (o.kv.quality > 0 ? " quality " + std::to_string(o.kv.quality) : " ratio " + std::to_string(o.kv.ratio)) + " quant " + o.kv.quant).c_str(),
+  std::printf("model %s, %d threads, kv %s, gen %d, reps %d\n", o.model.c_str(), e.threads(), (o.kv.kv.policy + (o.kv.kv.quality > 0 ? " quality " + std::to_string(o.kv.kv.quality) : " ratio " + std::to_string(o.kv.kv.ratio)) + " quant " + o.kv.kv.quant).c_str(),
               o.gen, o.reps);
   const int64_t step = io::SteadyClock().step_ns;
   std::printf("clock step %s: each figure is timed over runs spanning >= %d steps (\"<res\": fewer)\n",
@@ -137,13 +137,13 @@ bool PrintBench(const Engine& e, const BenchOpts& o, double membw, const std::ve
     nlohmann::json counters = nlohmann::json::object(), decode_counters = nlohmann::json::object();
     for (const auto& [name, v] : r.counters) counters[name] = v;
     for (const auto& [name, v] : r.decode_counters) decode_counters[name] = v;
-    if (o.kv.quality > 0) std::printf("%6s kv-quality %g: chosen ratio %.4f (mean over reps)\n", "", o.kv.quality, r.kv_ratio);
+    if (o.kv.kv.quality > 0) std::printf("%6s kv-quality %g: chosen ratio %.4f (mean over reps)\n", "", o.kv.kv.quality, r.kv_ratio);
     j.push_back({{"depth", r.depth}, {"prefill_len", r.prefill_len},
                  {"prefill_tok_s", r.prefill_tok_s.mean}, {"prefill_tok_s_sd", r.prefill_tok_s.sd},
                  {"decode_tok_s", r.decode_tok_s.mean}, {"decode_tok_s_sd", r.decode_tok_s.sd},
                  {"kv_bytes", r.kv_bytes}, {"kv_bytes_full", r.kv_bytes_full},
                  {"weight_bytes_per_token", r.weight_bytes_per_tok}, {"kv_bytes_per_token", r.kv_bytes_per_tok},
-                 {"gb_s", r.gb_s}, {"threads", e.threads()}, {"kv_policy", o.kv.policy}, {"kv_ratio", r.kv_ratio}, {"kv_quality", o.kv.quality}, {"kv_quant", o.kv.quant}, {"model", o.model},
+                 {"gb_s", r.gb_s}, {"threads", e.threads()}, {"kv_policy", o.kv.kv.policy}, {"kv_ratio", r.kv_ratio}, {"kv_quality", o.kv.kv.quality}, {"kv_quant", o.kv.kv.quant}, {"model", o.model},
                  {"mem_read_gb_s", membw}, {"compress_ms", r.compress_ms},
                  {"evict_us_per_token", r.evict_us_per_tok}, {"entries_per_head", r.entries_per_head},
                  {"peak_rss_bytes", PeakRssBytes()}, {"counters", counters}, {"decode_counters", decode_counters},
@@ -211,7 +211,7 @@ Command AddBench(CLI::App& app) {
     bo.gen = o->gen;
     bo.reps = o->reps;
     bo.prefill_tokens = o->prefill;
-    bo.session.kv = ToKvOptions(o->kv, o->kv.policy);
+    bo.session.kv = ToKvOptions(o->kv, o->kv.kv.policy);
     const int ctx = e.config().ctx;
     bo.depths.clear();
     for (int d : o->depths) {

@@ -1,14 +1,22 @@
 // `kvtrim policies`: the registered KV policies with their flags and defaults.
 #include <cstdio>
+#include <memory>
 
 #include "commands.h"
+#include "kv/option_table.h"
 #include "kv/policy.h"
 
 namespace kvtrim::cli {
 
 Command AddPolicies(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("policies", "List the KV-cache policies with their flags and defaults");
-  auto action = []() -> int {
+  auto options = std::make_shared<bool>(false);
+  sub->add_flag("--options", *options, "List the KV flags every policy shares (Markdown: docs/flags-kv.md)");
+  auto action = [options]() -> int {
+    if (*options) {
+      std::fputs(kv::KvOptionsMarkdown().c_str(), stdout);
+      return 0;
+    }
     std::printf("KV policies (choose with --kv NAME; budget with --kv-ratio R or --kv-budget TOKENS;\n"
                 "storage of kept entries with --kv-quant f32|f16|q8_0|q4_0;\n"
                 "policies marked [adaptive] also take --head-budget adaptive --min-head-share S (default 0.2):\n"
@@ -16,7 +24,7 @@ Command AddPolicies(CLI::App& app) {
                 "at least S of the uniform share, the layer's total unchanged; docs/policies-adaptive.md):\n\n");
     for (const auto& p : kv::Registry()) {
       auto made = kv::MakePolicy(p.name, {});
-      const bool adaptive = made.ok() && made.value()->has_entry_scores();
+      const bool adaptive = made.ok() && kv::TakesAdaptiveBudgets(*made.value());
       std::printf("%-13s %s%s\n", p.name.c_str(), p.summary.c_str(), adaptive ? " [adaptive]" : "");
       for (const auto& s : p.params)
         if (!s.choices.empty() && s.def >= 0 && s.def < static_cast<double>(s.choices.size()))

@@ -128,7 +128,7 @@ int RunAction(const RunOpts& o) {
   const io::Tokenizer& tok = engine.value()->tokenizer();
   SessionOptions so;
   so.ctx = o.ctx;
-  so.kv = ToKvOptions(o.kv, o.kv.policy);
+  so.kv = ToKvOptions(o.kv, o.kv.kv.policy);
   auto session = Session::Create(*engine.value(), so);
   if (!session.ok()) {
     std::fprintf(stderr, "kvtrim run: %s\n", session.error().message.c_str());

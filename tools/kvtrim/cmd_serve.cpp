@@ -45,7 +45,7 @@ int ServeAction(const ServeOpts& o) {
   so.queue = o.queue;
   so.ctx = o.ctx;
   so.context_store_bytes = static_cast<size_t>(o.store_mib * 1048576.0);
-  so.kv = ToKvOptions(o.kv, o.kv.policy);
+  so.kv = ToKvOptions(o.kv, o.kv.kv.policy);
   so.model_name = std::filesystem::path(o.model).filename().string();
   auto srv = server::Server::Create(*engine.value(), so);
   if (!srv.ok()) {

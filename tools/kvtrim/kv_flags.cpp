@@ -1,45 +1,50 @@
 #include "kv_flags.h"
 
+#include <cmath>
 #include <set>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "kv/option_table.h"
 #include "kv/policy.h"
 
 namespace kvtrim::cli {
 
+namespace {
+
+// One option of the table as a CLI flag bound to its KvOptions field.
+CLI::Option* AddTableOption(CLI::App* sub, KvOptions* kv, const kv::KvOptionSpec& s) {
+  const std::string flag = "--" + s.name;
+  CLI::Option* opt = std::visit(
+      [&](auto field) -> CLI::Option* {
+        using T = std::remove_reference_t<decltype(kv->*field)>;
+        if constexpr (std::is_same_v<T, bool>) return sub->add_flag(flag, kv->*field, s.help);
+        else return sub->add_option(flag, kv->*field, s.help)->capture_default_str();
+      },
+      s.field);
+  if (std::isfinite(s.lo) || std::isfinite(s.hi)) opt->check(CLI::Range(s.lo, s.hi));
+  if (!s.choices.empty()) opt->check(CLI::IsMember(s.choices));
+  return opt;
+}
+
+}  // namespace
+
 void AddKvFlags(CLI::App* sub, KvFlags* f, bool with_policy, bool with_quality) {
   const size_t first = sub->get_options().size();  // options added from here on are the KV ones
-  if (with_policy) sub->add_option("--kv", f->policy, "KV policy (see `kvtrim policies`)")->capture_default_str();
-  f->ratio_opt = sub->add_option("--kv-ratio", f->ratio, "Retention ratio in (0, 1]")->capture_default_str();
-  sub->add_option("--kv-budget", f->budget, "Per-head token budget (overrides --kv-ratio)")->check(CLI::PositiveNumber);
-  sub->add_option("--kv-quant", f->quant, "Storage of kept entries: f32, f16, q8_0, q4_0 (after eviction)")
-      ->capture_default_str();
-  sub->add_option("--profile", f->profile, "Model profile file from `kvtrim profile` (razor; default: profile in-process)");
-  sub->add_flag("--head-budgets", f->head_budgets,
-                "Nonuniform per-head budgets from the --profile (kvtrim profile --head-budgets), scaled to the "
-                "ratio; am uses them by default when the profile has them");
-  sub->add_flag("--no-head-budgets", f->no_head_budgets, "Uniform per-head budgets even for am with such a profile")
-      ->excludes("--head-budgets");
-  sub->add_option("--head-budget", f->head_budget,
-                  "How a layer's budget is shared by its KV heads: uniform, or adaptive (AdaKV: one top-k over "
-                  "the layer's per-head-normalised entry scores; policies that score entries)")
-      ->check(CLI::IsMember({"uniform", "adaptive"}))
-      ->capture_default_str();
-  sub->add_option("--min-head-share", f->min_head_share,
-                  "--head-budget adaptive: every head keeps at least this share of the uniform per-head budget")
-      ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
-  if (with_quality) {
-    sub->add_option("--kv-quality", f->quality,
-                    "Quality target TAU in (0, 1]: the retention ratio is chosen per context from --calibration "
-                    "(overrides --kv-ratio)")
-        ->check(CLI::Range(0.0, 1.0));
-    sub->add_option("--calibration", f->calibration, "Calibration file written by `kvtrim calibrate`");
+  using Scope = kv::KvOptionSpec::Scope;
+  for (const kv::KvOptionSpec& s : kv::KvOptionTable()) {
+    if ((s.scope == Scope::kPolicy && !with_policy) || (s.scope == Scope::kQuality && !with_quality)) continue;
+    CLI::Option* opt = AddTableOption(sub, &f->kv, s);
+    if (s.name == "kv-ratio") f->ratio_opt = opt;
+    if (s.name == "profile") {  // the tri-state per-head-budget switches follow the profile they read
+      sub->add_flag("--head-budgets", f->head_budgets,
+                    "Nonuniform per-head budgets from the --profile (kvtrim profile --head-budgets), scaled to the "
+                    "ratio; policies that take them by default (am) use them when the profile has them");
+      sub->add_flag("--no-head-budgets", f->no_head_budgets, "Uniform per-head budgets even for am with such a profile")
+          ->excludes("--head-budgets");
+    }
   }
-  sub->add_flag("--check-finite", f->check_finite,
-                "Verify the cache after every compression (finite keys/values, no NaN log-weight) and name the "
-                "policy that broke it (always on in debug builds)");
   std::set<std::string> seen;
   for (const auto& info : kv::Registry()) {
     for (const auto& p : info.params) {
@@ -60,19 +65,11 @@ void AddKvFlags(CLI::App* sub, KvFlags* f, bool with_policy, bool with_quality) 
 }
 
 KvOptions ToKvOptions(const KvFlags& f, const std::string& policy) {
-  KvOptions o;
+  KvOptions o = f.kv;
   o.policy = policy;
-  o.ratio = f.ratio;
+  o.params.clear();
   o.ratio_explicit = f.ratio_opt && f.ratio_opt->count() > 0;
-  o.budget_tokens = f.budget;
-  o.quant = f.quant;
-  o.profile = f.profile;
   o.head_budgets = f.head_budgets ? 1 : f.no_head_budgets ? 0 : -1;
-  o.head_budget = f.head_budget;
-  o.min_head_share = f.min_head_share;
-  o.quality = f.quality;
-  o.calibration = f.calibration;
-  o.check_finite = f.check_finite;
   for (const auto& [name, opt] : f.options)
     if (opt->count() > 0) o.params[name] = f.params.at(name);
   return o;

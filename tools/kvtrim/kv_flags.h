@@ -1,6 +1,8 @@
-// The KV-cache flags shared by run, bench and eval: --kv, --kv-ratio,
-// --kv-budget, --kv-quant and every policy's own flags, declared once from
-// the policy registry.
+// The KV-cache flags shared by run, bench, eval, serve and calibrate,
+// generated from the library's option table (kv/option_table.h: --kv,
+// --kv-ratio, --kv-budget, --kv-quant, ...) and the policy registry (every
+// policy's own flags). Their values land in a KvOptions whose defaults are
+// the only ones.
 #pragma once
 #include <CLI/CLI.hpp>
 #include <map>
@@ -13,23 +15,17 @@
 namespace kvtrim::cli {
 
 struct KvFlags {
-  std::string policy = "full";
-  double ratio = 1.0;
-  int budget = 0;
-  std::string quant = "f32";
-  std::string profile;
-  bool head_budgets = false, no_head_budgets = false;  // --head-budgets / --no-head-budgets
-  std::string head_budget = "uniform";  // --head-budget uniform|adaptive
-  double min_head_share = 0.2;          // --min-head-share
-  double quality = 0;        // --kv-quality TAU (0: off)
-  std::string calibration;   // --calibration FILE
-  bool check_finite = false;  // --check-finite
+  KvOptions kv;                                  // the table's options land here
+  bool head_budgets = false, no_head_budgets = false;  // --head-budgets / --no-head-budgets (kv.head_budgets)
   std::map<std::string, double> params;          // values of the policy flags
   std::map<std::string, CLI::Option*> options;   // to tell which were given
   CLI::Option* ratio_opt = nullptr;
+  // Shorthands the commands print.
+  const std::string& policy() const { return kv.policy; }
 };
 
-// with_quality adds --kv-quality TAU and --calibration FILE (run, bench).
+// with_policy adds --kv (commands that pick the policy); with_quality adds
+// --kv-quality TAU and --calibration FILE (run, bench, eval).
 void AddKvFlags(CLI::App* sub, KvFlags* f, bool with_policy = true, bool with_quality = false);
 // The options for one policy: only flags given on the command line are passed
 // (a flag of another policy is an error raised when the policy is built).

@@ -1,0 +1,41 @@
+// The KV options (include/kvtrim/options.h: KvOptions) declared once: name,
+// help, the field it sets, its accepted range or values, and where it
+// applies. The CLI's KV flags (tools/kvtrim/kv_flags.cpp) and the flag list
+// of `kvtrim policies --options` (and so docs/flags-kv.md) are generated from
+// it; the defaults are KvOptions' own. The policies' own flags come from the
+// policy registry (ParamSpec), the per-head-budget switches
+// (--head-budgets / --no-head-budgets: one tri-state field) stay by hand.
+#pragma once
+#include <limits>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "kvtrim/options.h"
+
+namespace kvtrim::kv {
+
+struct KvOptionSpec {
+  enum class Scope {
+    kAll,        // every command with KV flags
+    kPolicy,     // commands that pick the policy (not eval, calibrate: they sweep methods)
+    kQuality,    // commands that choose the ratio per context (run, bench, eval)
+  };
+  std::string name;  // --name
+  std::string help;
+  std::variant<std::string KvOptions::*, double KvOptions::*, int KvOptions::*, bool KvOptions::*> field;
+  Scope scope = Scope::kAll;
+  double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
+  std::vector<std::string> choices = {};  // a string field's accepted values (empty: any)
+  bool is_flag = false;                   // a switch (bool field)
+};
+
+const std::vector<KvOptionSpec>& KvOptionTable();
+
+// The default of an option as text (from a default-constructed KvOptions).
+std::string KvOptionDefault(const KvOptionSpec& s);
+
+// The table as Markdown (docs/flags-kv.md is this text; a test keeps them equal).
+std::string KvOptionsMarkdown();
+
+}  // namespace kvtrim::kv
