@@ -18,6 +18,7 @@
 #include "kv/compressor.h"
 #include "kv/policy.h"
 #include "kv/stats.h"
+#include "kv/taps/max_prob.h"
 #include "kvtrim/engine.h"
 #include "model/config.h"
 #include "model/transformer.h"
@@ -26,6 +27,30 @@
 
 namespace kvtrim::kv {
 namespace {
+
+// The reconstruction scores as a registry tap: the max over the tile's
+// queries and group heads, kept aligned by evictions (kept entries) and
+// merges (the largest source), by hand.
+TEST(MaxProbTap, MaxOverQueriesAlignedByHand) {
+  const TapInfo* info = FindTap(kMaxProbTap);
+  ASSERT_NE(info, nullptr);
+  EXPECT_EQ(info->last_queries, 0);  // reads every query
+  // 2 queries x 2 group heads over 3 entries, causal from entry 1 (query 0 sees 2).
+  const std::vector<float> p = {0.6f, 0.4f, 0.f, 0.1f, 0.9f, 0.f,   // query 0, g = 0, 1
+                                0.2f, 0.3f, 0.5f, 0.7f, 0.1f, 0.2f};  // query 1
+  ProbTile tile;
+  tile.t0 = 0, tile.t1 = 2, tile.G = 2, tile.j0 = 0, tile.j1 = 3, tile.n_visible0 = 1, tile.n = 3;
+  tile.p = p.data(), tile.ld = 3;
+  auto s = info->make({2, 4});
+  s->OnTile(tile, 10, 11);
+  const auto* m = dynamic_cast<const MaxProbStat*>(s.get());
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->values(), (std::vector<float>{0.7f, 0.9f, 0.5f}));
+  s->Rebuild({{0, 2}, {1}});  // entry 0 = merge of old 0 and 2
+  EXPECT_EQ(m->values(), (std::vector<float>{0.7f, 0.9f}));
+  s->Retain({1, 2});  // entry 2 is new: 0
+  EXPECT_EQ(m->values(), (std::vector<float>{0.9f, 0.f}));
+}
 
 TEST(KvzipNumerics, SharedTopKByHand) {
   const std::vector<std::vector<double>> s = {{0.9, 0.1, 0.5}, {0.8, 0.7, 0.6}, {0.05}};
@@ -78,7 +103,7 @@ TEST(KvzipPolicy, SharesOneBudgetOverHandMadeHeads) {
   for (int l = 0; l < 2; ++l)
     for (int h = 0; h < 2; ++h) {
       cache.head(l, h) = MakeHead(6);
-      stats.head(l, h).max_prob = mp[l * 2 + h];
+      stats.head(l, h).reference.Add(kMaxProbTap, std::make_unique<MaxProbStat>(mp[l * 2 + h]));
     }
   // Through the Compressor: the policy's Score under the shared allocator.
   auto run = [&](const Params& p) {
@@ -87,7 +112,8 @@ TEST(KvzipPolicy, SharesOneBudgetOverHandMadeHeads) {
     auto c = Compressor::Create(o, 2, 2, 1, 4);
     EXPECT_TRUE(c.ok());
     for (int l = 0; l < 2; ++l)
-      for (int h = 0; h < 2; ++h) c.value()->stats().head(l, h).max_prob = mp[l * 2 + h];
+      for (int h = 0; h < 2; ++h)
+        c.value()->stats().head(l, h).reference.Add(kMaxProbTap, std::make_unique<MaxProbStat>(mp[l * 2 + h]));
     KvCache cc = cache;
     cc.AdvanceLogical(6);
     EXPECT_TRUE(c.value()->CompressPrefill(cc).ok());

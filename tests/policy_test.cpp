@@ -184,5 +184,20 @@ TEST(Policies, RegistryErrors) {
   for (const auto& p : Registry()) EXPECT_TRUE(MakePolicy(p.name, {}).ok()) << p.name;
 }
 
+// Counter rates are a property of the registry entry (PolicyTraits::rates),
+// read by the CLI without naming a counter.
+TEST(PolicyTraits, CounterRatesFromTheRegistry) {
+  const std::vector<std::pair<std::string, int64_t>> c = {{"merges", 200}, {"fallbacks", 3}, {"rounds", 7}};
+  for (const char* name : {"kvslimmer", "merge-mean"}) {
+    const auto r = CounterRates(name, c);
+    ASSERT_EQ(r.size(), 1u) << name;
+    EXPECT_EQ(r[0].first, "fallback rate");
+    EXPECT_DOUBLE_EQ(r[0].second, 1.5);
+  }
+  EXPECT_TRUE(CounterRates("h2o", c).empty());                                  // no rates declared
+  EXPECT_TRUE(CounterRates("kvslimmer", {{"merges", 0}, {"fallbacks", 0}}).empty());  // 0/0 left out
+  EXPECT_TRUE(CounterRates("nosuch", c).empty());
+}
+
 }  // namespace
 }  // namespace kvtrim::kv

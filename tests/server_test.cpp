@@ -10,6 +10,7 @@
 
 #include "io/tokenizer.h"
 #include "kv/cache.h"
+#include "kv/option_table.h"
 #include "server/generation.h"
 #include "server/metrics.h"
 #include "server/request.h"
@@ -37,9 +38,10 @@ TEST(ServerRequest, ParsesFieldsAndDefaults) {
   EXPECT_EQ(r->sampling.seed, 7u);
   EXPECT_EQ(r->stop, (std::vector<std::string>{"\n", "."}));
   EXPECT_TRUE(r->stream);
-  EXPECT_EQ(*r->kv.policy, "snapkv");
-  EXPECT_EQ(*r->kv.ratio, 0.25);
-  EXPECT_EQ(*r->kv.quant, "q8_0");
+  EXPECT_EQ(r->kv.values.policy, "snapkv");
+  EXPECT_EQ(r->kv.values.ratio, 0.25);
+  EXPECT_EQ(r->kv.values.quant, "q8_0");
+  EXPECT_EQ(r->kv.given, (std::set<std::string>{"kv", "kv-ratio", "kv-quant"}));
   EXPECT_EQ(r->kv.params.at("obs-window"), 8);
   auto d = ParseCompletionRequest("{}");  // kvtrim run's sampling defaults
   ASSERT_TRUE(d.ok());
@@ -68,6 +70,8 @@ TEST(ServerRequest, RejectsBadBodiesNamingTheProblem) {
       {R"({"kv_ratio":2})", "'kv_ratio'"},
       {R"({"kv_budget":0.5})", "'kv_budget' must be an integer"},
       {R"({"kv_quant":"q3"})", "'kv_quant'"},
+      {R"({"kv_head_budget":"lumpy"})", "'kv_head_budget' = 'lumpy' is not one of uniform, adaptive"},
+      {R"({"kv_min_head_share":1.5})", "'kv_min_head_share'"},
       {R"({"kv_params":[1]})", "'kv_params'"},
       {R"({"context_id":"ctx-1","kv":"snapkv"})", "context_id"},
   };
@@ -104,6 +108,31 @@ TEST(ServerRequest, ResolveKvOverDefaults) {
   auto flag = ParseCompletionRequest(R"({"kv_params":{"no_such_flag":1}})");
   ASSERT_TRUE(flag.ok());  // checked once the policy is known
   EXPECT_FALSE(ResolveKv(def, flag->kv).ok());
+  // The fields come from the option table: AdaKV budgets per request, and a
+  // budget given beside a ratio wins as --kv-budget does.
+  auto ada = ParseCompletionRequest(
+      R"({"kv":"snapkv","kv_ratio":0.3,"kv_budget":40,"kv_head_budget":"adaptive","kv_min_head_share":0.5})");
+  ASSERT_TRUE(ada.ok()) << ada.error().message;
+  k = ResolveKv(def, ada->kv);
+  ASSERT_TRUE(k.ok()) << k.error().message;
+  EXPECT_EQ(k->policy, "snapkv");
+  EXPECT_EQ(k->head_budget, "adaptive");
+  EXPECT_EQ(k->min_head_share, 0.5);
+  EXPECT_EQ(k->budget_tokens, 40);
+  EXPECT_EQ(k->ratio, 0.3);
+  EXPECT_EQ(def.head_budget, "uniform");
+}
+
+TEST(ServerRequest, EveryRequestFieldOfTheOptionTableIsParsed) {
+  int fields = 0;
+  for (const kv::KvOptionSpec& s : kv::KvOptionTable()) {
+    if (s.request.empty()) continue;
+    ++fields;
+    auto r = ParseCompletionRequest("{\"" + s.request + "\":[1]}");  // no option takes an array
+    ASSERT_FALSE(r.ok()) << s.request;
+    EXPECT_NE(r.error().message.find("'" + s.request + "'"), std::string::npos) << r.error().message;
+  }
+  EXPECT_EQ(fields, 6);
 }
 
 TEST(ServerStopText, CutsAtStopAndHoldsBackPrefixes) {

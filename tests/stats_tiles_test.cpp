@@ -15,6 +15,7 @@
 #include "kv/profile.h"
 #include "kv/stats.h"
 #include "kv/taps/latest_query.h"
+#include "kv/taps/max_prob.h"
 #include "test_util.h"
 
 namespace kvtrim::kv {
@@ -116,8 +117,7 @@ TEST(StatsTiles, EveryFieldMatchesFloat64Rows) {
   needs.access = true;
   needs.history = 70;  // two words per entry
   needs.recent_window = 6;
-  needs.taps = {kLatestQueryTap};
-  needs.max_prob = true;
+  needs.taps = {kLatestQueryTap, kMaxProbTap};
   const int64_t prompt_end = n0 + T - 3;  // the window ends before the batch does
   const RefStats want = Reference(pf, needs, prompt_end);
   for (int tile : {1, 7, 16, 64, 128, 1000}) {
@@ -132,7 +132,7 @@ TEST(StatsTiles, EveryFieldMatchesFloat64Rows) {
       SCOPED_TRACE("tile " + std::to_string(tile) + " entry " + std::to_string(j));
       EXPECT_NEAR(h.acc[j], want.acc[j], 2e-5);
       EXPECT_NEAR(h.obs[j], want.obs[j], 1e-5);
-      EXPECT_NEAR(h.max_prob[j], want.maxp[j], 1e-6);
+      EXPECT_NEAR(h.taps.Get<MaxProbStat>(kMaxProbTap)->values()[j], want.maxp[j], 1e-6);
       EXPECT_NEAR(Cur(h)[j], want.cur[j], 1e-6);
       EXPECT_NEAR(rm[j], want.recent[j], 1e-5);
       EXPECT_EQ(h.last_access[j], want.last[j]);

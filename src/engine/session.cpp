@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <numeric>
 #include <chrono>
 #include <cmath>
 
@@ -184,10 +185,11 @@ Status Session::RunReferencePass() {
   const int64_t room = c.ctx - position() - static_cast<int64_t>(instr.size());
   if (!rp.past_context) again.resize(static_cast<size_t>(std::clamp<int64_t>(room, 0, again.size())));
   if (again.empty()) return {};
+  KVTRIM_RETURN_IF_ERROR(kv::CheckTaps(rp.taps));
   kv::KvCache copy(*cache_);
   kv::StatsNeeds needs;
   needs.prefill_qk = rp.queries;
-  needs.max_prob = rp.max_prob;
+  needs.taps = rp.taps;
   kv::AttentionStats rep(c.n_layer, c.n_head_kv, c.group(), c.head_dim, needs);
   std::vector<float> logits;
   const auto& tf = engine_->transformer();
@@ -200,10 +202,15 @@ Status Session::RunReferencePass() {
     for (int h = 0; h < c.n_head_kv; ++h) {
       kv::HeadStats& into = compressor_->stats().head(l, h);
       if (rp.queries) into.q_repeat = std::move(rep.head(l, h).q_rot);
-      if (!rp.max_prob) continue;
-      std::vector<float>& m = rep.head(l, h).max_prob;  // the entries held before the pass
-      m.resize(static_cast<size_t>(cache_->head(l, h).size()), 0.f);
-      into.max_prob = std::move(m);
+      std::vector<int> held(static_cast<size_t>(cache_->head(l, h).size()));
+      std::iota(held.begin(), held.end(), 0);  // the entries held before the pass
+      for (const std::string& name : rp.taps) {
+        std::unique_ptr<kv::EntryStat> s = rep.head(l, h).taps.Take(name);
+        if (!s) continue;  // not a registered tap (refused above)
+        s->Retain(held);
+        into.reference.Take(name);
+        into.reference.Add(name, std::move(s));
+      }
     }
   compressor_->SetReferenceTiming(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
                                   prefill_s_);

@@ -15,6 +15,7 @@
 #include "kv/cache.h"
 #include "kv/calibration.h"
 #include "kv/compressor.h"
+#include "kv/option_table.h"
 #include "model/config.h"
 
 namespace kvtrim::eval {
@@ -398,10 +399,8 @@ std::string Fingerprint(const SweepOptions& o) {
      << ";fidelity=" << o.fidelity << o.fidelity_decode << ";samples=" << o.samples << ";seed=" << o.seed
      << ";context=" << o.context_tokens << ";aware=" << o.query_aware << ";stream=" << o.stream_context << ";haystack=" << o.haystack
      << ";cont=" << o.fidelity_continuation << ";needles=" << o.task.needles << ";queries=" << o.task.queries
-     << ";quant=" << o.kv.quant << ";quality=" << o.quality << ":" << o.calibration
-     << ";profile=" << o.kv.profile << ";head_budgets=" << o.kv.head_budgets
-     << (o.kv.head_budget == "adaptive" ? ";head_budget=adaptive:" + std::to_string(o.kv.min_head_share) : "")
-     << ";params=";
+     << ";quality=" << o.quality << ":" << o.calibration << ";head_budgets=" << o.kv.head_budgets
+     << ";kv:" << kv::KvOptionsFingerprint(o.kv) << "params=";  // every option of the table
   for (const auto& [k, v] : o.kv.params) os << k << ":" << v << ",";
   return os.str();
 }

@@ -4,26 +4,61 @@
 #include <iomanip>
 #include <sstream>
 
+#include "kv/compressor.h"
+#include "kv/policy.h"
+
 namespace kvtrim::kv {
+
+namespace {
+
+Status CheckPolicyName(const KvOptions& o) {
+  if (FindPolicy(o.policy)) return {};
+  std::string names;
+  for (const PolicyInfo& p : Registry()) names += (names.empty() ? "" : ", ") + p.name;
+  return MakeError("unknown KV policy '" + o.policy + "' (" + names + ")");
+}
+
+Status CheckKvQuant(const KvOptions& o) {
+  auto q = ParseKvQuant(o.quant);
+  if (!q.ok()) return q.error();
+  return {};
+}
+
+// A table row that a server request may set too, through the field `request`.
+KvOptionSpec PerRequest(KvOptionSpec s, std::string request, Status (*check)(const KvOptions&) = nullptr) {
+  s.request = std::move(request);
+  s.check = check;
+  return s;
+}
+
+}  // namespace
 
 const std::vector<KvOptionSpec>& KvOptionTable() {
   using S = KvOptionSpec::Scope;
   constexpr double kAny = std::numeric_limits<double>::infinity();
   static const std::vector<KvOptionSpec> t = {
-      {"kv", "KV policy (see `kvtrim policies`)", &KvOptions::policy, S::kPolicy},
-      // (0, 1] is checked where the options are used, for every caller alike.
-      {"kv-ratio", "Retention ratio in (0, 1]", &KvOptions::ratio},
-      {"kv-budget", "Per-head token budget (overrides --kv-ratio)", &KvOptions::budget_tokens, S::kAll, 1, 2147483647},
+      PerRequest({"kv", "KV policy (see `kvtrim policies`)", &KvOptions::policy, S::kPolicy}, "kv", CheckPolicyName),
+      // The CLI's range check takes 0 too: ratio 0 is refused where the
+      // options are used (and by the server, from lo_open).
+      PerRequest({"kv-ratio", "Retention ratio in (0, 1]", &KvOptions::ratio, S::kAll, 0.0, 1.0, {}, false, true},
+                 "kv_ratio"),
+      PerRequest({"kv-budget", "Per-head token budget (overrides --kv-ratio)", &KvOptions::budget_tokens, S::kAll, 1,
+                  2147483647},
+                 "kv_budget"),
       // The type is checked where it is parsed (ParseKvQuant), for every caller alike.
-      {"kv-quant", "Storage of kept entries: f32, f16, q8_0, q4_0 (after eviction)", &KvOptions::quant},
+      PerRequest({"kv-quant", "Storage of kept entries: f32, f16, q8_0, q4_0 (after eviction)", &KvOptions::quant},
+                 "kv_quant", CheckKvQuant),
       {"profile", "Model profile file from `kvtrim profile` (razor; default: profile in-process)",
        &KvOptions::profile},
-      {"head-budget",
-       "How a layer's budget is shared by its KV heads: uniform, or adaptive (AdaKV: one top-k over the layer's "
-       "per-head-normalised entry scores; policies that score entries)",
-       &KvOptions::head_budget, S::kAll, -kAny, kAny, {"uniform", "adaptive"}},
-      {"min-head-share", "--head-budget adaptive: every head keeps at least this share of the uniform per-head budget",
-       &KvOptions::min_head_share, S::kAll, 0.0, 1.0},
+      PerRequest({"head-budget",
+                  "How a layer's budget is shared by its KV heads: uniform, or adaptive (AdaKV: one top-k over the "
+                  "layer's per-head-normalised entry scores; policies that score entries)",
+                  &KvOptions::head_budget, S::kAll, -kAny, kAny, {"uniform", "adaptive"}},
+                 "kv_head_budget"),
+      PerRequest(
+          {"min-head-share", "--head-budget adaptive: every head keeps at least this share of the uniform per-head budget",
+           &KvOptions::min_head_share, S::kAll, 0.0, 1.0},
+          "kv_min_head_share"),
       {"kv-quality",
        "Quality target TAU in (0, 1]: the retention ratio is chosen per context from --calibration (overrides "
        "--kv-ratio)",
@@ -37,11 +72,18 @@ const std::vector<KvOptionSpec>& KvOptionTable() {
   return t;
 }
 
-std::string KvOptionDefault(const KvOptionSpec& s) {
-  const KvOptions d;
+std::string KvOptionValue(const KvOptionSpec& s, const KvOptions& o) {
   std::ostringstream os;
-  std::visit([&](auto field) { os << d.*field; }, s.field);
+  std::visit([&](auto field) { os << o.*field; }, s.field);
   return os.str();
+}
+
+std::string KvOptionDefault(const KvOptionSpec& s) { return KvOptionValue(s, KvOptions{}); }
+
+std::string KvOptionsFingerprint(const KvOptions& o) {
+  std::string f;
+  for (const KvOptionSpec& s : KvOptionTable()) f += s.name + "=" + KvOptionValue(s, o) + ";";
+  return f;
 }
 
 std::string KvOptionsMarkdown() {
@@ -51,13 +93,15 @@ std::string KvOptionsMarkdown() {
         "`tests/option_table_test.cpp` keeps this file equal to it. The policies' own flags are listed by\n"
         "`kvtrim policies`. `--head-budgets` / `--no-head-budgets` (profile head budgets on / off; by\n"
         "default on for policies that take them, `am`) follow `--profile`.\n\n"
-        "| flag | default | accepted | where | meaning |\n|---|---|---|---|---|\n";
+        "`request field`: the field of a server request (`POST /v1/completions`, `/v1/chat/completions`,\n"
+        "`/v1/contexts`) that sets the option for that request (docs/server.md).\n\n"
+        "| flag | default | accepted | where | request field | meaning |\n|---|---|---|---|---|---|\n";
   for (const KvOptionSpec& s : KvOptionTable()) {
     std::string accepted;
     for (const std::string& c : s.choices) accepted += (accepted.empty() ? "" : ", ") + c;
     if (std::isfinite(s.lo) || std::isfinite(s.hi)) {
       std::ostringstream r;
-      r << std::setprecision(12) << "[" << s.lo << ", " << s.hi << "]";
+      r << std::setprecision(12) << (s.lo_open ? "(" : "[") << s.lo << ", " << s.hi << "]";
       accepted = r.str();
     }
     const char* where = s.scope == KvOptionSpec::Scope::kPolicy    ? "run, bench, serve"
@@ -65,8 +109,9 @@ std::string KvOptionsMarkdown() {
                                                                    : "every command with KV flags";
     std::string def = s.is_flag ? "off" : KvOptionDefault(s);
     if (def.empty()) def = "(none)";
+    const std::string request = s.request.empty() ? "-" : "`" + s.request + "`";
     os << "| `--" << s.name << "` | " << def << " | " << (accepted.empty() ? "any" : accepted) << " | " << where
-       << " | " << s.help << " |\n";
+       << " | " << request << " | " << s.help << " |\n";
   }
   return os.str();
 }

@@ -1,8 +1,9 @@
 // The KV options (include/kvtrim/options.h: KvOptions) declared once: name,
 // help, the field it sets, its accepted range or values, and where it
 // applies. The CLI's KV flags (tools/kvtrim/kv_flags.cpp) and the flag list
-// of `kvtrim policies --options` (and so docs/flags-kv.md) are generated from
-// it; the defaults are KvOptions' own. The policies' own flags come from the
+// of `kvtrim policies --options` (and so docs/flags-kv.md), the server's
+// request fields (src/server/request.cpp) and the eval's fingerprint are
+// generated from it; the defaults are KvOptions' own. The policies' own flags come from the
 // policy registry (ParamSpec), the per-head-budget switches
 // (--head-budgets / --no-head-budgets: one tri-state field) stay by hand.
 #pragma once
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "kvtrim/options.h"
+#include "kvtrim/status.h"
 
 namespace kvtrim::kv {
 
@@ -28,12 +30,22 @@ struct KvOptionSpec {
   double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
   std::vector<std::string> choices = {};  // a string field's accepted values (empty: any)
   bool is_flag = false;                   // a switch (bool field)
+  bool lo_open = false;                   // lo itself is out of range: (lo, hi]
+  // The field of a server request that sets it ("kv_ratio"; empty: not per request).
+  std::string request = {};
+  // Checks a value the range and choices cannot express (a registered
+  // policy, a KV type); null: none. The server runs it on request fields.
+  Status (*check)(const KvOptions&) = nullptr;
 };
 
 const std::vector<KvOptionSpec>& KvOptionTable();
 
-// The default of an option as text (from a default-constructed KvOptions).
+// An option's value in `o` as text; KvOptionDefault: in a default KvOptions.
+std::string KvOptionValue(const KvOptionSpec& s, const KvOptions& o);
 std::string KvOptionDefault(const KvOptionSpec& s);
+
+// Every option of the table as "name=value;" (the eval's fingerprint).
+std::string KvOptionsFingerprint(const KvOptions& o);
 
 // The table as Markdown (docs/flags-kv.md is this text; a test keeps them equal).
 std::string KvOptionsMarkdown();

@@ -67,16 +67,16 @@ struct CompressionTarget {
 // A second forward pass the engine runs before prefill-time compression to
 // collect more reference queries (Attention Matching's repeat-prefill): it
 // appends `instruction` and teacher-forces the context again on a copy of the
-// cache; the rotated queries land in HeadStats::q_repeat, and with max_prob
-// (KVzip) the largest probability each entry held before the pass receives
-// from those queries (over the group's query heads) in HeadStats::max_prob.
+// cache; the rotated queries land in HeadStats::q_repeat, and the taps it
+// names (KVzip: max-prob, the largest probability each entry receives from
+// those queries) in HeadStats::reference, over the entries held before the pass.
 struct ReferencePass {
   bool repeat = false;
   bool past_context = false;  // repeat the whole context even past the model's trained context
   bool on_policy = false;     // re-run before each layer, lower layers already compressed
   std::string instruction = "\nRepeat the previous context.\n";  // METHODS.md section 4 (am)
   bool queries = true;        // collect the rotated queries (q_repeat)
-  bool max_prob = false;      // collect the max probability per entry (max_prob)
+  std::vector<std::string> taps;  // registry taps fed by the pass (HeadStats::reference)
 };
 
 // Per-entry scores of one head (--head-budget adaptive, KVzip's shared budget).
@@ -113,10 +113,17 @@ class Policy {
   virtual Plan Compress(const PolicyContext& ctx) = 0;
 };
 
+// A rate between two of a policy's counters, printed beside them
+// ("fallback rate" = fallbacks / merges).
+struct CounterRate {
+  std::string label, numerator, denominator;
+};
+
 // What callers outside the library ask of a policy by property, never by name.
 struct PolicyTraits {
   bool costly = false;                // left out of the default eval sweep (name it to run it)
   bool profile_head_budgets = false;  // takes the profile's head budgets by default (KvOptions::head_budgets < 0)
+  std::vector<CounterRate> rates = {};  // rates over its counters (Policy::Counters) worth printing
 };
 
 // Whether --head-budget adaptive applies to the policy: it scores entries
@@ -138,6 +145,10 @@ struct PolicyInfo {
 // Every registered policy, in a stable order.
 const std::vector<PolicyInfo>& Registry();
 const PolicyInfo* FindPolicy(const std::string& name);
+// The policy's counter rates (PolicyTraits::rates) in percent, for counters
+// summed by the caller; a rate whose denominator is 0 or absent is left out.
+std::vector<std::pair<std::string, double>> CounterRates(const std::string& policy,
+                                                         const std::vector<std::pair<std::string, int64_t>>& counters);
 // Builds a policy; `given` may hold only the policy's own parameters.
 Expected<std::unique_ptr<Policy>> MakePolicy(const std::string& name, const Params& given);
 

@@ -26,6 +26,23 @@ const PolicyInfo* FindPolicy(const std::string& name) {
   return nullptr;
 }
 
+std::vector<std::pair<std::string, double>> CounterRates(const std::string& policy,
+                                                         const std::vector<std::pair<std::string, int64_t>>& counters) {
+  std::vector<std::pair<std::string, double>> out;
+  const PolicyInfo* info = FindPolicy(policy);
+  if (!info) return out;
+  auto find = [&](const std::string& name) -> int64_t {
+    for (const auto& [n, v] : counters)
+      if (n == name) return v;
+    return -1;
+  };
+  for (const CounterRate& r : info->traits.rates) {
+    const int64_t num = find(r.numerator), den = find(r.denominator);
+    if (num >= 0 && den > 0) out.emplace_back(r.label, 100.0 * static_cast<double>(num) / static_cast<double>(den));
+  }
+  return out;
+}
+
 Expected<std::unique_ptr<Policy>> MakePolicy(const std::string& name, const Params& given) {
   const PolicyInfo* info = FindPolicy(name);
   if (!info) {

@@ -26,7 +26,6 @@ void AttentionStats::Grow(HeadStats& hs, int n) const {
   if (needs_.obs_window > 0) hs.obs.resize(n, 0.f);
   if (needs_.access) hs.last_access.resize(n, -1);
   if (hs.words) hs.hist.resize(static_cast<size_t>(n) * hs.words, 0);
-  if (needs_.max_prob) hs.max_prob.resize(n, 0.f);
   hs.n = n;
 }
 
@@ -53,7 +52,7 @@ void AttentionStats::OnProbTile(int layer, int kv_head, const ProbTile& tile) {
 }
 
 int64_t AttentionStats::ProbsFrom(int) const {
-  if (needs_.acc_mass || needs_.access || needs_.history > 0 || needs_.max_prob) return 0;
+  if (needs_.acc_mass || needs_.access || needs_.history > 0) return 0;
   int64_t first = std::numeric_limits<int64_t>::max();  // nothing read
   for (const std::string& name : needs_.taps) {
     const TapInfo* info = FindTap(name);
@@ -76,8 +75,6 @@ void AttentionStats::TileMass(HeadStats& hs, const ProbTile& tile, int t, int je
       for (int j = j0; j < je; ++j) hs.acc[j] += p[j - j0];
     if (needs_.obs_window > 0 && prompt_end_ >= 0 && pos >= prompt_end_ - needs_.obs_window && pos < prompt_end_)
       for (int j = j0; j < je; ++j) hs.obs[j] += p[j - j0];
-    if (needs_.max_prob)
-      for (int j = j0; j < je; ++j) hs.max_prob[j] = std::max(hs.max_prob[j], p[j - j0]);
   }
   if (needs_.recent_window > 0 && pos > step_ - needs_.recent_window) {  // only the batch's last w queries
     std::vector<float>& row = hs.recent[pos % needs_.recent_window];
@@ -204,6 +201,7 @@ void AttentionStats::Retain(int layer, int h, const std::vector<int>& keep) {
   fit(hs.last_access);
   fit(hs.hist);
   for (const auto& [name, s] : hs.taps) s->Retain(keep);
+  for (const auto& [name, s] : hs.reference) s->Retain(keep);
 }
 
 void AttentionStats::Rebuild(int layer, int h, const std::vector<std::vector<int>>& from) {
@@ -236,7 +234,9 @@ void AttentionStats::Rebuild(int layer, int h, const std::vector<std::vector<int
     }
   }
   for (const auto& [name, s] : hs.taps) s->Rebuild(from);
+  for (const auto& [name, s] : hs.reference) s->Rebuild(from);
   out.taps = std::move(hs.taps);
+  out.reference = std::move(hs.reference);
   out.k_pre = std::move(hs.k_pre);
   out.q_rot = std::move(hs.q_rot);
   out.q_repeat = std::move(hs.q_repeat);
@@ -248,7 +248,7 @@ void AttentionStats::DropPrefillQK() {
     std::vector<float>().swap(h.k_pre);
     std::vector<float>().swap(h.q_rot);
     std::vector<float>().swap(h.q_repeat);
-    std::vector<float>().swap(h.max_prob);
+    h.reference = TapSet{};
   }
 }
 
@@ -256,8 +256,9 @@ size_t AttentionStats::BytesHeld() const {
   size_t s = 0;
   for (const auto& h : heads_) {
     for (const auto& [name, t] : h.taps) s += t->BytesHeld();
+    for (const auto& [name, t] : h.reference) s += t->BytesHeld();
     s += 4 * (h.acc.capacity() + h.obs.capacity() + h.k_pre.capacity() + h.q_rot.capacity() +
-              h.q_repeat.capacity() + h.max_prob.capacity()) +
+              h.q_repeat.capacity()) +
          8 * (h.last_access.capacity() + h.hist.capacity() + h.recent_pos.capacity());
     for (const auto& r : h.recent) s += 4 * r.capacity();
     for (const auto& r : h.q_pre) s += 4 * r.capacity();

@@ -23,11 +23,10 @@ struct StatsNeeds {
   bool prefill_qk = false;   // Compactor-style scorers
   int recent_window = 0;     // KVSlimmer: probabilities of the last w queries (group mean)
   int query_window = 0;      // Expected Attention: pre-RoPE queries of the last w positions
-  bool max_prob = false;     // KVzip (reference pass): max probability each entry receives
   // Statistics from the tap registry (taps.h), by name: a policy's own.
   std::vector<std::string> taps;
   bool any_probs() const {
-    return acc_mass || obs_window > 0 || access || history > 0 || recent_window > 0 || max_prob || !taps.empty();
+    return acc_mass || obs_window > 0 || access || history > 0 || recent_window > 0 || !taps.empty();
   }
 };
 
@@ -43,8 +42,11 @@ struct HeadStats {
   std::vector<int64_t> recent_pos;         // [w] query position of each ring row (-1: empty)
   std::vector<std::vector<float>> q_pre;   // [w][G * d] ring: pre-RoPE queries of the group (query_window)
   std::vector<int64_t> q_pre_pos;          // [w] query position of each ring row (-1: empty)
-  std::vector<float> max_prob;             // [n] max over queries and group heads of the probability (max_prob)
   TapSet taps;                        // the registry taps of StatsNeeds::taps, one EntryStat each
+  // The taps of the reference pass (ReferencePass::taps) over the entries
+  // held before it; read by the compression that follows, dropped with the
+  // prefill queries (DropPrefillQK).
+  TapSet reference;
   int words = 0;                      // uint64 words per entry in hist
   int n = 0;
 };

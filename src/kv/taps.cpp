@@ -5,13 +5,17 @@
 #include <mutex>
 
 #include "kv/taps/latest_query.h"
+#include "kv/taps/max_prob.h"
 
 namespace kvtrim::kv {
 
 namespace {
 
 struct Registry {
-  Registry() { taps.push_back(std::make_unique<TapInfo>(LatestQueryTapInfo())); }
+  Registry() {
+    taps.push_back(std::make_unique<TapInfo>(LatestQueryTapInfo()));
+    taps.push_back(std::make_unique<TapInfo>(MaxProbTapInfo()));
+  }
   std::mutex mu;
   // Each TapInfo stays where it was made (FindTap hands out pointers).
   std::vector<std::unique_ptr<TapInfo>> taps;
@@ -55,6 +59,16 @@ TapSet& TapSet::operator=(const TapSet& o) {
   items_.clear();
   for (const auto& [name, s] : o.items_) items_.emplace_back(name, s ? s->Clone() : nullptr);
   return *this;
+}
+
+std::unique_ptr<EntryStat> TapSet::Take(const std::string& name) {
+  for (auto it = items_.begin(); it != items_.end(); ++it)
+    if (it->first == name) {
+      std::unique_ptr<EntryStat> s = std::move(it->second);
+      items_.erase(it);
+      return s;
+    }
+  return nullptr;
 }
 
 EntryStat* TapSet::Find(const std::string& name) const {

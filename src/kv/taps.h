@@ -65,6 +65,8 @@ class TapSet {
 
   void Add(const std::string& name, std::unique_ptr<EntryStat> s) { items_.emplace_back(name, std::move(s)); }
   EntryStat* Find(const std::string& name) const;
+  // Removes the stat of that name and hands it over (null when absent).
+  std::unique_ptr<EntryStat> Take(const std::string& name);
   // The stat of that name as its concrete type (null when absent or another type).
   template <class T>
   const T* Get(const std::string& name) const {

@@ -1,8 +1,11 @@
 #include "server/request.h"
 
+#include <algorithm>
 #include <cmath>
+#include <variant>
 #include <nlohmann/json.hpp>
 
+#include "kv/option_table.h"
 #include "kv/policy.h"
 
 namespace kvtrim::server {
@@ -80,32 +83,47 @@ Expected<double> ParamValue(const std::string& name, const json& v) {
   return MakeError("kv_params['" + name + "'] = \"" + s + "\" is not a choice of that flag");
 }
 
-Status CheckPolicyName(const std::string& name) {
-  if (kv::FindPolicy(name)) return {};
-  std::string known;
-  for (const auto& p : kv::Registry()) known += (known.empty() ? "" : ", ") + p.name;
-  return MakeError("unknown KV policy '" + name + "' (known: " + known + ")");
+// One table option from its request field into `out`, by the field's type,
+// in the table's range and choices.
+Status GetField(const json& j, const kv::KvOptionSpec& s, std::string* out) {
+  KVTRIM_RETURN_IF_ERROR(GetString(j, s.request.c_str(), out));
+  if (s.choices.empty() || std::find(s.choices.begin(), s.choices.end(), *out) != s.choices.end()) return {};
+  std::string names;
+  for (const std::string& c : s.choices) names += (names.empty() ? "" : ", ") + c;
+  return MakeError("field '" + s.request + "' = '" + *out + "' is not one of " + names);
 }
 
+Status GetField(const json& j, const kv::KvOptionSpec& s, double* out) {
+  std::optional<double> x;
+  KVTRIM_RETURN_IF_ERROR(GetNumber(j, s.request.c_str(), s.lo, s.hi, &x));
+  if (x && s.lo_open && *x <= s.lo)
+    return MakeError("field '" + s.request + "' must be in (" + json(s.lo).dump() + ", " + json(s.hi).dump() + "]");
+  if (x) *out = *x;
+  return {};
+}
+
+Status GetField(const json& j, const kv::KvOptionSpec& s, int* out) {
+  std::optional<int64_t> x;
+  KVTRIM_RETURN_IF_ERROR(GetInt(j, s.request.c_str(), static_cast<int64_t>(std::max(s.lo, -2147483648.0)),
+                                static_cast<int64_t>(std::min(s.hi, 2147483647.0)), &x));
+  if (x) *out = static_cast<int>(*x);
+  return {};
+}
+
+Status GetField(const json& j, const kv::KvOptionSpec& s, bool* out) { return GetBool(j, s.request.c_str(), out); }
+
+// The KV fields of a request: one per row of the option table that has a
+// request field (kv/option_table.cpp), then `kv_params`.
 Status ParseKv(const json& j, KvOverrides* kv) {
-  std::string s;
-  if (j.contains("kv") && !j["kv"].is_null()) {
-    KVTRIM_RETURN_IF_ERROR(GetString(j, "kv", &s));
-    KVTRIM_RETURN_IF_ERROR(CheckPolicyName(s));
-    kv->policy = s;
-  }
-  std::optional<double> ratio;
-  KVTRIM_RETURN_IF_ERROR(GetNumber(j, "kv_ratio", 0, 1, &ratio));
-  if (ratio && *ratio <= 0) return MakeError("field 'kv_ratio' must be in (0, 1]");
-  kv->ratio = ratio;
-  std::optional<int64_t> budget;
-  KVTRIM_RETURN_IF_ERROR(GetInt(j, "kv_budget", 1, 1 << 24, &budget));
-  if (budget) kv->budget = static_cast<int>(*budget);
-  if (j.contains("kv_quant") && !j["kv_quant"].is_null()) {
-    KVTRIM_RETURN_IF_ERROR(GetString(j, "kv_quant", &s));
-    if (s != "f32" && s != "f16" && s != "q8_0" && s != "q4_0")
-      return MakeError("field 'kv_quant' = '" + s + "' is not one of f32, f16, q8_0, q4_0");
-    kv->quant = s;
+  for (const kv::KvOptionSpec& s : kv::KvOptionTable()) {
+    if (s.request.empty() || !j.contains(s.request) || j[s.request].is_null()) continue;
+    KVTRIM_RETURN_IF_ERROR(
+        std::visit([&](auto field) { return GetField(j, s, &(kv->values.*field)); }, s.field));
+    if (s.check) {
+      Status st = s.check(kv->values);
+      if (!st.ok()) return MakeError("field '" + s.request + "': " + st.error().message);
+    }
+    kv->given.insert(s.name);
   }
   auto it = j.find("kv_params");
   if (it != j.end() && !it->is_null()) {
@@ -116,8 +134,8 @@ Status ParseKv(const json& j, KvOverrides* kv) {
       kv->params[name] = x.value();
     }
   }
-  if (kv->policy && !kv->params.empty()) {  // flags of the named policy, in range
-    auto p = kv::MakePolicy(*kv->policy, kv->params);
+  if (kv->given.count("kv") && !kv->params.empty()) {  // flags of the named policy, in range
+    auto p = kv::MakePolicy(kv->values.policy, kv->params);
     if (!p.ok()) return MakeError("kv_params: " + p.error().message);
   }
   return {};
@@ -225,13 +243,13 @@ Expected<ContextRequest> ParseContextRequest(const std::string& body) {
 
 Expected<KvOptions> ResolveKv(const KvOptions& defaults, const KvOverrides& o) {
   KvOptions k = defaults;
-  if (o.policy && *o.policy != defaults.policy) {
-    k.policy = *o.policy;
-    k.params.clear();
+  if (o.given.count("kv") && o.values.policy != defaults.policy) k.params.clear();  // the default's flags are its own
+  for (const kv::KvOptionSpec& s : kv::KvOptionTable())
+    if (o.given.count(s.name)) std::visit([&](auto field) { k.*field = o.values.*field; }, s.field);
+  if (o.given.count("kv-ratio")) {  // an asked-for ratio, as --kv-ratio; a budget given beside it wins
+    k.ratio_explicit = true;
+    if (!o.given.count("kv-budget")) k.budget_tokens = 0;
   }
-  if (o.ratio) k.ratio = *o.ratio, k.ratio_explicit = true, k.budget_tokens = 0;
-  if (o.budget) k.budget_tokens = *o.budget;
-  if (o.quant) k.quant = *o.quant;
   for (const auto& [name, v] : o.params) k.params[name] = v;
   auto p = kv::MakePolicy(k.policy, k.params);
   if (!p.ok()) return MakeError("kv_params: " + p.error().message);

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,13 +17,14 @@ namespace kvtrim::server {
 
 // The KV fields a request may set; what it leaves out comes from the
 // server's defaults (kvtrim serve --kv ...), see ResolveKv.
+// The KV fields of a request: the option table's request fields
+// (docs/flags-kv.md: kv, kv_ratio, kv_budget, kv_quant, kv_head_budget,
+// kv_min_head_share) and kv_params, the policy's own flags.
 struct KvOverrides {
-  std::optional<std::string> policy;   // "kv"
-  std::optional<double> ratio;         // "kv_ratio" in (0, 1]
-  std::optional<int> budget;           // "kv_budget" > 0 (wins over the ratio)
-  std::optional<std::string> quant;    // "kv_quant": f32, f16, q8_0, q4_0
+  KvOptions values;              // the fields given (the others: KvOptions' defaults, unused)
+  std::set<std::string> given;   // the table names of the fields given ("kv-ratio")
   std::map<std::string, double> params;  // "kv_params": {"sinks": 4, "value-norm": "l2", ...}
-  bool any() const { return policy || ratio || budget || quant || !params.empty(); }
+  bool any() const { return !given.empty() || !params.empty(); }
 };
 
 // POST /v1/completions and /v1/chat/completions. Sampling defaults are

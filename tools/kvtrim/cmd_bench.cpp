@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "kv_flags.h"
 #include "engine/bench.h"
+#include "kv/policy.h"
 #include "io/clock.h"
 #include "engine/bench_llama.h"
 #include "kernels/cpu.h"
@@ -98,17 +99,13 @@ int RunLlamaStyle(const Engine& e, const BenchOpts& o) {
 // The policy's counters under a row (summed over reps; decode steps alone in
 // parentheses), the fallback rate when there are merges, and the share of a
 // decode step spent in decode-time compression.
-void PrintCounters(const BenchRow& r) {
+void PrintCounters(const BenchRow& r, const std::string& policy) {
   if (r.counters.empty()) return;
   std::printf("       counters:");
-  int64_t merges = -1, fallbacks = -1;
-  for (size_t i = 0; i < r.counters.size(); ++i) {
+  for (size_t i = 0; i < r.counters.size(); ++i)
     std::printf(" %s %lld (decode %lld)", r.counters[i].first.c_str(), static_cast<long long>(r.counters[i].second),
                 static_cast<long long>(r.decode_counters[i].second));
-    if (r.counters[i].first == "merges") merges = r.counters[i].second;
-    if (r.counters[i].first == "fallbacks") fallbacks = r.counters[i].second;
-  }
-  if (merges > 0 && fallbacks >= 0) std::printf("; fallback rate %.2f%%", 100.0 * fallbacks / merges);
+  for (const auto& [label, pct] : kv::CounterRates(policy, r.counters)) std::printf("; %s %.2f%%", label.c_str(), pct);
   const double step_us = 1e6 / std::max(1e-9, r.decode_tok_s.mean);
   std::printf("; decode-time compression %.2f us of a %.1f us step (%.2f%%)\n", r.evict_us_per_tok, step_us,
               100.0 * r.evict_us_per_tok / step_us);
@@ -133,7 +130,7 @@ bool PrintBench(const Engine& e, const BenchOpts& o, double membw, const std::ve
     if (r.below_resolution) std::printf("  <res");
     if (r.inner_reps > 1) std::printf("  (%d runs a sample)", r.inner_reps);
     std::printf("\n");
-    PrintCounters(r);
+    PrintCounters(r, o.kv.kv.policy);
     nlohmann::json counters = nlohmann::json::object(), decode_counters = nlohmann::json::object();
     for (const auto& [name, v] : r.counters) counters[name] = v;
     for (const auto& [name, v] : r.decode_counters) decode_counters[name] = v;

@@ -7,6 +7,7 @@
 #include "io/clock.h"
 #include "commands.h"
 #include "kv/compressor.h"
+#include "kv/policy.h"
 #include "kv_flags.h"
 #include "engine/bench.h"
 #include "io/gguf.h"
@@ -102,13 +103,9 @@ void PrintRunStats(const Engine& e, const Session& s, const KvOptions& kv, const
   const auto counters = s.compressor().counters();
   if (!counters.empty()) {
     std::fprintf(stderr, "kv counters:");
-    int64_t merges = -1, fallbacks = -1;
-    for (const auto& [name, v] : counters) {
-      std::fprintf(stderr, " %s %lld", name.c_str(), static_cast<long long>(v));
-      if (name == "merges") merges = v;
-      if (name == "fallbacks") fallbacks = v;
-    }
-    if (merges > 0 && fallbacks >= 0) std::fprintf(stderr, " (fallback rate %.2f%%)", 100.0 * fallbacks / merges);
+    for (const auto& [name, v] : counters) std::fprintf(stderr, " %s %lld", name.c_str(), static_cast<long long>(v));
+    for (const auto& [label, pct] : kv::CounterRates(kv.policy, counters))
+      std::fprintf(stderr, " (%s %.2f%%)", label.c_str(), pct);
     std::fprintf(stderr, "\n");
   }
   std::fprintf(stderr, "peak RSS: %.1f MiB\n", PeakRssBytes() / 1048576.0);

@@ -296,7 +296,13 @@ StatsNeeds AmPolicy::needs() const {
   return n;
 }
 
-ReferencePass AmPolicy::reference_pass() const { return {c_->repeat, c_->repeat_past_ctx, c_->repeat && c_->onpolicy}; }
+ReferencePass AmPolicy::reference_pass() const {
+  ReferencePass rp;
+  rp.repeat = c_->repeat;
+  rp.past_context = c_->repeat_past_ctx;
+  rp.on_policy = c_->repeat && c_->onpolicy;
+  return rp;
+}
 
 Plan AmPolicy::Compress(const PolicyContext& ctx) {
   const HeadStore& s = *ctx.store;

@@ -30,7 +30,8 @@ PolicyInfo KvslimmerPolicyInfo() {
             o.diag_only = p.at("diag-only") >= 0.5;
             o.renorm = p.at("renorm") >= 0.5;
             return std::make_unique<MergingPolicy>(o);
-          }};
+          },
+          {.rates = {{"fallback rate", "fallbacks", "merges"}}}};
 }
 
 }  // namespace kvtrim::kv

@@ -7,6 +7,7 @@
 // uniform total r x entries, heads get different counts), or with
 // --kvzip-per-head a fixed share per head. Prefill-time only.
 #include "kv/policies/policies.h"
+#include "kv/taps/max_prob.h"
 
 namespace kvtrim::kv {
 
@@ -14,8 +15,9 @@ namespace {
 
 std::vector<double> Scores(const HeadStats* st, int n) {
   std::vector<double> s(n, 0.0);
-  if (!st) return s;
-  for (int i = 0; i < n && i < static_cast<int>(st->max_prob.size()); ++i) s[i] = st->max_prob[i];
+  const auto* m = st ? st->reference.Get<MaxProbStat>(kMaxProbTap) : nullptr;
+  if (!m) return s;
+  for (int i = 0; i < n && i < static_cast<int>(m->values().size()); ++i) s[i] = m->values()[i];
   return s;
 }
 
@@ -30,7 +32,7 @@ class KvzipPolicy : public Policy {
     rp.past_context = true;  // every entry is scored by the reconstruction
     rp.instruction = "\nRepeat the previous context:\n";
     rp.queries = false;
-    rp.max_prob = true;
+    rp.taps = {kMaxProbTap};
     return rp;
   }
   // One top-k over every head of every layer (budget::SharedTopK over

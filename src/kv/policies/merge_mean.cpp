@@ -22,7 +22,8 @@ PolicyInfo MergeMeanPolicyInfo() {
             o.sinks = static_cast<int>(p.at("sinks"));
             o.window = static_cast<int>(p.at("obs-window"));
             return std::make_unique<MergingPolicy>(o);
-          }};
+          },
+          {.rates = {{"fallback rate", "fallbacks", "merges"}}}};
 }
 
 }  // namespace kvtrim::kv
