@@ -29,6 +29,7 @@ class GgufWriter {
   void AddValue(const std::string& key, const GgufValue& v) { AddRaw(key, static_cast<uint32_t>(v.type), Encode(v)); }
   void AddU32(const std::string& key, uint32_t v) { AddRaw(key, 4, Pod(v)); }
   void AddI32(const std::string& key, int32_t v) { AddRaw(key, 5, Pod(v)); }
+  void AddU64(const std::string& key, uint64_t v) { AddRaw(key, 10, Pod(v)); }
   void AddF32(const std::string& key, float v) { AddRaw(key, 6, Pod(v)); }
   void AddBool(const std::string& key, bool v) { AddRaw(key, 7, Pod<uint8_t>(v ? 1 : 0)); }
   void AddString(const std::string& key, const std::string& v) { AddRaw(key, 8, Str(v)); }

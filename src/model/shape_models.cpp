@@ -32,7 +32,7 @@ void AddMetadata(const ModelShape& s, int n_layer, GgmlType type, const ShapeMod
   w->AddU32("general.file_type", static_cast<uint32_t>(ShapeModelFileType(type)));
   w->AddU32("general.quantization_version", 2);
   w->AddString("kvtrim.shape_model.shape", s.name);
-  w->AddString("kvtrim.shape_model.seed", std::to_string(o.seed));
+  w->AddU64("kvtrim.shape_model.seed", o.seed);
   w->AddU32(a + "context_length", static_cast<uint32_t>(s.ctx));
   w->AddU32(a + "embedding_length", static_cast<uint32_t>(s.dim));
   w->AddU32(a + "block_count", static_cast<uint32_t>(n_layer));
