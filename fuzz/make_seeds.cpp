@@ -14,13 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "gguf_writer.h"
+#include "io/gguf_writer.h"
 #include "io/gguf.h"
 #include "kernels/quant.h"
 
 namespace fs = std::filesystem;
 using kvtrim::GgmlType;
-using kvtrim::test::GgufWriter;
+using kvtrim::io::GgufWriter;
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "gguf_writer.h"
+#include "io/gguf_writer.h"
 #include "io/gguf.h"
 #include "kernels/quant.h"
 #include "model/weights.h"
@@ -15,7 +15,7 @@
 namespace kvtrim {
 namespace {
 
-using test::GgufWriter;
+using io::GgufWriter;
 using VT = io::GgufValueType;
 
 TEST(GgufTypes, EveryValueTypeAndNestedArrays) {

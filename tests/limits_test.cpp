@@ -3,14 +3,14 @@
 // and the message names the limit.
 #include <gtest/gtest.h>
 
-#include "gguf_writer.h"
+#include "io/gguf_writer.h"
 #include "io/gguf.h"
 #include "model/config.h"
 
 namespace kvtrim {
 namespace {
 
-using test::GgufWriter;
+using io::GgufWriter;
 
 std::string Header(uint64_t n_tensors, uint64_t n_kv, const std::string& rest = std::string(64, '\0')) {
   return "GGUF" + GgufWriter::U32(3) + GgufWriter::Pod<uint64_t>(n_tensors) + GgufWriter::Pod<uint64_t>(n_kv) + rest;

@@ -219,7 +219,7 @@ TEST(Llama3, Qwen2LinearScalingNeoxBiasesMatchReference) { CheckAgainstReference
 TEST(Llama3, Qwen2YarnMatchesReference) {
   TinySpec s = Qwen2Spec();  // as Qwen2.5's YaRN GGUFs: type yarn, factor 4, original context
   s.scaling_type = "yarn";
-  s.raw["qwen2.rope.scaling.attn_factor"] = {6, test::GgufWriter::Pod<float>(0.9f)};
+  s.raw["qwen2.rope.scaling.attn_factor"] = {6, io::GgufWriter::Pod<float>(0.9f)};
   CheckAgainstReference(s, {0.25, {}, true, 64, 0.9f}, {0.25});  // and not as linear
 }
 TEST(Llama3, FreqFactorsWithLinearScalingMatchReference) {
@@ -236,7 +236,7 @@ TEST(Llama3, FreqFactorsWithLinearScalingMatchReference) {
 // match the reference.
 TinySpec WithBpeVocab(TinySpec s, const std::string& pre) {
   s.vocab_file = "vocab/ggml-vocab-gpt-2.gguf";
-  s.raw["tokenizer.ggml.pre"] = {8, test::GgufWriter::Str(pre)};
+  s.raw["tokenizer.ggml.pre"] = {8, io::GgufWriter::Str(pre)};
   s.control_tokens = {"<|im_start|>", "<|im_end|>"};
   return s;
 }
@@ -248,8 +248,8 @@ TEST(Llama3, BpeVocabularyLlama3AndQwen2ShapesMatchReference) {
 TEST(Llama3, BpeQwen2ChatPromptTokenizesTheSpecialsAsTokens) {
   if (!std::filesystem::exists(test::SharedPath("vocab/ggml-vocab-gpt-2.gguf"))) GTEST_SKIP() << "no ../shared/vocab";
   TinySpec s = WithBpeVocab(Qwen2Spec(), "qwen2");
-  s.raw["tokenizer.chat_template"] = {8, test::GgufWriter::Str(test::kQwen2Instruct)};
-  s.raw["tokenizer.ggml.add_bos_token"] = {7, test::GgufWriter::Pod<uint8_t>(0)};
+  s.raw["tokenizer.chat_template"] = {8, io::GgufWriter::Str(test::kQwen2Instruct)};
+  s.raw["tokenizer.ggml.add_bos_token"] = {7, io::GgufWriter::Pod<uint8_t>(0)};
   const TempFile file = WriteTemp("kvtrim-tiny-qwen2-bpe.gguf", test::MakeTinyModel(s).bytes);
   auto e = Engine::Load({file.path, 2});
   ASSERT_TRUE(e.ok()) << e.error().message;
@@ -360,7 +360,7 @@ TEST(Llama3, ScalingTypeNoneIgnoresTheFactorAndFileTypeIsNamed) {
 
 // Every wrong or missing key/tensor: the load fails with a message naming it.
 TEST(Llama3, WrongOrMissingKeysGiveErrorsNamingThem) {
-  using W = test::GgufWriter;
+  using W = io::GgufWriter;
   struct Case {
     const char* what;
     std::function<void(TinySpec&)> edit;
@@ -426,7 +426,7 @@ TEST(Llama3, InspectShowsFileTypeAndRopeScaling) {
 
 TEST(Llama3, RunChatFormatsWithTheModelsTemplate) {
   TinySpec s = Llama3Spec();
-  s.raw["tokenizer.chat_template"] = {8, test::GgufWriter::Str(test::kLlama3Instruct)};
+  s.raw["tokenizer.chat_template"] = {8, io::GgufWriter::Str(test::kLlama3Instruct)};
   const TempFile with_file = WriteTemp("kvtrim-tiny-chat.gguf", test::MakeTinyModel(s).bytes);
   const std::string& with = with_file.path;
   const TempFile without_file = WriteTemp("kvtrim-tiny-nochat.gguf", test::MakeTinyModel(Llama3Spec()).bytes);

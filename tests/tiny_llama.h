@@ -1,5 +1,5 @@
 // Tiny Llama-3- and Qwen2-shaped GGUF models for tests, written with
-// tests/gguf_writer.h from seeded random F32 weights and the stories260K
+// io/gguf_writer.h (the library's writer) from seeded random F32 weights and the stories260K
 // SentencePiece vocabulary (optionally padded with synthetic pieces up to a
 // large vocabulary), with the weights kept for an independent reference.
 #pragma once
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "gguf_writer.h"
+#include "io/gguf_writer.h"
 #include "test_util.h"
 
 namespace kvtrim::test {
@@ -55,7 +55,7 @@ inline double SplitMixUniform(uint64_t* s) {  // in [-1, 1)
 }
 
 inline TinyModel MakeTinyModel(const TinySpec& s) {
-  using W = GgufWriter;
+  using W = io::GgufWriter;
   TinyModel m;
   std::vector<std::pair<std::string, std::pair<uint32_t, std::string>>> kv;
   const std::string a = s.arch + ".";

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "gguf_writer.h"
+#include "io/gguf_writer.h"
 #include "io/bpe.h"
 #include "io/gguf.h"
 #include "io/pretokenizer.h"
@@ -256,7 +256,7 @@ struct TinyVocab {
     types[260] = types[261] = types[263] = I32(3);
     types[262] = I32(4);
     for (const auto& m : merges) mg.push_back(Str(m));
-    test::GgufWriter w;
+    io::GgufWriter w;
     w.AddValue("tokenizer.ggml.model", Str("gpt2"));
     w.AddValue("tokenizer.ggml.pre", Str(pre));
     w.AddValue("tokenizer.ggml.tokens", Arr(GgufValueType::STRING, toks));

@@ -34,5 +34,6 @@ Command AddCalibrate(CLI::App& app);
 Command AddTokenize(CLI::App& app);
 Command AddServe(CLI::App& app);
 Command AddServeBench(CLI::App& app);
+Command AddMakeModel(CLI::App& app);
 
 }  // namespace kvtrim::cli

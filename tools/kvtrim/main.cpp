@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
       kvtrim::cli::AddTokenize(app),
       kvtrim::cli::AddServe(app),
       kvtrim::cli::AddServeBench(app),
+      kvtrim::cli::AddMakeModel(app),
   };
   try {
     app.parse(argc, argv);
