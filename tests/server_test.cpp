@@ -310,6 +310,8 @@ TEST_F(ServerTest, CompletionEqualsKvtrimRun) {
     EXPECT_EQ(r["usage"]["prompt_tokens"].get<int>(), static_cast<int>(tok.Encode(prompt, true).size()));
     EXPECT_EQ(r["usage"]["completion_tokens"].get<size_t>(), r["choices"][0]["tokens"].size());
     EXPECT_LT(r["usage"]["kv_bytes"].get<double>(), r["usage"]["kv_bytes_full"].get<double>());
+    EXPECT_GE(r["usage"]["kv_bytes_peak"].get<double>(), r["usage"]["kv_bytes"].get<double>());
+    EXPECT_GE(Metric(c, "kvtrim_kv_bytes_peak_session"), r["usage"]["kv_bytes_peak"].get<double>());
     // Streamed: the same text, and the same usage in the last event.
     body["stream"] = true;
     auto s = c.Post("/v1/completions", body.dump(), "application/json");
@@ -378,6 +380,7 @@ TEST_F(ServerTest, StoredContextAnswersEqualIndependentRuns) {
     ASSERT_TRUE(s.value()->Compress().ok());
     EXPECT_EQ(ctx["kv_bytes"].get<size_t>(), s.value()->cache().BytesUsed());
     EXPECT_EQ(ctx["kv_bytes_held"].get<size_t>(), s.value()->cache().BytesHeld());
+    EXPECT_EQ(ctx["kv_bytes_peak"].get<size_t>(), s.value()->peak_kv_bytes());  // the full prefill's bytes
     EXPECT_EQ(ctx["tokens"].get<int64_t>(), s.value()->position());
     EXPECT_LT(ctx["kv_bytes"].get<double>(), 0.35 * ctx["kv_bytes_full"].get<double>());
   }

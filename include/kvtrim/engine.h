@@ -117,6 +117,10 @@ class Session {
   int ctx() const { return ctx_; }
   int bos() const;
   int eos() const;
+  // The most bytes this session's KV held at once (KvCache::BytesHeld, plus
+  // a reference pass's copy of the cache while it ran), taken after every
+  // forward pass and compression; a fork starts at its copy's bytes.
+  size_t peak_kv_bytes() const { return peak_kv_bytes_; }
   kv::KvCache& cache() { return *cache_; }
   const kv::KvCache& cache() const { return *cache_; }
   kv::Compressor& compressor() { return *compressor_; }
@@ -133,6 +137,7 @@ class Session {
   // the rotated queries go to the compressor's statistics.
   Status RunReferencePass();
   kernels::ThreadPool& pool() const;  // pool_ or the engine's
+  void NotePeak(size_t extra = 0);    // peak_kv_bytes_ = max(it, the cache's bytes + extra)
   const Engine* engine_ = nullptr;
   kernels::ThreadPool* pool_ = nullptr;
   int ctx_ = 0;
@@ -145,6 +150,7 @@ class Session {
   double nll_sum_ = 0;
   int64_t nll_count_ = 0;
   double chosen_ratio_ = 1;
+  size_t peak_kv_bytes_ = 0;
   double prefill_s_ = 0;     // seconds spent in Prefill so far (reported against the reference pass)
   std::vector<int> tokens_;  // every token appended so far (reference passes replay them)
 };

@@ -178,6 +178,7 @@ Expected<BatchTiming> BenchBatch(const Engine& e, const BenchOptions& o, int pre
   }
   AddCounters(row, counters_before[0], ses[0]->compressor().counters());
   row->kv_bytes = ses[0]->cache().BytesHeld();
+  row->kv_bytes_peak = ses[0]->peak_kv_bytes();
   row->kv_bytes_full = ses[0]->cache().BytesFull();
   b.bytes_per_rep = ses[0]->cache().BytesHeld();
   return b;

@@ -37,6 +37,7 @@ struct BenchRow {
   Stat prefill_tok_s;
   Stat decode_tok_s;
   size_t kv_bytes = 0;       // held after the decode steps
+  size_t kv_bytes_peak = 0;  // the most held at once (Session::peak_kv_bytes)
   size_t kv_bytes_full = 0;  // a full cache of the same length
   double weight_bytes_per_tok = 0;
   double kv_bytes_per_tok = 0;  // K and V rows read per decode step (mean)

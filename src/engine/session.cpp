@@ -145,8 +145,11 @@ Expected<std::unique_ptr<Session>> Session::Fork(const KvOptions& kv) const {
   s->chosen_ratio_ = kv.ratio;
   KVTRIM_RETURN_IF_ERROR(s->SetupQuality());
   s->tokens_ = tokens_;
+  s->NotePeak();
   return s;
 }
+
+void Session::NotePeak(size_t extra) { peak_kv_bytes_ = std::max(peak_kv_bytes_, cache_->BytesHeld() + extra); }
 
 Status Session::Compress() {
   if (opts_.kv.quality > 0) {  // context-calibrated: r* from NLL(c)
@@ -157,7 +160,9 @@ Status Session::Compress() {
   }
   if (!compressor_->policy().reference_pass().on_policy) {
     KVTRIM_RETURN_IF_ERROR(RunReferencePass());
-    return compressor_->CompressPrefill(*cache_, &pool());
+    KVTRIM_RETURN_IF_ERROR(compressor_->CompressPrefill(*cache_, &pool()));
+    NotePeak();  // quantizing the kept entries may hold more than evicting freed
+    return {};
   }
   // On-policy: layer l's reference queries come from a pass over the cache
   // whose layers below l are already compressed.
@@ -166,6 +171,7 @@ Status Session::Compress() {
     KVTRIM_RETURN_IF_ERROR(compressor_->CompressPrefillLayer(*cache_, l, &pool()));
   }
   compressor_->FinishPrefill(*cache_);
+  NotePeak();
   return {};
 }
 
@@ -198,6 +204,7 @@ Status Session::RunReferencePass() {
     int n = static_cast<int>(std::min<size_t>(ubatch_, again.size() - i));
     KVTRIM_RETURN_IF_ERROR(tf.Forward(pool(), copy, again.data() + i, n, false, &logits, &rep));
   }
+  NotePeak(copy.BytesHeld());  // the copy and the cache, both held
   for (int l = 0; l < c.n_layer; ++l)
     for (int h = 0; h < c.n_head_kv; ++h) {
       kv::HeadStats& into = compressor_->stats().head(l, h);
@@ -249,10 +256,12 @@ Status Session::Prefill(const std::vector<int>& tokens) {
       AddNll(rows, tokens.data() + i, n);
       const size_t V = engine_->config().vocab;
       logits_.assign(rows.end() - V, rows.end());
+      NotePeak();
       continue;
     }
     KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(pool(), *cache_, tokens.data() + i, n, false, &logits_,
                                                           compressor_->tap()));
+    NotePeak();
   }
   prefill_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return {};
@@ -264,6 +273,7 @@ Status Session::Decode(int token) {
   tokens_.push_back(token);
   KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(pool(), *cache_, &token, 1, false, &logits_,
                                                         compressor_->tap()));
+  NotePeak();  // budget + 1 entries before decode-time compression
   return compressor_->AfterDecodeStep(*cache_, &pool());
 }
 
@@ -280,6 +290,7 @@ Expected<std::vector<float>> Session::ForwardAll(const std::vector<int>& tokens)
     KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(pool(), *cache_, tokens.data() + i, n, true, &part,
                                                           compressor_->tap()));
     all.insert(all.end(), part.begin(), part.end());
+    NotePeak();
   }
   if (!tokens.empty()) logits_.assign(all.end() - V, all.end());
   return all;

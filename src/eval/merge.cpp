@@ -27,7 +27,8 @@ Json ToJson(const SampleRecord& s) {
   return {{"unit", s.unit},         {"task", s.task},           {"sample", s.sample},
           {"method", s.method},     {"ratio", s.ratio},         {"accuracy", Num(s.accuracy)},
           {"kl", Num(s.kl)},        {"nll_ratio", Num(s.nll_ratio)}, {"kv_bytes", Num(s.kv_bytes)},
-          {"kv_bytes_full", Num(s.kv_bytes_full)}, {"compress_ms", Num(s.compress_ms)},
+          {"kv_bytes_full", Num(s.kv_bytes_full)}, {"kv_bytes_peak", Num(s.kv_bytes_peak)},
+          {"compress_ms", Num(s.compress_ms)},
           {"entries_compressed", s.entries_compressed}, {"entries_end", s.entries_end},
           {"truncated", s.truncated}, {"note", s.note}, {"counters", CountersJson(s.counters)},
           {"chosen_ratio", Num(s.chosen_ratio)}, {"head_entries", s.head_entries}};
@@ -45,6 +46,7 @@ SampleRecord FromJson(const Json& j) {
   s.nll_ratio = Dbl(j.at("nll_ratio"));
   s.kv_bytes = Dbl(j.at("kv_bytes"));
   s.kv_bytes_full = Dbl(j.at("kv_bytes_full"));
+  if (j.contains("kv_bytes_peak")) s.kv_bytes_peak = Dbl(j.at("kv_bytes_peak"));  // older shards: absent
   s.compress_ms = Dbl(j.at("compress_ms"));
   s.entries_compressed = j.at("entries_compressed").get<long long>();
   s.entries_end = j.at("entries_end").get<long long>();

@@ -503,6 +503,7 @@ Status WriteJson(const Report& r, const std::string& path) {
                       {"kl", Num(c->kl)}, {"kl_stderr", Num(c->kl_se)},
                       {"nll_ratio", Num(c->nll_ratio)}, {"nll_ratio_stderr", Num(c->nll_ratio_se)},
                       {"kv_bytes", Num(c->kv_bytes)}, {"kv_bytes_full", Num(c->kv_bytes_full)},
+                      {"kv_bytes_peak", Num(c->kv_bytes_peak)},
                       {"compress_ms", Num(c->compress_ms)},
                       {"compress_below_clock_resolution", c->compress_below_res}, {"note", c->note}});
       OJson counters = OJson::object();

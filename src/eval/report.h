@@ -20,6 +20,7 @@ struct Cell {
   double kl = 0, kl_se = 0;                // mean KL(full || compressed) per position
   double nll_ratio = 1, nll_ratio_se = 0;  // NLL(compressed) / NLL(full)
   double kv_bytes = 0, kv_bytes_full = 0;  // mean bytes held after compression vs a full cache
+  double kv_bytes_peak = NAN;              // mean of the most bytes held at once (Session::peak_kv_bytes)
   double compress_ms = 0;                  // mean prefill-time compression time
   // The samples' compression times sum to fewer than io::kMinClockSteps
   // steps of the wall clock (io/clock.h): the mean is below its resolution.
@@ -50,6 +51,9 @@ struct SampleRecord {
   int sample = 0;  // index within the task
   double accuracy = 0, kl = 0, nll_ratio = 1;  // accuracy NaN for fidelity tasks
   double kv_bytes = 0, kv_bytes_full = 0, compress_ms = 0;
+  // The most bytes the method's session held at once (its copy of the
+  // prefilled cache, a reference pass's copy, decode steps; NaN: not measured).
+  double kv_bytes_peak = NAN;
   long long entries_compressed = 0;  // entries held right after compression
   long long entries_end = 0;         // ... and at the end of the unit's continuation
   std::string note;                  // non-empty: not measured, and why

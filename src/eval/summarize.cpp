@@ -40,7 +40,7 @@ std::vector<Cell> SummarizeCells(const ReportMeta& meta, std::vector<SampleRecor
       for (double r : ratios) {
         auto it = by.find({task, method, r});
         if (it == by.end()) continue;
-        std::vector<double> acc, kl, nr, bytes, full, ms, chosen, quality;
+        std::vector<double> acc, kl, nr, bytes, full, ms, chosen, quality, peak;
         std::string note;
         int noted = 0;
         std::vector<std::pair<std::string, double>> counters;  // summed, in first-seen order
@@ -53,6 +53,7 @@ std::vector<Cell> SummarizeCells(const ReportMeta& meta, std::vector<SampleRecor
           }
           acc.push_back(s->accuracy), kl.push_back(s->kl), nr.push_back(s->nll_ratio);
           bytes.push_back(s->kv_bytes), full.push_back(s->kv_bytes_full), ms.push_back(s->compress_ms);
+          if (!std::isnan(s->kv_bytes_peak)) peak.push_back(s->kv_bytes_peak);
           if (!std::isnan(s->chosen_ratio)) {
             chosen.push_back(s->chosen_ratio);
             quality.push_back(s->nll_ratio > 0 ? 1.0 / s->nll_ratio : NAN);
@@ -74,6 +75,7 @@ std::vector<Cell> SummarizeCells(const ReportMeta& meta, std::vector<SampleRecor
         c.nll_ratio = n.n ? n.mean : NAN, c.nll_ratio_se = n.n ? n.se : NAN;
         c.kv_bytes = c.n ? Summarize(bytes).mean : NAN;
         c.kv_bytes_full = c.n ? Summarize(full).mean : NAN;
+        c.kv_bytes_peak = peak.empty() ? NAN : Summarize(peak).mean;
         c.compress_ms = c.n ? Summarize(ms).mean : NAN;
         c.compress_below_res = c.n > 0 && SumOf(ms) * 1e6 < io::kMinClockSteps * StepNs(meta);
         if (noted > 0 && c.n > 0)

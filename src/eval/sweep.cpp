@@ -178,6 +178,7 @@ class Sweep {
           rec.note = m->note;
           if (!std::isnan(m->bytes)) rec.kv_bytes = m->bytes, rec.kv_bytes_full = m->bytes_full;
           rec.entries_end = static_cast<long long>(s.value()->cache().EntriesHeld());
+          rec.kv_bytes_peak = static_cast<double>(s.value()->peak_kv_bytes());
           for (const auto& [name, v] : s.value()->compressor().counters())
             rec.counters.emplace_back(name, static_cast<double>(v));
           // Nonuniform head budgets from the profile: shown in the cell (1 = on).

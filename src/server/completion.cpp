@@ -36,6 +36,7 @@ json Usage(const Generation& g, const Prepared& p) {
          {"total_tokens", g.prompt_tokens + g.completion_tokens},
          {"kv_bytes", g.kv_bytes},
          {"kv_bytes_full", g.kv_bytes_full},
+         {"kv_bytes_peak", g.kv_bytes_peak},
          {"kv_entries", g.kv_entries}};
   if (p.context) u["context_tokens"] = p.context->tokens;
   return u;
@@ -129,6 +130,7 @@ void RespondJson(Server::Impl& im, const Prepared& p, Session& s, httplib::Respo
   auto g = RunGeneration(s, im.engine.tokenizer(), p.prompt, !p.context, p.prev, p.req, hooks);
   if (!g.ok()) return SendError(res, g.error().code == ErrorCode::kUnreachable ? 400 : 500, g.error().message);
   im.metrics.AddTokens(g->prompt_tokens, g->completion_tokens);
+  im.metrics.NoteKvPeak(g->kv_bytes_peak);
   json out = Envelope(p, im.o.model_name, false);
   out["choices"] = json::array({Choice(p, g->text, g->finish_reason, false)});
   if (p.req.return_tokens) out["choices"][0]["tokens"] = g->tokens;
@@ -162,6 +164,7 @@ void RespondStream(Server::Impl& im, std::shared_ptr<const Prepared> p, std::sha
       SendEvent(sink, Dump(json{{"error", {{"message", g.error().message}, {"type", "server_error"}}}}));
     } else {
       im.metrics.AddTokens(g->prompt_tokens, g->completion_tokens);
+      im.metrics.NoteKvPeak(g->kv_bytes_peak);
       json last = Envelope(*p, model, true);
       last["choices"] = json::array({Choice(*p, "", g->finish_reason, true)});
       if (p->req.return_tokens) last["choices"][0]["tokens"] = g->tokens;

@@ -25,6 +25,7 @@ struct StoredContext {
   int last_token = -1;               // the last of them (text of the next piece follows it)
   size_t kv_bytes = 0;               // bytes the cache's entries occupy (as `kvtrim run` reports)
   size_t kv_bytes_full = 0;          // an exact full f32 cache of the same tokens
+  size_t kv_bytes_peak = 0;          // the most its session held at once while it was made
   size_t bytes_held = 0;             // bytes allocated for the cache: what the store counts
   double compress_ms = 0;
   double prefill_ms = 0;

@@ -103,6 +103,7 @@ Expected<Generation> RunGeneration(Session& s, const io::Tokenizer& tok, const s
   g.kv_bytes = s.cache().BytesUsed();
   g.kv_bytes_full = s.cache().BytesFull();
   g.kv_entries = s.cache().EntriesHeld();
+  g.kv_bytes_peak = s.peak_kv_bytes();
   return g;
 }
 

@@ -53,6 +53,9 @@ std::string Metrics::Render(const Gauges& g) const {
   Line(os, "kvtrim_parallel", "gauge", "Decoding slots (--parallel)", g.parallel);
   Line(os, "kvtrim_kv_bytes_live_sessions", "gauge", "KV bytes held by the sessions of running requests",
        static_cast<double>(live_kv_bytes_));
+  Line(os, "kvtrim_kv_bytes_peak_session", "gauge",
+       "The most KV bytes one request's or stored context's session held at once (prefill, reference pass, decode)",
+       static_cast<double>(kv_peak_bytes_));
   Line(os, "kvtrim_kv_bytes_stored_contexts", "gauge", "KV bytes held by the stored contexts",
        static_cast<double>(g.store_bytes));
   Line(os, "kvtrim_context_store_capacity_bytes", "gauge", "Context store bound (--context-store-mib)",

@@ -19,6 +19,13 @@ class Metrics {
   // KV bytes of the live sessions (requests running now): add a change.
   void AddLiveKv(int64_t delta) { live_kv_bytes_ += delta; }
   int64_t live_kv_bytes() const { return live_kv_bytes_.load(); }
+  // The most KV bytes one request's or context's session held at once
+  // (Session::peak_kv_bytes): the gauge keeps the largest seen.
+  void NoteKvPeak(size_t bytes) {
+    int64_t b = static_cast<int64_t>(bytes), cur = kv_peak_bytes_.load();
+    while (b > cur && !kv_peak_bytes_.compare_exchange_weak(cur, b)) {
+    }
+  }
 
   // The gauges the server reads when rendering.
   struct Gauges {
@@ -32,7 +39,7 @@ class Metrics {
  private:
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int>, int64_t> requests_;
-  std::atomic<int64_t> prompt_tokens_{0}, completion_tokens_{0}, live_kv_bytes_{0};
+  std::atomic<int64_t> prompt_tokens_{0}, completion_tokens_{0}, live_kv_bytes_{0}, kv_peak_bytes_{0};
 };
 
 // Resident set size of this process now and at its peak (/proc/self/status

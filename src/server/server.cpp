@@ -60,6 +60,7 @@ json ContextJson(const StoredContext& c) {
               {"tokens", c.tokens},
               {"kv_bytes", c.kv_bytes},
               {"kv_bytes_full", c.kv_bytes_full},
+              {"kv_bytes_peak", c.kv_bytes_peak},
               {"kv_bytes_held", c.bytes_held},
               {"prefill_ms", c.prefill_ms},
               {"compress_ms", c.compress_ms},
@@ -103,10 +104,12 @@ void Server::Impl::CreateContext(const httplib::Request& req, httplib::Response&
   c->kv_bytes = s.value()->cache().BytesUsed();
   c->kv_bytes_full = s.value()->cache().BytesFull();
   c->bytes_held = s.value()->cache().BytesHeld();
+  c->kv_bytes_peak = s.value()->peak_kv_bytes();
   c->prefill_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   c->compress_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
   c->session = std::move(s.value());
   metrics.AddTokens(c->tokens, 0);
+  metrics.NoteKvPeak(c->kv_bytes_peak);
   auto id = store.Put(c);
   if (!id.ok()) return SendError(res, 400, id.error().message);
   res.set_content(Dump(ContextJson(*c)), "application/json");

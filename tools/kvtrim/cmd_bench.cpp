@@ -138,7 +138,7 @@ bool PrintBench(const Engine& e, const BenchOpts& o, double membw, const std::ve
     j.push_back({{"depth", r.depth}, {"prefill_len", r.prefill_len},
                  {"prefill_tok_s", r.prefill_tok_s.mean}, {"prefill_tok_s_sd", r.prefill_tok_s.sd},
                  {"decode_tok_s", r.decode_tok_s.mean}, {"decode_tok_s_sd", r.decode_tok_s.sd},
-                 {"kv_bytes", r.kv_bytes}, {"kv_bytes_full", r.kv_bytes_full},
+                 {"kv_bytes", r.kv_bytes}, {"kv_bytes_peak", r.kv_bytes_peak}, {"kv_bytes_full", r.kv_bytes_full},
                  {"weight_bytes_per_token", r.weight_bytes_per_tok}, {"kv_bytes_per_token", r.kv_bytes_per_tok},
                  {"gb_s", r.gb_s}, {"threads", e.threads()}, {"kv_policy", o.kv.kv.policy}, {"kv_ratio", r.kv_ratio}, {"kv_quality", o.kv.kv.quality}, {"kv_quant", o.kv.kv.quant}, {"model", o.model},
                  {"mem_read_gb_s", membw}, {"compress_ms", r.compress_ms},
@@ -148,7 +148,10 @@ bool PrintBench(const Engine& e, const BenchOpts& o, double membw, const std::ve
                  {"below_clock_resolution", r.below_resolution},
                  {"compress_below_clock_resolution", !r.compress_resolved}});
   }
-  std::printf("peak RSS: %.1f MiB\n", PeakRssBytes() / 1048576.0);
+  size_t kv_peak = 0;
+  for (const auto& r : rows) kv_peak = std::max(kv_peak, r.kv_bytes_peak);
+  std::printf("peak RSS: %.1f MiB; peak KV: %.1f MiB (the largest row's)\n", PeakRssBytes() / 1048576.0,
+              kv_peak / 1048576.0);
   std::printf(
               "weights: %zu bytes in the file, %zu bytes of Q8_0/Q4_0 repacks (read by every product), "
               "%zu bytes of the repacked matrices' file pages released\n", e.weights().total_bytes,

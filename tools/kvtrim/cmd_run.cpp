@@ -88,10 +88,10 @@ void PrintRunStats(const Engine& e, const Session& s, const KvOptions& kv, const
   // Like with like: the bytes the entries occupy against an exact full f32
   // cache (so --kv full reads 100%); the allocation, slack included, after.
   std::fprintf(stderr, "kv: %s ratio %g quant %s: %zu bytes in %zu entries vs full cache %zu bytes (%.1f%%), "
-               "%zu bytes allocated, %lld tokens, %lld evicted, compression %.3f s\n",
+               "%zu bytes allocated (peak %zu), %lld tokens, %lld evicted, compression %.3f s\n",
                kv.policy.c_str(), s.chosen_ratio(), kv.quant.c_str(), cache.BytesUsed(), cache.EntriesHeld(),
                cache.BytesFull(), 100.0 * cache.BytesUsed() / std::max<size_t>(1, cache.BytesFull()),
-               cache.BytesHeld(), static_cast<long long>(cache.logical_length()),
+               cache.BytesHeld(), s.peak_kv_bytes(), static_cast<long long>(cache.logical_length()),
                static_cast<long long>(s.compressor().evictions()),
                s.compressor().compress_seconds());
   if (s.compressor().head_budgets()) {
