@@ -1,6 +1,8 @@
 #include "kv_flags.h"
 
 #include <cmath>
+#include <iomanip>
+#include <sstream>
 #include <set>
 #include <type_traits>
 #include <utility>
@@ -13,6 +15,22 @@ namespace kvtrim::cli {
 
 namespace {
 
+// The table's range as a CLI check: "1.5 is outside (0, 1]" (lo_open: lo
+// itself is out), the same words the library and the server use.
+CLI::Validator RangeOf(const kv::KvOptionSpec& s) {
+  std::ostringstream r;
+  r << std::setprecision(12) << (s.lo_open ? "(" : "[") << s.lo << ", " << s.hi << "]";
+  const std::string range = r.str();
+  return CLI::Validator(
+      [lo = s.lo, hi = s.hi, open = s.lo_open, range](std::string& v) -> std::string {
+        double x = 0;
+        if (!CLI::detail::lexical_cast(v, x)) return v + " is not a number";
+        const bool ok = (open ? x > lo : x >= lo) && x <= hi;
+        return ok ? std::string() : v + " is outside " + range;
+      },
+      range);
+}
+
 // One option of the table as a CLI flag bound to its KvOptions field.
 CLI::Option* AddTableOption(CLI::App* sub, KvOptions* kv, const kv::KvOptionSpec& s) {
   const std::string flag = "--" + s.name;
@@ -23,7 +41,7 @@ CLI::Option* AddTableOption(CLI::App* sub, KvOptions* kv, const kv::KvOptionSpec
         else return sub->add_option(flag, kv->*field, s.help)->capture_default_str();
       },
       s.field);
-  if (std::isfinite(s.lo) || std::isfinite(s.hi)) opt->check(CLI::Range(s.lo, s.hi));
+  if (std::isfinite(s.lo) || std::isfinite(s.hi)) opt->check(RangeOf(s));
   if (!s.choices.empty()) opt->check(CLI::IsMember(s.choices));
   return opt;
 }
