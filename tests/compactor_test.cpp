@@ -11,7 +11,7 @@
 #include <numeric>
 #include <random>
 
-#include <Eigen/Dense>
+#include "kv/numerics/eigen.h"  // Eigen with its false AVX-512 warnings silenced (also at -O1)
 
 #include "kv/numerics/leverage.h"
 #include "kv/policies/compactor.h"
