@@ -99,7 +99,11 @@ TEST(Razor, CompensationExactWhenDroppedKeysAreEqual) {
   }
   HeadStore full = h;
   auto pol = Razor({{"sinks", S}, {"min-window", L}, {"compress-factor", 10}});
-  ASSERT_TRUE(pol->Prepare({{1.0, 0}, false, n, 1, 2}).ok());
+  // Ratio 1 asked for (budget::Target::ratio_explicit): every head keeps all.
+  ASSERT_TRUE(pol->Prepare({{1.0, 0, true}, n, 1, 2}).ok());
+  EXPECT_TRUE(PlanFor(*pol, h, 0, 0, Phase::kPrefill).noop);
+  // Ratio 1 by default: the compression factor sizes the window.
+  ASSERT_TRUE(pol->Prepare({{1.0, 0, false}, n, 1, 2}).ok());
   EXPECT_EQ(CasteBudget(*pol, 0, 0), S + L + 1);
   EXPECT_EQ(CasteBudget(*pol, 0, 1), INT_MAX);  // retrieval KV head keeps all
   EXPECT_TRUE(PlanFor(*pol, h, 0, 1, Phase::kPrefill).noop);
@@ -200,7 +204,7 @@ TEST(Razor, FoldOneAtATimeEqualsCompressingAtOnce) {
   HeadStore once(d, GgmlType::F32);
   for (int i = 0; i < n0 + m; ++i) once.Append(ks[i].data(), vs[i].data(), i, 0.f);
   auto pol = Razor(o.params);
-  ASSERT_TRUE(pol->Prepare({{1.0, 0}, false, n0 + m, 1, 2}).ok());
+  ASSERT_TRUE(pol->Prepare({{1.0, 0, false}, n0 + m, 1, 2}).ok());
   once.Apply(PlanFor(*pol, once, 0, 0, Phase::kPrefill));
   const HeadStore& folded = cache.head(0, 0);
   ASSERT_EQ(once.size(), folded.size());

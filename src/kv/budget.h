@@ -18,6 +18,10 @@ namespace kvtrim::kv::budget {
 struct Target {
   double ratio = 1.0;   // retention ratio in (0, 1]
   int64_t tokens = 0;   // > 0: a fixed per-head budget in entries, wins over ratio
+  // The ratio was asked for (KvOptions::ratio_explicit: --kv-ratio, an eval
+  // cell, a request's kv_ratio): a policy with a sizing rule of its own
+  // (razor's compression factor) follows it then, and ratio 1 keeps all.
+  bool ratio_explicit = false;
 };
 
 // The uniform per-head budget at logical length n: `tokens` when given, else

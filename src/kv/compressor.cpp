@@ -199,7 +199,7 @@ Expected<std::unique_ptr<Compressor>> Compressor::Fork(const CompressionOptions&
   return c;
 }
 
-budget::Target Compressor::target() const { return {o_.ratio, o_.budget_tokens}; }
+budget::Target Compressor::target() const { return {o_.ratio, o_.budget_tokens, o_.ratio_explicit}; }
 
 int Compressor::BaseBudget(int64_t n) const {
   return static_cast<int>(std::min<int64_t>(budget::Uniform(target(), n), INT32_MAX));
@@ -340,7 +340,7 @@ Status Compressor::CompressPrefillLayer(KvCache& cache, int l, kernels::ThreadPo
   // The whole-cache target first (razor solves its window, or answers
   // kUnreachable), before any head changes.
   if (l == 0) {
-    KVTRIM_RETURN_IF_ERROR(policy_->Prepare({target(), o_.ratio_explicit, cache.logical_length(), n_layer_, n_head_kv_}));
+    KVTRIM_RETURN_IF_ERROR(policy_->Prepare({target(), cache.logical_length(), n_layer_, n_head_kv_}));
     PrepareShared(cache, pool);
   }
   std::vector<int> budgets = HeadBudgets(cache.logical_length());

@@ -58,8 +58,7 @@ struct PolicyContext {
 // What prefill-time compression is asked to reach, for policies that plan
 // the whole cache at once (razor solves its compression factor from it).
 struct CompressionTarget {
-  budget::Target target;        // the ratio or token count (budget.h interprets it)
-  bool ratio_explicit = false;  // KvOptions::ratio_explicit
+  budget::Target target;        // the ratio or token count, and whether asked for (budget.h)
   int64_t n = 0;                // logical length being compressed
   int n_layer = 1, n_head_kv = 1;
 };

@@ -50,7 +50,7 @@ class RazorPolicy : public Policy {
     n_head_kv_ = t.n_head_kv;
     const double n = static_cast<double>(t.n);
     const double r = budget::Ratio(t.target, t.n);
-    if (r >= 1.0 && t.ratio_explicit && t.target.tokens <= 0) {  // ratio 1 asked for: keep everything
+    if (r >= 1.0 && t.target.ratio_explicit && t.target.tokens <= 0) {  // ratio 1 asked for: keep everything
       window_ = -1;
       return {};
     }
