@@ -31,16 +31,9 @@ class PeakStat : public EntryStat {
         for (int j = tile.j0; j < je; ++j) peak_[j] = std::max(peak_[j], tile.Row(t, g)[j - tile.j0]);
     }
   }
-  void Retain(const std::vector<int>& keep) override {
-    std::vector<float> out;
-    for (int i : keep) out.push_back(i < static_cast<int>(peak_.size()) ? peak_[i] : 0.f);
-    peak_ = std::move(out);
-  }
+  void Retain(const std::vector<int>& keep) override { RetainEntries(peak_, keep, 0.f); }
   void Rebuild(const std::vector<std::vector<int>>& from) override {
-    std::vector<float> out(from.size(), 0.f);
-    for (size_t j = 0; j < from.size(); ++j)
-      for (int i : from[j]) out[j] = std::max(out[j], peak_[i]);
-    peak_ = std::move(out);
+    peak_ = RebuildEntries(peak_, from, 0.f, [](float a, float b) { return std::max(a, b); });
   }
   size_t BytesHeld() const override { return 4 * peak_.capacity(); }
   std::unique_ptr<EntryStat> Clone() const override { return std::make_unique<PeakStat>(*this); }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "io/gguf_writer.h"
+#include "io/splitmix.h"
 #include "test_util.h"
 
 namespace kvtrim::test {
@@ -47,11 +48,7 @@ struct TinyModel {
 };
 
 inline double SplitMixUniform(uint64_t* s) {  // in [-1, 1)
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0;
+  return static_cast<double>(io::SplitMix64(*s) >> 11) * 0x1.0p-52 - 1.0;
 }
 
 inline TinyModel MakeTinyModel(const TinySpec& s) {

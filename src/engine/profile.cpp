@@ -3,6 +3,7 @@
 // head from the attention rows (kv::ProbeScorer), pick the retrieval heads.
 #include <chrono>
 
+#include "io/splitmix.h"
 #include "io/tokenizer.h"
 #include "kv/cache.h"
 #include "kv/profile.h"
@@ -14,13 +15,6 @@ namespace kvtrim {
 
 namespace {
 
-uint64_t SplitMix(uint64_t& s) {
-  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 // BOS, then `repeats` copies of K ids drawn uniformly from the ordinary
 // (normal, non-control) vocabulary.
 std::vector<int> ProbeTokens(const io::Tokenizer& tok, int K, int repeats, uint64_t seed) {
@@ -29,7 +23,7 @@ std::vector<int> ProbeTokens(const io::Tokenizer& tok, int K, int repeats, uint6
     if (tok.type(id) == io::TokenType::kNormal && id != tok.bos() && id != tok.eos()) ordinary.push_back(id);
   std::vector<int> block(K);
   uint64_t s = seed;
-  for (int& id : block) id = ordinary[SplitMix(s) % ordinary.size()];
+  for (int& id : block) id = ordinary[io::SplitMix64(s) % ordinary.size()];
   std::vector<int> seq{tok.start()};
   for (int r = 0; r < repeats; ++r) seq.insert(seq.end(), block.begin(), block.end());
   return seq;

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "io/splitmix.h"
 #include "kvtrim/engine.h"
 
 namespace kvtrim {
@@ -11,11 +12,7 @@ Sampler::Sampler(const SamplingOptions& o) : o_(o), state_(o.seed ^ 0x9E3779B97F
 // splitmix64: fully specified, so the same seed gives the same tokens on any
 // platform (std distributions are not portable across standard libraries).
 double Sampler::Uniform() {
-  uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return static_cast<double>(z >> 11) * 0x1.0p-53;
+  return static_cast<double>(io::SplitMix64(state_) >> 11) * 0x1.0p-53;
 }
 
 // Temperature softmax in double, then nucleus sampling over the tokens in

@@ -11,12 +11,7 @@ namespace kvtrim::kv {
 
 namespace {
 
-Status CheckPolicyName(const KvOptions& o) {
-  if (FindPolicy(o.policy)) return {};
-  std::string names;
-  for (const PolicyInfo& p : Registry()) names += (names.empty() ? "" : ", ") + p.name;
-  return MakeError("unknown KV policy '" + o.policy + "' (" + names + ")");
-}
+Status CheckPolicy(const KvOptions& o) { return CheckPolicyName(o.policy); }
 
 Status CheckKvQuant(const KvOptions& o) {
   auto q = ParseKvQuant(o.quant);
@@ -37,7 +32,7 @@ const std::vector<KvOptionSpec>& KvOptionTable() {
   using S = KvOptionSpec::Scope;
   constexpr double kAny = std::numeric_limits<double>::infinity();
   static const std::vector<KvOptionSpec> t = {
-      PerRequest({"kv", "KV policy (see `kvtrim policies`)", &KvOptions::policy, S::kPolicy}, "kv", CheckPolicyName),
+      PerRequest({"kv", "KV policy (see `kvtrim policies`)", &KvOptions::policy, S::kPolicy}, "kv", CheckPolicy),
       // The CLI's range check takes 0 too: ratio 0 is refused where the
       // options are used (and by the server, from lo_open).
       PerRequest({"kv-ratio", "Retention ratio in (0, 1]", &KvOptions::ratio, S::kAll, 0.0, 1.0, {}, false, true},

@@ -144,6 +144,8 @@ struct PolicyInfo {
 // Every registered policy, in a stable order.
 const std::vector<PolicyInfo>& Registry();
 const PolicyInfo* FindPolicy(const std::string& name);
+// OK for a registered policy; otherwise an error naming the known ones.
+Status CheckPolicyName(const std::string& name);
 // The policy's counter rates (PolicyTraits::rates) in percent, for counters
 // summed by the caller; a rate whose denominator is 0 or absent is left out.
 std::vector<std::pair<std::string, double>> CounterRates(const std::string& policy,

@@ -43,13 +43,16 @@ std::vector<std::pair<std::string, double>> CounterRates(const std::string& poli
   return out;
 }
 
+Status CheckPolicyName(const std::string& name) {
+  if (FindPolicy(name)) return {};
+  std::string known;
+  for (const auto& p : Registry()) known += (known.empty() ? "" : ", ") + p.name;
+  return MakeError("unknown KV policy '" + name + "' (known: " + known + ")");
+}
+
 Expected<std::unique_ptr<Policy>> MakePolicy(const std::string& name, const Params& given) {
+  KVTRIM_RETURN_IF_ERROR(CheckPolicyName(name));
   const PolicyInfo* info = FindPolicy(name);
-  if (!info) {
-    std::string known;
-    for (const auto& p : Registry()) known += (known.empty() ? "" : ", ") + p.name;
-    return MakeError("unknown KV policy '" + name + "' (known: " + known + ")");
-  }
   Params full;
   for (const auto& s : info->params) full[s.name] = s.def;
   for (const auto& [k, v] : given) {

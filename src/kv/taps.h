@@ -5,6 +5,7 @@
 // merges. Adding a statistic is a subclass, a registration and the policy
 // that reads it: the cache's bookkeeping (stats.cpp) does not change.
 #pragma once
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -32,6 +33,33 @@ class EntryStat {
   virtual size_t BytesHeld() const = 0;
   virtual std::unique_ptr<EntryStat> Clone() const = 0;
 };
+
+// For an EntryStat holding one value per entry (v[i]: entry i; entries
+// past v.size() not seen yet). RetainEntries keeps `keep` (increasing) in
+// place, kept entries not seen yet start at `fresh`, and gives memory back
+// after a large eviction. RebuildEntries makes out[j] by folding `combine`
+// over the sources from[j] it has seen, from `init`.
+template <class T>
+void RetainEntries(std::vector<T>& v, const std::vector<int>& keep, T fresh) {
+  size_t w = 0;  // keep increases: the entries seen come first
+  for (int i : keep) {
+    if (static_cast<size_t>(i) >= v.size()) break;
+    v[w++] = v[i];
+  }
+  v.resize(w);
+  v.resize(keep.size(), fresh);
+  if (v.capacity() > v.size() + v.size() / 8 + 64) v.shrink_to_fit();
+}
+
+template <class T, class Combine>
+std::vector<T> RebuildEntries(const std::vector<T>& v, const std::vector<std::vector<int>>& from, T init,
+                              Combine combine) {
+  std::vector<T> out(from.size(), init);
+  for (size_t j = 0; j < from.size(); ++j)
+    for (int i : from[j])
+      if (static_cast<size_t>(i) < v.size()) out[j] = combine(out[j], v[i]);
+  return out;
+}
 
 struct TapShape {
   int group = 1;     // query heads per KV head

@@ -3,17 +3,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "io/splitmix.h"
 #include "kernels/quant.h"
 
 namespace kvtrim::model {
 namespace {
-
-uint64_t SplitMix(uint64_t* s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 uint64_t Fnv1a(const std::string& s) {
   uint64_t h = 0xCBF29CE484222325ull;
@@ -29,11 +23,11 @@ void NoiseRow(const NoiseSpec& s, const std::string& name, uint64_t row, float* 
     return;
   }
   uint64_t state = s.seed ^ Fnv1a(name);
-  state ^= SplitMix(&state) + row * 0xD1B54A32D192ED03ull;
+  state ^= io::SplitMix64(state) + row * 0xD1B54A32D192ED03ull;
   // Irwin-Hall with 4 terms: sum of four uniforms in [0, 1), mean 2, variance 1/3.
   const float scale = s.std * std::sqrt(3.f) / 65536.f, center = 2.f * 65536.f;
   for (int i = 0; i < n; ++i) {
-    const uint64_t z = SplitMix(&state);
+    const uint64_t z = io::SplitMix64(state);
     const float sum = static_cast<float>((z & 0xFFFF) + ((z >> 16) & 0xFFFF) + ((z >> 32) & 0xFFFF) + (z >> 48));
     out[i] = s.mean + (sum - center) * scale;
   }

@@ -19,24 +19,10 @@ void LatestQueryStat::OnTile(const ProbTile& tile, int64_t pos0, int64_t latest)
   }
 }
 
-void LatestQueryStat::Retain(const std::vector<int>& keep) {
-  size_t w = 0;
-  const size_t n = cur_.size();
-  for (int i : keep) {
-    if (static_cast<size_t>(i) < n) cur_[w] = cur_[i];
-    ++w;
-  }
-  cur_.resize(std::min(n, w));
-  cur_.resize(w, 0.f);  // kept entries not seen yet start at 0
-  if (cur_.capacity() > cur_.size() + cur_.size() / 8 + 64) cur_.shrink_to_fit();  // after a large eviction
-}
+void LatestQueryStat::Retain(const std::vector<int>& keep) { RetainEntries(cur_, keep, 0.f); }
 
 void LatestQueryStat::Rebuild(const std::vector<std::vector<int>>& from) {
-  std::vector<float> out(from.size(), 0.f);
-  for (size_t j = 0; j < from.size(); ++j)
-    for (int i : from[j])
-      if (static_cast<size_t>(i) < cur_.size()) out[j] += cur_[i];
-  cur_ = std::move(out);
+  cur_ = RebuildEntries(cur_, from, 0.f, std::plus<float>());
 }
 
 TapInfo LatestQueryTapInfo() {

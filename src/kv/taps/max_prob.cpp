@@ -16,19 +16,10 @@ void MaxProbStat::OnTile(const ProbTile& tile, int64_t, int64_t) {
   }
 }
 
-void MaxProbStat::Retain(const std::vector<int>& keep) {
-  std::vector<float> out(keep.size(), 0.f);  // kept entries not seen yet: 0
-  for (size_t w = 0; w < keep.size(); ++w)
-    if (static_cast<size_t>(keep[w]) < max_.size()) out[w] = max_[keep[w]];
-  max_ = std::move(out);
-}
+void MaxProbStat::Retain(const std::vector<int>& keep) { RetainEntries(max_, keep, 0.f); }
 
 void MaxProbStat::Rebuild(const std::vector<std::vector<int>>& from) {
-  std::vector<float> out(from.size(), 0.f);
-  for (size_t j = 0; j < from.size(); ++j)
-    for (int i : from[j])
-      if (static_cast<size_t>(i) < max_.size()) out[j] = std::max(out[j], max_[i]);
-  max_ = std::move(out);
+  max_ = RebuildEntries(max_, from, 0.f, [](float a, float b) { return std::max(a, b); });
 }
 
 TapInfo MaxProbTapInfo() {
