@@ -37,8 +37,10 @@ void BM_DotRow(benchmark::State& st) {
 }
 BENCHMARK(BM_DotRow)->ArgsProduct({{0, 1, 8, 2}, {256, 4096}});
 
+// One decode step of one KV head at SmolLM2's shape (d = 64, G = 3).
+// Args: entries, KV type (0 F32, 1 F16, 8 Q8_0, 2 Q4_0).
 void BM_AttendOne(benchmark::State& st) {
-  const int n = static_cast<int>(st.range(0)), d = 32, G = 2;
+  const int n = static_cast<int>(st.range(0)), d = 64, G = 3;
   auto type = static_cast<GgmlType>(st.range(1));
   kv::HeadStore h(d, type);
   for (int j = 0; j < n; ++j) h.Append(Rand(d, j).data(), Rand(d, j + 7).data(), j, 0.f);
@@ -50,7 +52,27 @@ void BM_AttendOne(benchmark::State& st) {
   }
   st.SetBytesProcessed(st.iterations() * static_cast<int64_t>(2 * n * h.row_bytes()));
 }
-BENCHMARK(BM_AttendOne)->ArgsProduct({{128, 1024}, {0, 8}});
+BENCHMARK(BM_AttendOne)->ArgsProduct({{1024, 8192}, {0, 1, 8, 2}});
+
+// The same step as decode runs it for quantized entries (one thread here):
+// chunks of kDecodeChunk entries, tiles dequantized once and scored by GEMM,
+// the chunks merged. Args as BM_AttendOne.
+void BM_AttendChunks(benchmark::State& st) {
+  const int n = static_cast<int>(st.range(0)), d = 64, G = 3;
+  auto type = static_cast<GgmlType>(st.range(1));
+  kv::HeadStore h(d, type);
+  for (int j = 0; j < n; ++j) h.Append(Rand(d, j).data(), Rand(d, j + 7).data(), j, 0.f);
+  auto q = Rand(G * d, 3);
+  const int C = DecodeChunks(n);
+  std::vector<float> out(G * d), outs(static_cast<size_t>(C) * G * d), mls(static_cast<size_t>(C) * G * 2);
+  for (auto _ : st) {
+    for (int c = 0; c < C; ++c) AttendChunk(h.View(), c, q.data(), G, 0.17f, &outs[c * G * d], &mls[c * G * 2]);
+    MergeChunks(outs.data(), mls.data(), C, G, d, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  st.SetBytesProcessed(st.iterations() * static_cast<int64_t>(2 * n * h.row_bytes()));
+}
+BENCHMARK(BM_AttendChunks)->ArgsProduct({{1024, 8192}, {0, 1, 8, 2}});
 
 // A [768 x 256] weight matrix (needle's FFN shape) times T tokens on one
 // thread. Args: type, T, path (0 scalar, 1 AVX2, 2 AVX-512; 3 = the float path

@@ -198,9 +198,16 @@ TEST(CliRun, FullCacheReportsExactlyFull) {
   // Like with like: --kv full uses exactly the full cache's bytes, whatever the allocation slack.
   for (const char* p : {"Hi", "It was a dark and stormy night."}) {
     auto r = test::RunCommand(Cli() + " run -m " + test::ModelPath("stories260K.gguf") + " -p '" + p +
-                              "' -n 7 --temp 0 --kv full 2>&1 >/dev/null");
+                              "' -n 7 --temp 0 --kv full --kv-quant f32 2>&1 >/dev/null");
     EXPECT_EQ(r.code, 0);
     EXPECT_NE(r.out.find("(100.0%)"), std::string::npos) << r.out;
+    // run's default KV type is f16 (llama.cpp's): an entry of head dim 8 is
+    // 2 x 16 + 8 bytes against f32's 2 x 32 + 8, so 40 / 72 of the full cache.
+    auto d = test::RunCommand(Cli() + " run -m " + test::ModelPath("stories260K.gguf") + " -p '" + p +
+                              "' -n 7 --temp 0 --kv full 2>&1 >/dev/null");
+    EXPECT_EQ(d.code, 0);
+    EXPECT_NE(d.out.find("quant f16"), std::string::npos) << d.out;
+    EXPECT_NE(d.out.find("(55.6%)"), std::string::npos) << d.out;
   }
 }
 

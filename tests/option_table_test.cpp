@@ -28,7 +28,16 @@ TEST(OptionTable, TheDocsListIsTheGeneratedOne) {
   EXPECT_EQ(r.out, md);
   // Defaults are KvOptions' own.
   EXPECT_NE(md.find("| `--kv-ratio` | 1 |"), std::string::npos);
-  EXPECT_NE(md.find("| `--kv-quant` | f32 |"), std::string::npos);
+  // ... or the commands' own where they differ, as each command's --help shows them.
+  EXPECT_NE(md.find("| `--kv-quant` | f16 (run, bench, serve); f32 (eval, calibrate, the library) |"),
+            std::string::npos);
+  for (const char* cmd : {"run", "bench", "serve"})
+    EXPECT_NE(test::RunCommand(std::string(KVTRIM_CLI) + " " + cmd + " --help 2>&1").out.find("--kv-quant TEXT=f16"),
+              std::string::npos)
+        << cmd;
+  const std::string eval = test::RunCommand(std::string(KVTRIM_CLI) + " eval --help 2>&1").out;
+  EXPECT_NE(eval.find("--kv-quant TEXT=f32"), std::string::npos);
+  EXPECT_NE(eval.find("--kv-quant-at TEXT:{write,kept}=kept"), std::string::npos);
   EXPECT_NE(md.find("| `--min-head-share` | 0.2 | [0, 1] |"), std::string::npos);
 }
 

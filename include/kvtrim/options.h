@@ -43,7 +43,13 @@ struct KvOptions {
   // ratio 1 keeps everything; otherwise that rule applies.
   bool ratio_explicit = false;
   int budget_tokens = 0;     // ... or a per-head token budget (> 0 wins)
-  std::string quant = "f32";  // kept entries stored as f32, f16, q8_0 or q4_0 (after eviction)
+  std::string quant = "f32";  // entries stored as f32, f16, q8_0 or q4_0
+  // When entries take that type: "write" (as they are written, from the
+  // prefill's first batch on, so the peak follows the type; a batch's own
+  // keys and values are attended in f32 while it is computed), or "kept"
+  // (computed and compressed in f32, then what is kept is quantized:
+  // METHODS.md section 6's order, the eval's reference).
+  std::string quant_at = "write";
   std::string profile;        // model profile file (razor); empty: profiled in-process once per Engine
   // Nonuniform per-head budgets from the profile's head_budgets (kvtrim
   // profile --head-budgets), scaled to the ratio: 1 on (an error when the

@@ -70,8 +70,11 @@ Expected<std::unique_ptr<Session>> Session::Create(const Engine& engine, const S
   s->opts_ = opts;
   s->ctx_ = opts.ctx > 0 ? opts.ctx : c.ctx;
   s->ubatch_ = opts.ubatch;
-  // Entries are computed in f32; quantized storage starts after compression.
-  s->cache_ = std::make_unique<kv::KvCache>(c.n_layer, c.n_head_kv, c.head_dim, GgmlType::F32);
+  // Entries are stored in the asked type from the first token (quant_at
+  // "write"), or in f32 until compression has chosen what to keep ("kept").
+  auto type = kv::WriteType(opts.kv);
+  if (!type.ok()) return type.error();
+  s->cache_ = std::make_unique<kv::KvCache>(c.n_layer, c.n_head_kv, c.head_dim, type.value());
   s->compressor_ = std::move(comp.value());
   s->compressor_->SetRope(RopeOf(c));
   s->chosen_ratio_ = opts.kv.ratio;

@@ -80,6 +80,7 @@ ReportMeta MetaFromJson(const Json& m) {
   r.fingerprint = m.at("fingerprint").get<std::string>();
   r.max_context = m.at("max_context").get<std::string>();
   if (m.contains("quality_target")) r.quality_target = m.at("quality_target").get<double>();
+  r.kv_storage = m.value("kv_storage", std::string());  // absent in reports written before it
   return r;
 }
 

@@ -130,6 +130,16 @@ std::string JoinRow(const std::vector<std::string>& row, const std::vector<size_
   return line + "\n";
 }
 
+}  // namespace
+
+std::string KvStorage(const std::string& quant, const std::string& quant_at) {
+  if (quant == "f32" || quant == "none") return "f32 (the reference: entries computed, compressed and kept in f32)";
+  if (quant_at == "kept") return quant + " (computed and compressed in f32, then what is kept is quantized)";
+  return quant + " (stored from the first token on)";
+}
+
+namespace {
+
 std::string MetaBlock(const ReportMeta& m) {
   std::ostringstream os;
   os << "model:          " << m.model << "\n"
@@ -143,6 +153,7 @@ std::string MetaBlock(const ReportMeta& m) {
   if (m.clock_step_ns > 0)
     os << "clock step:     " << io::FormatStep(m.clock_step_ns) << " (\"(<res)\": a cell's times sum to fewer than "
        << io::kMinClockSteps << " steps, below the clock's resolution)\n";
+  if (!m.kv_storage.empty()) os << "kv storage:     " << m.kv_storage << "\n";
   if (m.quality_target > 0)
     os << "quality target: " << m.quality_target << " (ratio column = the target; r* chosen per context)\n";
   if (!m.shard.empty()) os << "shard:          " << m.shard << " (" << m.units.size() << " of " << m.units_total << " units)\n";
@@ -494,7 +505,8 @@ Status WriteJson(const Report& r, const std::string& path) {
                 {"shard", m.shard},       {"units_total", m.units_total},
                 {"units", m.units},       {"fingerprint", m.fingerprint},
                 {"max_context", m.max_context}, {"task_file_notes", m.task_file_notes},
-                {"quality_target", m.quality_target}, {"clock_step_ns", m.clock_step_ns}};
+                {"quality_target", m.quality_target}, {"clock_step_ns", m.clock_step_ns},
+                {"kv_storage", m.kv_storage}};
   OJson rows = OJson::array();
   for (const auto& group : GroupedCells(r)) {
     for (const Cell* c : group) {

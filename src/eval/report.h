@@ -80,7 +80,13 @@ struct ReportMeta {
   std::string max_context;           // task files: "skip" or "truncate" (middle)
   std::vector<std::string> task_file_notes;  // per task file: samples read, skipped, truncated
   double quality_target = 0;         // --kv-quality TAU (0: ratios are fixed)
+  std::string kv_storage;            // the KV type and when entries take it (KvStorage)
 };
+
+// The report's line on KV storage, e.g. "f32 (the reference: entries
+// computed, compressed and kept in f32)" or "q8_0, quantized after
+// compression (kept)".
+std::string KvStorage(const std::string& quant, const std::string& quant_at);
 
 struct Report {
   ReportMeta meta;

@@ -453,6 +453,7 @@ Expected<Report> RunSweep(const Engine& e, const SweepOptions& opts) {
   rep.samples = std::move(sweep.records());
   m.context_tokens = o.context_tokens;
   m.quality_target = o.quality;
+  m.kv_storage = KvStorage(o.kv.quant, o.kv.quant_at);
   m.clock_step_ns = io::SteadyClock().step_ns;
   rep.cells = SummarizeCells(m, rep.samples);
   m.task_file_notes = TaskFileNotes(m, rep.samples);

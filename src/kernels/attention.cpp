@@ -116,9 +116,10 @@ struct CausalPass {
   int n_total = 0;
   std::vector<float> qb, ob, s, kt, vt, m, l;
 
-  CausalPass(const KvView& v, int g, int nv0, float sc, int tile)
+  // Scratch sized for blocks of up to T queries (decode: T = 1, G rows).
+  CausalPass(const KvView& v, int g, int nv0, float sc, int tile, int T)
       : kv(v), G(g), n_visible0(nv0), bk(tile), d(v.d), scale(sc) {
-    const int rows = std::max(1, kQueryRows / G) * G;
+    const int rows = std::min(std::max(1, kQueryRows / G), std::max(T, 1)) * G;
     qb.resize(static_cast<size_t>(rows) * d);
     ob.resize(static_cast<size_t>(rows) * d);
     s.resize(static_cast<size_t>(rows) * bk);
@@ -131,10 +132,16 @@ struct CausalPass {
   }
 
   // Float rows [j0, j0 + w) of keys or values: in place for F32, else
-  // dequantized into buf.
-  const float* Rows(const uint8_t* base, int j0, int w, std::vector<float>& buf) const {
+  // dequantized into buf (rows of the f32 tail copied: KvView::k_tail).
+  const float* Rows(const uint8_t* base, const float* tail, int j0, int w, std::vector<float>& buf) const {
     if (kv.type == GgmlType::F32) return reinterpret_cast<const float*>(base + kv.row_bytes * j0);
-    for (int j = 0; j < w; ++j) DequantRow(kv.type, base + kv.row_bytes * (j0 + j), &buf[static_cast<size_t>(j) * d], d);
+    for (int j = 0; j < w; ++j) {
+      float* out = &buf[static_cast<size_t>(j) * d];
+      if (tail && j0 + j >= kv.tail0)
+        std::copy_n(tail + static_cast<size_t>(j0 + j - kv.tail0) * kv.tail_stride, d, out);
+      else
+        DequantRow(kv.type, base + kv.row_bytes * (j0 + j), out, d);
+    }
     return buf.data();
   }
 
@@ -158,7 +165,7 @@ struct CausalPass {
   // s[rows, w] = Q K^T over the tile (row stride bk); scale, log-weights
   // and the mask (entries j >= Visible(t)) are the caller's, per row.
   void Scores(int rows, int j0, int w) {
-    const float* K = Rows(kv.k, j0, w, kt);
+    const float* K = Rows(kv.k, kv.k_tail, j0, w, kt);
     GemmABt(rows, w, d, qb.data(), d, K, d, s.data(), bk);
   }
 
@@ -242,7 +249,7 @@ struct CausalPass {
                     &pk[static_cast<size_t>(r) * ld_keep + j0]);
           mk[static_cast<size_t>(r) * keep_tiles + j0 / bk] = m[r];
         }
-      const float* V = Rows(kv.v, j0, w, vt);
+      const float* V = Rows(kv.v, kv.v_tail, j0, w, vt);
       MMap O(ob.data(), rows, d, Eigen::OuterStride<>(d));
       O.noalias() += CMap(s.data(), rows, w, Eigen::OuterStride<>(bk)) * CMap(V, w, d, Eigen::OuterStride<>(d));
     }
@@ -345,7 +352,7 @@ void LoadQueries(CausalPass& c, const float* q, int q_stride, int t0, int t1) {
 
 void AttendCausalMl(const KvView& kv, const float* q, int T, int G, int q_stride, int n_visible0, float scale,
                     float* out, int out_stride, float* row_ml, int key_tile) {
-  CausalPass c(kv, G, n_visible0, scale, key_tile > 0 ? key_tile : kAttentionKeyTile);
+  CausalPass c(kv, G, n_visible0, scale, key_tile > 0 ? key_tile : kAttentionKeyTile, T);
   c.n_total = std::min(kv.n, n_visible0 + T);
   const int Tb = std::max(1, kQueryRows / G), gd = G * kv.d;
   for (int t0 = 0; t0 < T; t0 += Tb) {
@@ -365,7 +372,7 @@ void AttendCausalMl(const KvView& kv, const float* q, int T, int G, int q_stride
 
 void TapCausal(const KvView& kv, const float* q, int T, int G, int q_stride, int n_visible0, float scale,
                const float* row_ml, const TileObserver& obs, int key_tile, int t_first) {
-  CausalPass c(kv, G, n_visible0, scale, key_tile > 0 ? key_tile : kAttentionKeyTile);
+  CausalPass c(kv, G, n_visible0, scale, key_tile > 0 ? key_tile : kAttentionKeyTile, T);
   c.n_total = std::min(kv.n, n_visible0 + T);
   const int Tb = std::max(1, kQueryRows / G);
   for (int t0 = 0; t0 < T; t0 += Tb) {
@@ -382,7 +389,7 @@ void TapCausal(const KvView& kv, const float* q, int T, int G, int q_stride, int
 
 void AttendCausalTaps(const KvView& kv, const float* q, int T, int G, int q_stride, int n_visible0, float scale,
                       float* out, int out_stride, const TileObserver& obs, int t_first, int key_tile) {
-  CausalPass c(kv, G, n_visible0, scale, key_tile > 0 ? key_tile : kAttentionKeyTile);
+  CausalPass c(kv, G, n_visible0, scale, key_tile > 0 ? key_tile : kAttentionKeyTile, T);
   c.n_total = std::min(kv.n, n_visible0 + T);
   const int Tb = std::max(1, kQueryRows / G), gd = G * kv.d;
   for (int t0 = 0; t0 < T; t0 += Tb) {
@@ -395,6 +402,38 @@ void AttendCausalTaps(const KvView& kv, const float* q, int T, int G, int q_stri
       std::copy(&c.ob[static_cast<size_t>(t - t0) * gd], &c.ob[static_cast<size_t>(t - t0 + 1) * gd],
                 out + static_cast<size_t>(t) * out_stride);
     if (tapped && !keep) c.Tap(t0, t1, obs);  // long contexts: recompute (scratch stays O(tile))
+  }
+}
+
+KvView SubView(const KvView& kv, int j0, int n) {
+  KvView s = kv;
+  s.k = kv.k + kv.row_bytes * j0;
+  s.v = kv.v + kv.row_bytes * j0;
+  s.logw = kv.logw + j0;
+  s.n = n;
+  s.tail0 = kv.tail0 - j0;
+  return s;
+}
+
+int DecodeChunks(int n) { return std::max(1, (n + kDecodeChunk - 1) / kDecodeChunk); }
+
+void MergeChunks(const float* outs, const float* mls, int chunks, int G, int d, float* out) {
+  for (int g = 0; g < G; ++g) {
+    float M = -INFINITY;
+    for (int c = 0; c < chunks; ++c) M = std::max(M, mls[static_cast<size_t>(c) * G * 2 + 2 * g]);
+    float* o = out + static_cast<size_t>(g) * d;
+    std::fill(o, o + d, 0.f);
+    if (M == -INFINITY) continue;  // nothing visible (every log-weight -inf): zeros, as AttendCausalMl
+    float total = 0.f;
+    for (int c = 0; c < chunks; ++c) {
+      const float m = mls[static_cast<size_t>(c) * G * 2 + 2 * g], l = mls[static_cast<size_t>(c) * G * 2 + 2 * g + 1];
+      if (m == -INFINITY) continue;
+      const float w = std::exp(m - M) * l;
+      total += w;
+      const float* oc = outs + (static_cast<size_t>(c) * G + g) * d;
+      for (int i = 0; i < d; ++i) o[i] += w * oc[i];
+    }
+    for (int i = 0; i < d; ++i) o[i] /= total;
   }
 }
 

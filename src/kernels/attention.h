@@ -19,6 +19,14 @@ struct KvView {
   const float* logw = nullptr;  // [n]
   int n = 0;
   int d = 0;
+  // Entries from tail0 on read from these f32 rows instead (row stride
+  // tail_stride floats): a prefill batch's own keys and values, computed in
+  // f32 and stored quantized, are attended in f32 while the batch is
+  // computed (at most one batch in f32). Null: every entry from k and v.
+  const float* k_tail = nullptr;
+  const float* v_tail = nullptr;
+  int tail0 = 0;
+  int tail_stride = 0;
 };
 
 // A tile of normalized attention probabilities: batch queries [t0, t1), all G
@@ -48,6 +56,26 @@ using TileObserver = std::function<void(const ProbTile& tile)>;
 // all n entries.
 void AttendOne(const KvView& kv, const float* q, int G, float scale, float* out, float* scratch,
                const TileObserver* obs = nullptr);
+
+// Decode over entries stored quantized, split so that threads share a head:
+// entries [j0, j0 + n) of a view as a view of their own (logw, rows, and
+// the f32 tail shifted).
+KvView SubView(const KvView& kv, int j0, int n);
+// Entries per chunk of a split decode (DecodeChunks).
+inline constexpr int kDecodeChunk = 1024;
+// Chunks a head of n entries is split into: ceil(n / kDecodeChunk), at least 1.
+int DecodeChunks(int n);
+// One decode step over chunk c of a head (the entries of SubView(kv,
+// c * kDecodeChunk, ...)), attention_decode.cpp: an online softmax over
+// tiles of 32 entries dequantized once (AVX2; elsewhere AttendCausalMl with
+// T = 1), so out [G, d] is normalized over the chunk and ml [G * 2] holds
+// each row's score max and softmax sum. Writes no probabilities (a tap
+// needs AttendOne).
+void AttendChunk(const KvView& kv, int c, const float* q, int G, float scale, float* out, float* ml);
+// The output over all chunks from the chunks' outputs ([chunks][G, d]) and
+// maxima and sums ([chunks][G * 2]): each chunk weighted by
+// exp(m_c - max) * l_c, divided by the total (the online softmax's merge).
+void MergeChunks(const float* outs, const float* mls, int chunks, int G, int d, float* out);
 
 // Keys per tile of AttendCausal (key_tile = 0); docs/kernels.md has the measurement.
 inline constexpr int kAttentionKeyTile = 256;

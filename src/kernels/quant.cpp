@@ -186,6 +186,37 @@ void DequantRow(GgmlType t, const void* row, float* out, int n) {
   }
 }
 
+void DequantRows(GgmlType t, const uint8_t* rows, size_t row_bytes, int n_rows, float* out, int n) {
+#ifdef KVTRIM_AVX2
+  if (t == GgmlType::F16 && n % 8 == 0) {
+    for (int r = 0; r < n_rows; ++r, rows += row_bytes, out += n)
+      for (int i = 0; i < n; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows + 2 * i))));
+    return;
+  }
+  if (t == GgmlType::Q8_0 && n % kQK == 0) {
+    for (int r = 0; r < n_rows; ++r, rows += row_bytes, out += n)
+      for (int b = 0; b < n / kQK; ++b) {
+        const uint8_t* blk = rows + 34 * b;
+        const __m256 d = _mm256_set1_ps(F16ToF32(Load16(blk)));
+        for (int k = 0; k < 4; ++k) _mm256_storeu_ps(out + b * kQK + 8 * k, _mm256_mul_ps(d, I8x8(blk + 2 + 8 * k)));
+      }
+    return;
+  }
+  if (t == GgmlType::Q4_0 && n % kQK == 0) {
+    for (int r = 0; r < n_rows; ++r, rows += row_bytes, out += n)
+      for (int b = 0; b < n / kQK; ++b) {
+        const uint8_t* blk = rows + 18 * b;
+        const __m256 d = _mm256_set1_ps(F16ToF32(Load16(blk)));
+        const __m256i q = Q4Unpack(blk + 2);
+        for (int k = 0; k < 4; ++k) _mm256_storeu_ps(out + b * kQK + 8 * k, _mm256_mul_ps(d, I8Lane(q, k)));
+      }
+    return;
+  }
+#endif
+  for (int r = 0; r < n_rows; ++r) DequantRow(t, rows + row_bytes * r, out + static_cast<size_t>(r) * n, n);
+}
+
 float DotRow(GgmlType t, const void* row, const float* x, int n) {
   const auto* p = static_cast<const uint8_t*>(row);
   if (IsBlockType(t)) return DotBlockRow(t, p, x, n);

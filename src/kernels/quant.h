@@ -18,6 +18,10 @@ float Bf16ToF32(uint16_t h);
 size_t RowBytesPadded(GgmlType t, int n);
 
 void DequantRow(GgmlType t, const void* row, float* out, int n);
+// n_rows consecutive rows (row_bytes apart) into out [n_rows, n]: DequantRow
+// per row, with the type's dispatch hoisted out of the loop for F16,
+// Q8_0 and Q4_0 (a tile of KV entries: kernels/attention_decode.cpp).
+void DequantRows(GgmlType t, const uint8_t* rows, size_t row_bytes, int n_rows, float* out, int n);
 float DotRow(GgmlType t, const void* row, const float* x, int n);
 // y += a * row
 void AxpyRow(GgmlType t, const void* row, float a, float* y, int n);

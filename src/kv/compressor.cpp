@@ -18,6 +18,14 @@ Expected<GgmlType> ParseKvQuant(const std::string& s) {
   return MakeError("unknown KV quantization '" + s + "' (f32, f16, q8_0, q4_0)");
 }
 
+Expected<GgmlType> WriteType(const CompressionOptions& o) {
+  auto q = ParseKvQuant(o.quant);
+  if (!q.ok()) return q.error();
+  if (o.quant_at == "write") return q.value();
+  if (o.quant_at == "kept") return GgmlType::F32;
+  return MakeError("unknown KV quantization point '" + o.quant_at + "' (write, kept)");
+}
+
 namespace {
 
 // Whether statistics collected with `have` serve a policy that needs `want`.
@@ -140,6 +148,7 @@ Expected<std::unique_ptr<Compressor>> Compressor::CreateFor(std::unique_ptr<Poli
   if (o.budget_tokens < 0) return MakeError("token budget must be positive");
   auto q = ParseKvQuant(o.quant);
   if (!q.ok()) return q.error();
+  if (auto w = WriteType(o); !w.ok()) return w.error();
   std::unique_ptr<Compressor> c(new Compressor());
   c->o_ = o;
   c->policy_ = std::move(policy);

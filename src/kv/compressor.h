@@ -20,6 +20,10 @@ namespace kvtrim::kv {
 using CompressionOptions = KvOptions;  // include/kvtrim/options.h
 
 Expected<GgmlType> ParseKvQuant(const std::string& s);
+// The type a cache for `o` stores entries in from the first token:
+// o.quant when o.quant_at is "write", f32 when it is "kept" (quantized after
+// compression); any other quant_at is an error.
+Expected<GgmlType> WriteType(const CompressionOptions& o);
 // Checks a policy's plan for a head of n entries of dimension d before the
 // cache applies it (indices in range, each entry used once, keep in order).
 Status ValidatePlan(const Plan& plan, int n, int d);

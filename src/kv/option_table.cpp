@@ -41,8 +41,16 @@ const std::vector<KvOptionSpec>& KvOptionTable() {
                   2147483647},
                  "kv_budget"),
       // The type is checked where it is parsed (ParseKvQuant), for every caller alike.
-      PerRequest({"kv-quant", "Storage of kept entries: f32, f16, q8_0, q4_0 (after eviction)", &KvOptions::quant},
+      PerRequest({"kv-quant", "Storage of the entries: f32, f16, q8_0, q4_0", &KvOptions::quant, S::kAll, -kAny, kAny,
+                  {}, false, false, {}, nullptr, "f16 (run, bench, serve); f32 (eval, calibrate, the library)"},
                  "kv_quant", CheckKvQuant),
+      PerRequest({"kv-quant-at",
+                  "When entries take the --kv-quant type: write (from the prefill's first batch on, so the peak "
+                  "follows the type; a batch's own keys and values are attended in f32 while it is computed) or "
+                  "kept (computed and compressed in f32, then what is kept is quantized: METHODS.md section 6)",
+                  &KvOptions::quant_at, S::kAll, -kAny, kAny, {"write", "kept"}, false, false, {}, nullptr,
+                  "write; eval: kept"},
+                 "kv_quant_at"),
       {"profile", "Model profile file from `kvtrim profile` (razor; default: profile in-process)",
        &KvOptions::profile},
       PerRequest({"head-budget",
@@ -102,7 +110,7 @@ std::string KvOptionsMarkdown() {
     const char* where = s.scope == KvOptionSpec::Scope::kPolicy    ? "run, bench, serve"
                         : s.scope == KvOptionSpec::Scope::kQuality ? "run, bench, eval"
                                                                    : "every command with KV flags";
-    std::string def = s.is_flag ? "off" : KvOptionDefault(s);
+    std::string def = s.is_flag ? "off" : !s.defaults.empty() ? s.defaults : KvOptionDefault(s);
     if (def.empty()) def = "(none)";
     const std::string request = s.request.empty() ? "-" : "`" + s.request + "`";
     os << "| `--" << s.name << "` | " << def << " | " << (accepted.empty() ? "any" : accepted) << " | " << where

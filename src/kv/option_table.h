@@ -36,6 +36,9 @@ struct KvOptionSpec {
   // Checks a value the range and choices cannot express (a registered
   // policy, a KV type); null: none. The server runs it on request fields.
   Status (*check)(const KvOptions&) = nullptr;
+  // The defaults when the commands' differ from KvOptions' (the docs' default
+  // column; the CLI shows each command's own); empty: KvOptions' default.
+  std::string defaults = {};
 };
 
 const std::vector<KvOptionSpec>& KvOptionTable();

@@ -38,6 +38,46 @@ class Span {
   int64_t t0_;
 };
 
+// One decode step of layer l over entries stored quantized, with no tap:
+// each head's entries are cut into chunks of kernels::kDecodeChunk, the
+// (head, chunk) pairs shared by the threads (SmolLM2's 3 KV heads would
+// leave one of 2 threads idle a third of the time), and each head's chunks
+// merged (kernels::MergeChunks). Each chunk dequantizes a tile of entries
+// once and scores it by GEMM (the f32 path, AttendOne, is the reference
+// kernel and stays as it is).
+void DecodeSplit(kernels::ThreadPool& pool, const kv::KvCache& cache, int l, const float* q, int G, float scale,
+                 float* att) {
+  const int Hkv = cache.n_head_kv(), hd = cache.head_dim(), gd = G * hd;
+  int C = 1;
+  for (int h = 0; h < Hkv; ++h) C = std::max(C, kernels::DecodeChunks(cache.head(l, h).size()));
+  // The calling thread's buffers, reused by every step; the workers write
+  // through these pointers (a thread_local named inside the loop would be
+  // each worker's own).
+  thread_local std::vector<float> outs_buf, mls_buf;
+  outs_buf.resize(static_cast<size_t>(Hkv) * C * gd);
+  mls_buf.resize(static_cast<size_t>(Hkv) * C * G * 2);
+  float* const outs = outs_buf.data();
+  float* const mls = mls_buf.data();
+  pool.ParallelFor(static_cast<int64_t>(Hkv) * C, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int h = static_cast<int>(i / C), c = static_cast<int>(i % C);
+      const kernels::KvView view = cache.head(l, h).View();
+      if (c >= kernels::DecodeChunks(view.n) || view.n == 0) continue;
+      kernels::AttendChunk(view, c, &q[static_cast<size_t>(h) * gd], G, scale, &outs[static_cast<size_t>(i) * gd],
+                           &mls[static_cast<size_t>(i) * G * 2]);
+    }
+  });
+  for (int h = 0; h < Hkv; ++h) {
+    const int n = cache.head(l, h).size();
+    if (n == 0) {
+      std::fill(att + static_cast<size_t>(h) * gd, att + static_cast<size_t>(h + 1) * gd, 0.f);
+      continue;
+    }
+    kernels::MergeChunks(&outs[static_cast<size_t>(h) * C * gd], &mls[static_cast<size_t>(h) * C * G * 2],
+                         kernels::DecodeChunks(n), G, hd, att + static_cast<size_t>(h) * gd);
+  }
+}
+
 }  // namespace
 
 ScopedForwardProfile::ScopedForwardProfile(ForwardProfile* p) : prev_(t_profile) { t_profile = p; }
@@ -59,6 +99,7 @@ void Transformer::AppendAndAttend(kernels::ThreadPool& pool, kv::KvCache& cache,
     for (int t = 0; t < T; ++t) hs.Append(&k[t * kv_dim + h * hd], &v[t * kv_dim + h * hd], pos0 + t, 0.f);
   }
   const bool want = obs && obs->WantsProbs(l);
+  if (T == 1 && !want && cache.type() != GgmlType::F32) return DecodeSplit(pool, cache, l, q, G, scale, att);
   if (T == 1) {
     size_t per_head = 0;
     for (int h = 0; h < Hkv; ++h) per_head = std::max<size_t>(per_head, static_cast<size_t>(G) * cache.head(l, h).size());
@@ -84,7 +125,13 @@ void Transformer::AppendAndAttend(kernels::ThreadPool& pool, kv::KvCache& cache,
   pool.ParallelFor(Hkv, [&](int64_t h0, int64_t h1) {  // heads in parallel, each GEMM single-threaded
     for (int64_t hh = h0; hh < h1; ++hh) {
       const int h = static_cast<int>(hh);
-      const kernels::KvView view = cache.head(l, h).View();
+      kernels::KvView view = cache.head(l, h).View();
+      if (view.type != GgmlType::F32) {  // the batch's own rows in f32, as computed (KvView::k_tail)
+        view.k_tail = &k[h * hd];
+        view.v_tail = &v[h * hd];
+        view.tail0 = n_before[h];
+        view.tail_stride = kv_dim;
+      }
       if (t_first >= T) {
         kernels::AttendCausalMl(view, &q[h * G * hd], T, G, q_dim, n_before[h], scale, &att[h * G * hd], q_dim, nullptr);
         continue;

@@ -186,6 +186,7 @@ Command AddBench(CLI::App& app) {
   sub->add_option("--prefill", o->prefill, "Prompt tokens timed at depth 0")->capture_default_str()->check(CLI::PositiveNumber);
   sub->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
   AddRopeFlags(sub, &o->rope);
+  UseServingDefaults(&o->kv);
   AddKvFlags(sub, &o->kv, true, true);
   sub->add_option("--membw", o->membw_mib, "Also measure read bandwidth over a buffer of this many MiB (0: off)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);

@@ -215,6 +215,7 @@ Command AddEval(CLI::App& app) {
   sub->add_option("--json", o->json, "JSON report path (default: <out>/report.json)");
   sub->add_option("--csv", o->csv, "CSV report path (default: <out>/report.csv)");
   sub->add_flag("--no-plots", o->no_plots, "Do not render plots");
+  UseReferenceDefaults(&o->kv);
   AddKvFlags(sub, &o->kv, /*with_policy=*/false, /*with_quality=*/true);
   return {sub, [o]() { return EvalAction(*o); }};
 }

@@ -187,6 +187,7 @@ Command AddRun(CLI::App& app) {
   sub->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
   AddRopeFlags(sub, &o->rope);
   sub->add_option("-c,--ctx", o->ctx, "Context length (0: the model's)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  UseServingDefaults(&o->kv);
   AddKvFlags(sub, &o->kv, true, true);
   return {sub, [o]() { return RunAction(*o); }};
 }

@@ -108,6 +108,7 @@ Command AddServe(CLI::App& app) {
   sub->add_option("-c,--ctx", o->ctx, "Context length of every session (0: the model's)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  UseServingDefaults(&o->kv);
   AddKvFlags(sub, &o->kv, true, false);
   return {sub, [o]() { return ServeAction(*o); }};
 }

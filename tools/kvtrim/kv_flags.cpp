@@ -48,6 +48,16 @@ CLI::Option* AddTableOption(CLI::App* sub, KvOptions* kv, const kv::KvOptionSpec
 
 }  // namespace
 
+void UseServingDefaults(KvFlags* f) {
+  f->kv.quant = "f16";
+  f->kv.quant_at = "write";
+}
+
+void UseReferenceDefaults(KvFlags* f) {
+  f->kv.quant = "f32";
+  f->kv.quant_at = "kept";
+}
+
 void AddKvFlags(CLI::App* sub, KvFlags* f, bool with_policy, bool with_quality) {
   const size_t first = sub->get_options().size();  // options added from here on are the KV ones
   using Scope = kv::KvOptionSpec::Scope;

@@ -24,6 +24,13 @@ struct KvFlags {
   const std::string& policy() const { return kv.policy; }
 };
 
+// Defaults that differ by command, set before AddKvFlags: run, bench and
+// serve store f16 entries from the first token (llama.cpp's default KV
+// type); eval keeps f32 and METHODS.md section 6's order (compress, then
+// quantize what is kept) as its reference; calibrate keeps KvOptions'.
+void UseServingDefaults(KvFlags* f);
+void UseReferenceDefaults(KvFlags* f);
+
 // with_policy adds --kv (commands that pick the policy); with_quality adds
 // --kv-quality TAU and --calibration FILE (run, bench, eval).
 void AddKvFlags(CLI::App* sub, KvFlags* f, bool with_policy = true, bool with_quality = false);
