@@ -40,6 +40,19 @@ TEST_P(QuantKernels, DotDequantAxpyMatchReference) {
   DequantRow(type, row.data(), deq.data(), n);
   ref::DequantRow(type, row.data(), deq_ref.data(), n);
   for (int i = 0; i < n; ++i) ASSERT_EQ(deq[i], deq_ref[i]) << i;
+  // Three rows at once (a KV tile), padded rows apart, as the reference row by row.
+  const size_t rb = RowBytesPadded(type, n) + 6;
+  std::vector<uint8_t> rows(3 * rb);
+  for (int r = 0; r < 3; ++r) {
+    std::vector<float> wr = RandVec(rng, n);
+    QuantizeRow(type, wr.data(), rows.data() + r * rb, n);
+  }
+  std::vector<float> tile(3 * static_cast<size_t>(n)), one(n);
+  DequantRows(type, rows.data(), rb, 3, tile.data(), n);
+  for (int r = 0; r < 3; ++r) {
+    ref::DequantRow(type, rows.data() + r * rb, one.data(), n);
+    for (int i = 0; i < n; ++i) ASSERT_EQ(tile[static_cast<size_t>(r) * n + i], one[i]) << r << " " << i;
+  }
   double want = ref::DotRow(type, row.data(), x.data(), n);
   EXPECT_NEAR(DotRow(type, row.data(), x.data(), n), want, 1e-4 * std::sqrt(n) * 4);
   std::vector<float> y(n, 1.f);
