@@ -135,13 +135,10 @@ struct CausalPass {
   // dequantized into buf (rows of the f32 tail copied: KvView::k_tail).
   const float* Rows(const uint8_t* base, const float* tail, int j0, int w, std::vector<float>& buf) const {
     if (kv.type == GgmlType::F32) return reinterpret_cast<const float*>(base + kv.row_bytes * j0);
-    for (int j = 0; j < w; ++j) {
-      float* out = &buf[static_cast<size_t>(j) * d];
-      if (tail && j0 + j >= kv.tail0)
-        std::copy_n(tail + static_cast<size_t>(j0 + j - kv.tail0) * kv.tail_stride, d, out);
-      else
-        DequantRow(kv.type, base + kv.row_bytes * (j0 + j), out, d);
-    }
+    const int stored = tail ? std::clamp(kv.tail0 - j0, 0, w) : w;  // rows before the tail
+    DequantRows(kv.type, base + kv.row_bytes * j0, kv.row_bytes, stored, buf.data(), d);
+    for (int j = stored; j < w; ++j)
+      std::copy_n(tail + static_cast<size_t>(j0 + j - kv.tail0) * kv.tail_stride, d, &buf[static_cast<size_t>(j) * d]);
     return buf.data();
   }
 
