@@ -55,7 +55,7 @@ void BM_AttendOne(benchmark::State& st) {
 BENCHMARK(BM_AttendOne)->ArgsProduct({{1024, 8192}, {0, 1, 8, 2}});
 
 // The same step as decode runs it for quantized entries (one thread here):
-// chunks of kDecodeChunk entries, tiles dequantized once and scored by GEMM,
+// chunks (DecodeChunkLength for 3 heads on 2 threads), tiles dequantized once,
 // the chunks merged. Args as BM_AttendOne.
 void BM_AttendChunks(benchmark::State& st) {
   const int n = static_cast<int>(st.range(0)), d = 64, G = 3;
@@ -63,10 +63,10 @@ void BM_AttendChunks(benchmark::State& st) {
   kv::HeadStore h(d, type);
   for (int j = 0; j < n; ++j) h.Append(Rand(d, j).data(), Rand(d, j + 7).data(), j, 0.f);
   auto q = Rand(G * d, 3);
-  const int C = DecodeChunks(n);
+  const int L = DecodeChunkLength(n, 3, 2), C = DecodeChunks(n, L);
   std::vector<float> out(G * d), outs(static_cast<size_t>(C) * G * d), mls(static_cast<size_t>(C) * G * 2);
   for (auto _ : st) {
-    for (int c = 0; c < C; ++c) AttendChunk(h.View(), c, q.data(), G, 0.17f, &outs[c * G * d], &mls[c * G * 2]);
+    for (int c = 0; c < C; ++c) AttendChunk(h.View(), c, L, q.data(), G, 0.17f, &outs[c * G * d], &mls[c * G * 2]);
     MergeChunks(outs.data(), mls.data(), C, G, d, out.data());
     benchmark::DoNotOptimize(out.data());
   }

@@ -44,21 +44,6 @@ inline float DotF32(const float* a, const float* b, int d) {
 #endif
 }
 
-// Decode's probabilities [G, n] as one tile: one query (t = 0) seeing all n entries.
-ProbTile WholeTile(const float* p, int G, int n) {
-  ProbTile tile;
-  tile.t0 = 0;
-  tile.t1 = 1;
-  tile.G = G;
-  tile.j0 = 0;
-  tile.j1 = n;
-  tile.p = p;
-  tile.ld = n;
-  tile.n_visible0 = n - 1;
-  tile.n = n;
-  return tile;
-}
-
 // d a multiple of 8 (and at most kMaxRow for block types): the whole step
 // inlined. F32 rows are read in place; other rows are dequantized once per
 // entry into a small buffer and shared by the group's query heads.
@@ -315,8 +300,23 @@ struct CausalPass {
 
 }  // namespace
 
+ProbTile WholeTile(const float* p, int G, int n) {
+  ProbTile tile;
+  tile.t0 = 0;
+  tile.t1 = 1;
+  tile.G = G;
+  tile.j0 = 0;
+  tile.j1 = n;
+  tile.p = p;
+  tile.ld = n;
+  tile.n_visible0 = n - 1;
+  tile.n = n;
+  return tile;
+}
+
 void AttendOne(const KvView& kv, const float* q, int G, float scale, float* out, float* scratch,
                const TileObserver* obs) {
+  if (kv.type != GgmlType::F32 && AttendOneTiled(kv, q, G, scale, out, scratch, obs)) return;
   if (kv.d % 8 == 0 && (kv.type == GgmlType::F32 || kv.d <= kMaxRow)) {
     return AttendOneFast(kv, q, G, scale, out, scratch, obs);
   }
@@ -412,7 +412,14 @@ KvView SubView(const KvView& kv, int j0, int n) {
   return s;
 }
 
-int DecodeChunks(int n) { return std::max(1, (n + kDecodeChunk - 1) / kDecodeChunk); }
+int DecodeChunkLength(int n_max, int n_heads, int threads) {
+  const int want = std::max((n_max + kDecodeChunk - 1) / kDecodeChunk,
+                            (2 * std::max(threads, 1) + std::max(n_heads, 1) - 1) / std::max(n_heads, 1));
+  const int L = (n_max + want - 1) / want;
+  return std::clamp((L + 31) / 32 * 32, kMinDecodeChunk, kDecodeChunk);
+}
+
+int DecodeChunks(int n, int L) { return std::max(1, (n + L - 1) / L); }
 
 void MergeChunks(const float* outs, const float* mls, int chunks, int G, int d, float* out) {
   for (int g = 0; g < G; ++g) {

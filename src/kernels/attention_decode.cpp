@@ -142,12 +142,51 @@ bool DecodeAvx2(const KvView& kv, const float* q, int G, float scale, float* out
   }
   return true;
 }
+
+// AttendOne for stored types with its probabilities (a tap): the scores of
+// all n entries into scratch [G, n] a tile at a time, softmax, the tap, then
+// P.V over the value tiles.
+bool AttendOneAvx2(const KvView& kv, const float* q, int G, float scale, float* out, float* scratch,
+                   const TileObserver* obs) {
+  const int d = kv.d, n = kv.n;
+  if (d % 8 != 0 || d > kMaxD || n == 0) return false;
+  alignas(32) float kt[kTile * kMaxD], s[kTile], b[kTile];
+  for (int j0 = 0; j0 < n; j0 += kTile) {
+    const int w = std::min(kTile, n - j0), w8 = (w + 7) / 8 * 8;
+    std::copy(kv.logw + j0, kv.logw + j0 + w, b);
+    std::fill(b + w, b + w8, -INFINITY);
+    TileRows(kv, kv.k, j0, w, w8, kt);
+    for (int g = 0; g < G; ++g) {
+      ScoreTile(kt, d, w8, q + g * d, scale, b, s);
+      std::copy(s, s + w, scratch + static_cast<size_t>(g) * n + j0);
+    }
+  }
+  for (int g = 0; g < G; ++g) Softmax(scratch + static_cast<size_t>(g) * n, n);
+  if (obs) (*obs)(WholeTile(scratch, G, n));
+  std::fill(out, out + G * d, 0.f);
+  for (int j0 = 0; j0 < n; j0 += kTile) {
+    const int w = std::min(kTile, n - j0);
+    TileRows(kv, kv.v, j0, w, w, kt);
+    for (int g = 0; g < G; ++g) AccumulateTile(kt, d, w, scratch + static_cast<size_t>(g) * n + j0, out + g * d);
+  }
+  return true;
+}
 #endif
 
 }  // namespace
 
-void AttendChunk(const KvView& kv, int c, const float* q, int G, float scale, float* out, float* ml) {
-  const int j0 = c * kDecodeChunk, n = std::min(kDecodeChunk, kv.n - j0);
+bool AttendOneTiled(const KvView& kv, const float* q, int G, float scale, float* out, float* scratch,
+                    const TileObserver* obs) {
+#ifdef KVTRIM_DECODE_AVX2
+  return AttendOneAvx2(kv, q, G, scale, out, scratch, obs);
+#else
+  (void)kv, (void)q, (void)G, (void)scale, (void)out, (void)scratch, (void)obs;
+  return false;
+#endif
+}
+
+void AttendChunk(const KvView& kv, int c, int L, const float* q, int G, float scale, float* out, float* ml) {
+  const int j0 = c * L, n = std::min(L, kv.n - j0);
   const KvView sub = SubView(kv, j0, n);
 #ifdef KVTRIM_DECODE_AVX2
   if (DecodeAvx2(sub, q, G, scale, out, ml)) return;

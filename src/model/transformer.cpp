@@ -39,7 +39,7 @@ class Span {
 };
 
 // One decode step of layer l over entries stored quantized, with no tap:
-// each head's entries are cut into chunks of kernels::kDecodeChunk, the
+// each head's entries are cut into chunks (kernels::DecodeChunkLength), the
 // (head, chunk) pairs shared by the threads (SmolLM2's 3 KV heads would
 // leave one of 2 threads idle a third of the time), and each head's chunks
 // merged (kernels::MergeChunks). Each chunk dequantizes a tile of entries
@@ -48,8 +48,10 @@ class Span {
 void DecodeSplit(kernels::ThreadPool& pool, const kv::KvCache& cache, int l, const float* q, int G, float scale,
                  float* att) {
   const int Hkv = cache.n_head_kv(), hd = cache.head_dim(), gd = G * hd;
-  int C = 1;
-  for (int h = 0; h < Hkv; ++h) C = std::max(C, kernels::DecodeChunks(cache.head(l, h).size()));
+  int n_max = 0;
+  for (int h = 0; h < Hkv; ++h) n_max = std::max(n_max, cache.head(l, h).size());
+  const int L = kernels::DecodeChunkLength(n_max, Hkv, pool.size());
+  const int C = kernels::DecodeChunks(n_max, L);
   // The calling thread's buffers, reused by every step; the workers write
   // through these pointers (a thread_local named inside the loop would be
   // each worker's own).
@@ -62,8 +64,8 @@ void DecodeSplit(kernels::ThreadPool& pool, const kv::KvCache& cache, int l, con
     for (int64_t i = i0; i < i1; ++i) {
       const int h = static_cast<int>(i / C), c = static_cast<int>(i % C);
       const kernels::KvView view = cache.head(l, h).View();
-      if (c >= kernels::DecodeChunks(view.n) || view.n == 0) continue;
-      kernels::AttendChunk(view, c, &q[static_cast<size_t>(h) * gd], G, scale, &outs[static_cast<size_t>(i) * gd],
+      if (c >= kernels::DecodeChunks(view.n, L) || view.n == 0) continue;
+      kernels::AttendChunk(view, c, L, &q[static_cast<size_t>(h) * gd], G, scale, &outs[static_cast<size_t>(i) * gd],
                            &mls[static_cast<size_t>(i) * G * 2]);
     }
   });
@@ -74,7 +76,7 @@ void DecodeSplit(kernels::ThreadPool& pool, const kv::KvCache& cache, int l, con
       continue;
     }
     kernels::MergeChunks(&outs[static_cast<size_t>(h) * C * gd], &mls[static_cast<size_t>(h) * C * G * 2],
-                         kernels::DecodeChunks(n), G, hd, att + static_cast<size_t>(h) * gd);
+                         kernels::DecodeChunks(n, L), G, hd, att + static_cast<size_t>(h) * gd);
   }
 }
 
