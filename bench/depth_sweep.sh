@@ -15,12 +15,15 @@
 # bandwidth (`--membw 512`) once per model, and each kvtrim row gives its
 # decode's bytes read per second as a share of it.
 #
-# Depths beyond a model's context: kvtrim reads them with linear RoPE
-# scaling (`--rope-scaling linear --rope-scale F`: the speed does not depend
-# on the rotation) and llama.cpp with a context of D + GEN (-c).
+# Depths beyond a model's context: both get a context of D + GEN (-c);
+# kvtrim also scales RoPE linearly (`--rope-scaling linear --rope-scale F`:
+# the speed does not depend on the rotation).
 #
 # Environment: KVTRIM (build/kvtrim), LLAMA_BB (/work/llama.cpp/build/bin/
-# llama-batched-bench), SHAPES (/work/models-shape), OUT (bench/results).
+# llama-batched-bench), SHAPES (/work/models-shape), OUT (bench/results),
+# LLAMA_KV (the llama.cpp KV types, default "f16 q8_0"; empty: no llama.cpp
+# rows), KV_SETTINGS (default "full 0.25 0.1": kvtrim's full f16 cache and
+# snapkv at those ratios).
 # Appends one JSON line per measurement to $OUT/depth-sweep.jsonl;
 # bench/depth_sweep.py turns it into the table and the plot.
 set -euo pipefail
@@ -34,6 +37,8 @@ DEPTHS="1024 4096 8192 16384 32768"
 GEN=32
 THREADS=2
 TYPE=q8_0
+LLAMA_KV=${LLAMA_KV-f16 q8_0}
+KV_SETTINGS=${KV_SETTINGS-full 0.25 0.1}
 while getopts "m:d:g:t:T:" opt; do
   case $opt in
     m) MODELS=$OPTARG ;; d) DEPTHS=$OPTARG ;; g) GEN=$OPTARG ;; t) THREADS=$OPTARG ;; T) TYPE=$OPTARG ;;
@@ -65,9 +70,9 @@ kvtrim_row() {  # model file, depth, setting name, extra flags...
   local m=$1 d=$2 name=$3
   shift 3
   local rope=()
-  if (( d + GEN > CTX )); then
-    local f=$(( (d + GEN + CTX - 1) / CTX ))
-    rope=(--rope-scaling linear --rope-scale "$f")
+  if (( d + GEN + 1 > CTX )); then  # + the untimed first decode step
+    local f=$(( (d + GEN + CTX) / CTX ))
+    rope=(-c $((d + GEN + 1)) --rope-scaling linear --rope-scale "$f")
   fi
   "$KVTRIM" bench -m "$m" -d "$d" --gen "$GEN" --reps 1 -t "$THREADS" --kv-quant f16 "${rope[@]}" "$@" \
     --json "$TMP/kv.json" > /dev/null 2> "$TMP/kv.err" || { tail -5 "$TMP/kv.err" >&2; return 1; }
@@ -88,10 +93,10 @@ for name in $MODELS; do
   echo "# $name: context $CTX, read bandwidth $MEMBW GB/s" >&2
   for d in $DEPTHS; do
     echo "# $name depth $d ($(date -u +%H:%M:%S))" >&2
-    llama_row "$m" "$d" f16 >> "$LOG"
-    llama_row "$m" "$d" q8_0 >> "$LOG"
-    kvtrim_row "$m" "$d" "full f16" >> "$LOG"
-    kvtrim_row "$m" "$d" "snapkv 0.25" --kv snapkv --kv-ratio 0.25 >> "$LOG"
-    kvtrim_row "$m" "$d" "snapkv 0.1" --kv snapkv --kv-ratio 0.1 >> "$LOG"
+    for kt in $LLAMA_KV; do llama_row "$m" "$d" "$kt" >> "$LOG"; done
+    for s in $KV_SETTINGS; do
+      if [[ $s == full ]]; then kvtrim_row "$m" "$d" "full f16" >> "$LOG"
+      else kvtrim_row "$m" "$d" "snapkv $s" --kv snapkv --kv-ratio "$s" >> "$LOG"; fi
+    done
   done
 done

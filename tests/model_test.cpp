@@ -3,7 +3,10 @@
 // llama2.c stories260K texts through the CLI.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <cmath>
 #include <numeric>
 
@@ -184,6 +187,26 @@ TEST(CliRun, PoliciesListsEveryPolicyWithFlags) {
   for (const char* s : {"full", "window", "random", "lru", "h2o", "scissorhands", "snapkv", "pyramidkv", "--sink-guard",
                         "--obs-window", "--pyramid-beta", "--history"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
+}
+
+// `kvtrim bench -c`: depths past the file's context (stories260K: 512), the
+// first decode step untimed and reported, depths clipped to ctx - gen - 1.
+TEST(CliBench, ContextFlagReachesPastTheFileAndTheFirstStepIsReported) {
+  const std::string json =
+      (std::filesystem::temp_directory_path() / ("kvtrim_bench_ctx_" + std::to_string(getpid()) + ".json")).string();
+  const std::string base = Cli() + " bench -m " + test::ModelPath("stories260K.gguf") + " --gen 4 --reps 1 -t 1";
+  auto r = test::RunCommand(base + " -d 600,700 -c 700 --json " + json + " 2>&1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("depth 700 clipped to 695 (context 700, gen 4)"), std::string::npos) << r.out;
+  const auto rows = nlohmann::json::parse(test::ReadFile(json));
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["depth"], 600);
+  EXPECT_EQ(rows[1]["depth"], 695);
+  for (const auto& row : rows) EXPECT_GE(row["first_decode_ms"].get<double>(), 0.0);
+  auto past = test::RunCommand(base + " -d 600 2>&1");  // without -c: clipped to the file's 512
+  EXPECT_EQ(past.code, 0) << past.out;
+  EXPECT_NE(past.out.find("depth 600 clipped to 507 (context 512, gen 4)"), std::string::npos) << past.out;
+  std::filesystem::remove(json);
 }
 
 TEST(CliRun, ReportsCompressedBytes) {

@@ -43,6 +43,11 @@ struct BenchRow {
   double kv_bytes_per_tok = 0;  // K and V rows read per decode step (mean)
   double gb_s = 0;              // (weights + KV) bytes per step / step time
   double compress_ms = 0;       // prefill-time compression (mean)
+  // The first decode step after the prefill, not timed with the others: it
+  // grows every head's storage (the prefill reserves exactly; kv/cache.h's
+  // growth step is 1/16 of the head), a one-off a steady decode amortizes
+  // over n/16 steps. Mean over the repetitions, in ms.
+  double first_decode_ms = 0;
   double evict_us_per_tok = 0;  // decode-time plan + apply per step (mean)
   double entries_per_head = 0;  // mean entries held per head after decoding
   // The policy's counters (Compressor::counters), summed over repetitions:

@@ -27,7 +27,7 @@ struct BenchOpts {
   RopeOverrides rope;
   std::string model, json;
   std::vector<int> depths = {0, 256, 1024};
-  int gen = 32, reps = 3, threads = 0, prefill = 128;
+  int gen = 32, reps = 3, threads = 0, prefill = 128, ctx = 0;
   double membw_mib = 0;
   KvFlags kv;
   std::string output = "text";              // text | md | json (llama-bench's formats)
@@ -142,6 +142,7 @@ bool PrintBench(const Engine& e, const BenchOpts& o, double membw, const std::ve
                  {"weight_bytes_per_token", r.weight_bytes_per_tok}, {"kv_bytes_per_token", r.kv_bytes_per_tok},
                  {"gb_s", r.gb_s}, {"threads", e.threads()}, {"kv_policy", o.kv.kv.policy}, {"kv_ratio", r.kv_ratio}, {"kv_quality", o.kv.kv.quality}, {"kv_quant", o.kv.kv.quant}, {"model", o.model},
                  {"mem_read_gb_s", membw}, {"compress_ms", r.compress_ms},
+                 {"first_decode_ms", r.first_decode_ms},
                  {"evict_us_per_token", r.evict_us_per_tok}, {"entries_per_head", r.entries_per_head},
                  {"peak_rss_bytes", PeakRssBytes()}, {"counters", counters}, {"decode_counters", decode_counters},
                  {"clock_step_ns", step}, {"inner_reps", r.inner_reps},
@@ -185,6 +186,9 @@ Command AddBench(CLI::App& app) {
   sub->add_option("--reps", o->reps, "Repetitions (mean and sd)")->capture_default_str()->check(CLI::PositiveNumber);
   sub->add_option("--prefill", o->prefill, "Prompt tokens timed at depth 0")->capture_default_str()->check(CLI::PositiveNumber);
   sub->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("-c,--ctx", o->ctx, "Context length of the sessions (0: the model's; longer depths need it)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   AddRopeFlags(sub, &o->rope);
   UseServingDefaults(&o->kv);
   AddKvFlags(sub, &o->kv, true, true);
@@ -200,7 +204,7 @@ Command AddBench(CLI::App& app) {
   sub->add_option("-n,--n-gen", o->n_gen, "With -o md|json: decode lengths (tg tests)")->capture_default_str()->delimiter(',');
   auto action = [o, sub]() -> int {
     o->depth_given = sub->get_option("--depth")->count() > 0;
-    auto engine = Engine::Load({o->model, o->threads, o->rope});
+    auto engine = Engine::Load({o->model, o->threads, o->rope, o->ctx});
     if (!engine.ok()) {
       std::fprintf(stderr, "kvtrim bench: %s\n", engine.error().message.c_str());
       return 1;
@@ -213,10 +217,11 @@ Command AddBench(CLI::App& app) {
     bo.reps = o->reps;
     bo.prefill_tokens = o->prefill;
     bo.session.kv = ToKvOptions(o->kv, o->kv.kv.policy);
-    const int ctx = e.config().ctx;
+    bo.session.ctx = o->ctx;
+    const int ctx = o->ctx > 0 ? o->ctx : e.config().ctx;
     bo.depths.clear();
     for (int d : o->depths) {
-      int clipped = std::min(d, ctx - o->gen);
+      int clipped = std::min(d, ctx - o->gen - 1);  // + the untimed first step (BenchRow::first_decode_ms)
       if (clipped != d) std::fprintf(stderr, "kvtrim bench: depth %d clipped to %d (context %d, gen %d)\n", d, clipped, ctx, o->gen);
       bo.depths.push_back(std::max(0, clipped));
     }
