@@ -104,10 +104,12 @@ def main():
               "lc rgb '#2ca02c'"]
     gp = [
         f"# Re-render: gnuplot {name}.gp (in this directory)",
-        "set terminal svg size 1200,420 dynamic font 'sans,11'",
+        "set terminal svg size 1200,480 dynamic font 'sans,11'",
         f"set output '{name}.svg'",
         f"set multiplot layout 1,{max(1, len(dat))} title 'Decode tok/s against depth (2 threads; shape models, noise weights)'",
-        "set logscale xy 2", "set xlabel 'depth (tokens)'", "set ylabel 'decode tok/s'", "set key bottom left",
+        "set termoption noenhanced",  # model names with underscores, as written
+        "set logscale xy 2", "set xlabel 'depth (tokens)'", "set ylabel 'decode tok/s'",
+        "set key below maxrows 2 font ',9'",
         "set grid",
     ]
     for i, m in enumerate(dat):
