@@ -135,6 +135,25 @@ size_t RowBytesPadded(GgmlType t, int n) {
   return blocks * tt->block_bytes;
 }
 
+#ifdef KVTRIM_AVX2
+namespace {
+// One vector step of DequantRow and DequantRows: 8 f16 values, one Q8_0
+// block (34 bytes), one Q4_0 block (18 bytes) into floats.
+inline void F16x8Avx2(const uint8_t* p, float* out) {
+  _mm256_storeu_ps(out, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+inline void Q80BlockAvx2(const uint8_t* blk, float* out) {
+  const __m256 d = _mm256_set1_ps(F16ToF32(Load16(blk)));
+  for (int k = 0; k < 4; ++k) _mm256_storeu_ps(out + 8 * k, _mm256_mul_ps(d, I8x8(blk + 2 + 8 * k)));
+}
+inline void Q40BlockAvx2(const uint8_t* blk, float* out) {
+  const __m256 d = _mm256_set1_ps(F16ToF32(Load16(blk)));
+  const __m256i q = Q4Unpack(blk + 2);
+  for (int k = 0; k < 4; ++k) _mm256_storeu_ps(out + 8 * k, _mm256_mul_ps(d, I8Lane(q, k)));
+}
+}  // namespace
+#endif
+
 void DequantRow(GgmlType t, const void* row, float* out, int n) {
   const auto* p = static_cast<const uint8_t*>(row);
   if (IsBlockType(t)) return DequantBlockRow(t, p, out, n);
@@ -142,23 +161,13 @@ void DequantRow(GgmlType t, const void* row, float* out, int n) {
 #ifdef KVTRIM_AVX2
   switch (t) {
     case GgmlType::F16:
-      for (; done + 8 <= n; done += 8)
-        _mm256_storeu_ps(out + done, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * done))));
+      for (; done + 8 <= n; done += 8) F16x8Avx2(p + 2 * done, out + done);
       break;
     case GgmlType::Q8_0:
-      for (; done + kQK <= n; done += kQK) {
-        const uint8_t* blk = p + 34 * (done / kQK);
-        const __m256 d = _mm256_set1_ps(F16ToF32(Load16(blk)));
-        for (int k = 0; k < 4; ++k) _mm256_storeu_ps(out + done + 8 * k, _mm256_mul_ps(d, I8x8(blk + 2 + 8 * k)));
-      }
+      for (; done + kQK <= n; done += kQK) Q80BlockAvx2(p + 34 * (done / kQK), out + done);
       break;
     case GgmlType::Q4_0:
-      for (; done + kQK <= n; done += kQK) {
-        const uint8_t* blk = p + 18 * (done / kQK);
-        const __m256 d = _mm256_set1_ps(F16ToF32(Load16(blk)));
-        const __m256i q = Q4Unpack(blk + 2);
-        for (int k = 0; k < 4; ++k) _mm256_storeu_ps(out + done + 8 * k, _mm256_mul_ps(d, I8Lane(q, k)));
-      }
+      for (; done + kQK <= n; done += kQK) Q40BlockAvx2(p + 18 * (done / kQK), out + done);
       break;
     default: break;
   }
@@ -190,27 +199,17 @@ void DequantRows(GgmlType t, const uint8_t* rows, size_t row_bytes, int n_rows, 
 #ifdef KVTRIM_AVX2
   if (t == GgmlType::F16 && n % 8 == 0) {
     for (int r = 0; r < n_rows; ++r, rows += row_bytes, out += n)
-      for (int i = 0; i < n; i += 8)
-        _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows + 2 * i))));
+      for (int i = 0; i < n; i += 8) F16x8Avx2(rows + 2 * i, out + i);
     return;
   }
   if (t == GgmlType::Q8_0 && n % kQK == 0) {
     for (int r = 0; r < n_rows; ++r, rows += row_bytes, out += n)
-      for (int b = 0; b < n / kQK; ++b) {
-        const uint8_t* blk = rows + 34 * b;
-        const __m256 d = _mm256_set1_ps(F16ToF32(Load16(blk)));
-        for (int k = 0; k < 4; ++k) _mm256_storeu_ps(out + b * kQK + 8 * k, _mm256_mul_ps(d, I8x8(blk + 2 + 8 * k)));
-      }
+      for (int b = 0; b < n / kQK; ++b) Q80BlockAvx2(rows + 34 * b, out + b * kQK);
     return;
   }
   if (t == GgmlType::Q4_0 && n % kQK == 0) {
     for (int r = 0; r < n_rows; ++r, rows += row_bytes, out += n)
-      for (int b = 0; b < n / kQK; ++b) {
-        const uint8_t* blk = rows + 18 * b;
-        const __m256 d = _mm256_set1_ps(F16ToF32(Load16(blk)));
-        const __m256i q = Q4Unpack(blk + 2);
-        for (int k = 0; k < 4; ++k) _mm256_storeu_ps(out + b * kQK + 8 * k, _mm256_mul_ps(d, I8Lane(q, k)));
-      }
+      for (int b = 0; b < n / kQK; ++b) Q40BlockAvx2(rows + 18 * b, out + b * kQK);
     return;
   }
 #endif
