@@ -28,7 +28,7 @@ const char* kModel = "needle-v1-3.7M-f32.gguf";
 
 TEST(ServerRequest, ParsesFieldsAndDefaults) {
   auto r = ParseCompletionRequest(R"({"prompt":"hi","max_tokens":5,"temperature":0,"top_p":0.5,"seed":7,
-    "stop":["\n","."],"stream":true,"kv":"snapkv","kv_ratio":0.25,"kv_quant":"q8_0","kv_quant_at":"kept","kv_params":{"obs-window":8},
+    "stop":["\n","."],"stream":true,"kv":"snapkv","kv_ratio":0.25,"kv_quant":"q8_0","kv_quant_at":"kept","prefill_chunk":256,"kv_params":{"obs-window":8},
     "model":"whatever","user":"ignored"})");
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->prompt, "hi");
@@ -42,7 +42,8 @@ TEST(ServerRequest, ParsesFieldsAndDefaults) {
   EXPECT_EQ(r->kv.values.ratio, 0.25);
   EXPECT_EQ(r->kv.values.quant, "q8_0");
   EXPECT_EQ(r->kv.values.quant_at, "kept");
-  EXPECT_EQ(r->kv.given, (std::set<std::string>{"kv", "kv-ratio", "kv-quant", "kv-quant-at"}));
+  EXPECT_EQ(r->kv.values.prefill_chunk, 256);
+  EXPECT_EQ(r->kv.given, (std::set<std::string>{"kv", "kv-ratio", "kv-quant", "kv-quant-at", "prefill-chunk"}));
   EXPECT_EQ(r->kv.params.at("obs-window"), 8);
   auto d = ParseCompletionRequest("{}");  // kvtrim run's sampling defaults
   ASSERT_TRUE(d.ok());
@@ -72,6 +73,7 @@ TEST(ServerRequest, RejectsBadBodiesNamingTheProblem) {
       {R"({"kv_budget":0.5})", "'kv_budget' must be an integer"},
       {R"({"kv_quant":"q3"})", "'kv_quant'"},
       {R"({"kv_quant_at":"later"})", "'kv_quant_at' = 'later' is not one of write, kept"},
+      {R"({"prefill_chunk":-5})", "'prefill_chunk'"},
       {R"({"kv_head_budget":"lumpy"})", "'kv_head_budget' = 'lumpy' is not one of uniform, adaptive"},
       {R"({"kv_min_head_share":1.5})", "'kv_min_head_share'"},
       {R"({"kv_params":[1]})", "'kv_params'"},
@@ -134,7 +136,7 @@ TEST(ServerRequest, EveryRequestFieldOfTheOptionTableIsParsed) {
     ASSERT_FALSE(r.ok()) << s.request;
     EXPECT_NE(r.error().message.find("'" + s.request + "'"), std::string::npos) << r.error().message;
   }
-  EXPECT_EQ(fields, 7);
+  EXPECT_EQ(fields, 8);
 }
 
 TEST(ServerStopText, CutsAtStopAndHoldsBackPrefixes) {

@@ -87,6 +87,10 @@ class Session {
   ~Session();
 
   // Append tokens (prefill in ubatches); logits() then holds the last position's.
+  // With KvOptions::prefill_chunk N > 0 the tokens go in N at a time and
+  // after every chunk but the last each head is brought back within its
+  // budget for the whole prompt (Compressor::CompressChunk); Compress() then
+  // compresses the last chunk as it would a whole prompt.
   Status Prefill(const std::vector<int>& tokens);
   // Prefill-time compression of what is in the cache (then quantization of
   // the kept entries); a no-op for `full` with f32 storage.
@@ -132,6 +136,8 @@ class Session {
   Status CheckTokens(const int* t, size_t n) const;  // every id inside the vocabulary
   Status SetupQuality();  // loads the calibration of opts_.kv when quality > 0
   void AddNll(const std::vector<float>& rows, const int* tokens, int n);
+  // Forward passes over n tokens in ubatches (the prefill's, one chunk's).
+  Status ForwardPrompt(const int* tokens, size_t n);
   // The policy's ReferencePass (Attention Matching's repeat-prefill): on a
   // copy of the cache, "Repeat the previous context." and the context again;
   // the rotated queries go to the compressor's statistics.

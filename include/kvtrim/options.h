@@ -1,6 +1,7 @@
 // Options structs of the public API.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -69,6 +70,14 @@ struct KvOptions {
   // Verify every compressed head (finite keys/values, no NaN log-weight) and
   // name the policy that broke it; always on in debug builds (no NDEBUG).
   bool check_finite = false;
+  // Chunked prefill that compresses as it goes (--prefill-chunk N): the
+  // prompt is prefilled N tokens at a time and after every chunk but the
+  // last each head is brought back within its budget for the whole prompt,
+  // so no head holds more than budget + N entries; the last chunk is
+  // compressed by Session::Compress as a one-shot prefill is. 0: off (the
+  // whole prompt, then compression). Policies that cannot stream refuse it
+  // (Policy::StreamBlocker, `kvtrim policies`).
+  int prefill_chunk = 0;
 };
 
 struct SessionOptions {
@@ -78,6 +87,10 @@ struct SessionOptions {
   // Also collect the statistics these policies need, so the session can be
   // forked into any of them after prefill (Session::Fork).
   std::vector<KvOptions> fork_targets;
+  // Chunked prefill (KvOptions::prefill_chunk): called after every chunk
+  // but the last has been compressed, with the tokens prefilled so far and
+  // the prompt's length (progress on long prompts; tests check the heads).
+  std::function<void(int64_t done, int64_t total)> on_chunk;
 };
 
 struct SamplingOptions {

@@ -65,6 +65,10 @@ Expected<std::unique_ptr<Session>> Session::Create(const Engine& engine, const S
   auto comp = kv::Compressor::Create(opts.kv, c.n_layer, c.n_head_kv, c.group(), c.head_dim, opts.fork_targets);
   if (!comp.ok()) return comp.error();
   KVTRIM_RETURN_IF_ERROR(AttachProfile(engine, *comp.value(), opts.kv));
+  KVTRIM_RETURN_IF_ERROR(kv::Compressor::CheckStreams(opts.kv, comp.value()->policy()));
+  if (opts.kv.prefill_chunk > 0 && !opts.fork_targets.empty())
+    return MakeError("--prefill-chunk: forks share one prefill, which a chunked prefill compresses as it goes; "
+                     "prefill each policy on its own");
   std::unique_ptr<Session> s(new Session());
   s->engine_ = &engine;
   s->opts_ = opts;
@@ -244,29 +248,45 @@ Status Session::CheckRoom(size_t n) const {
   return {};
 }
 
-Status Session::Prefill(const std::vector<int>& tokens) {
-  KVTRIM_RETURN_IF_ERROR(CheckRoom(tokens.size()));
-  KVTRIM_RETURN_IF_ERROR(CheckTokens(tokens.data(), tokens.size()));
+Status Session::ForwardPrompt(const int* tokens, size_t count) {
   const auto t0 = std::chrono::steady_clock::now();
-  compressor_->BeginPrompt(position() + static_cast<int64_t>(tokens.size()));
-  tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
-  for (size_t i = 0; i < tokens.size(); i += ubatch_) {
-    int n = static_cast<int>(std::min<size_t>(ubatch_, tokens.size() - i));
+  for (size_t i = 0; i < count; i += ubatch_) {
+    int n = static_cast<int>(std::min<size_t>(ubatch_, count - i));
     if (opts_.kv.quality > 0) {  // every row's logits, for NLL(c)
       std::vector<float> rows;
-      KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(pool(), *cache_, tokens.data() + i, n, true, &rows,
+      KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(pool(), *cache_, tokens + i, n, true, &rows,
                                                             compressor_->tap()));
-      AddNll(rows, tokens.data() + i, n);
+      AddNll(rows, tokens + i, n);
       const size_t V = engine_->config().vocab;
       logits_.assign(rows.end() - V, rows.end());
       NotePeak();
       continue;
     }
-    KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(pool(), *cache_, tokens.data() + i, n, false, &logits_,
+    KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(pool(), *cache_, tokens + i, n, false, &logits_,
                                                           compressor_->tap()));
     NotePeak();
   }
   prefill_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return {};
+}
+
+Status Session::Prefill(const std::vector<int>& tokens) {
+  KVTRIM_RETURN_IF_ERROR(CheckRoom(tokens.size()));
+  KVTRIM_RETURN_IF_ERROR(CheckTokens(tokens.data(), tokens.size()));
+  const int64_t end = position() + static_cast<int64_t>(tokens.size());
+  tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+  if (tokens.empty()) compressor_->BeginPrompt(end);
+  // One chunk (prefill_chunk 0, or at least the prompt) is the one-shot prefill.
+  const size_t chunk = opts_.kv.prefill_chunk > 0 ? static_cast<size_t>(opts_.kv.prefill_chunk) : tokens.size();
+  for (size_t c0 = 0; c0 < tokens.size(); c0 += chunk) {
+    const size_t n = std::min(chunk, tokens.size() - c0);
+    compressor_->BeginChunk(position() + static_cast<int64_t>(n), c0 == 0);
+    KVTRIM_RETURN_IF_ERROR(ForwardPrompt(tokens.data() + c0, n));
+    if (c0 + n == tokens.size()) break;  // the last chunk: Compress() takes it
+    KVTRIM_RETURN_IF_ERROR(compressor_->CompressChunk(*cache_, end, &pool()));
+    NotePeak();
+    if (opts_.on_chunk) opts_.on_chunk(static_cast<int64_t>(c0 + n), static_cast<int64_t>(tokens.size()));
+  }
   return {};
 }
 

@@ -135,8 +135,32 @@ class Sweep {
 
   // Forks the prefilled `base` into every (method, ratio), "full" first and at
   // ratio 1 only, compresses it, and records what `measure` finds.
+  bool chunked() const { return o_.kv.prefill_chunk > 0; }
+
+  // The session a variant measures: a fork of the prefilled `base`, or with
+  // --prefill-chunk (a prefill-time policy) its own prefill of `prompt` in
+  // chunks, compressing as it goes. Null with *na set: the policy cannot
+  // stream (Policy::StreamBlocker).
+  Expected<std::unique_ptr<Session>> Variant(const Session& base, const std::vector<int>& prompt, const KvOptions& kv,
+                                             std::string* na) const {
+    if (!chunked()) return base.Fork(kv);
+    auto p = kv::MakePolicy(kv.policy, kv.params);
+    if (!p.ok()) return p.error();
+    if (!p.value()->prefill_time()) return base.Fork(kv);
+    if (const std::string why = p.value()->StreamBlocker(); !why.empty()) {
+      *na = "n/a: --prefill-chunk: " + why;
+      return std::unique_ptr<Session>();
+    }
+    SessionOptions so;
+    so.kv = kv;
+    auto s = Session::Create(e_, so);
+    if (!s.ok()) return s.error();
+    KVTRIM_RETURN_IF_ERROR(s.value()->Prefill(prompt));
+    return s;
+  }
+
   template <typename Measure>
-  Status ForEachVariant(const Session& base, const Unit& u, Measure measure) {
+  Status ForEachVariant(const Session& base, const std::vector<int>& prompt, const Unit& u, Measure measure) {
     const bool decode_protocol =
         u.kind == Unit::kFidelityDecode || (o_.stream_context && (u.kind == Unit::kNeedle || u.kind == Unit::kExternal));
     // Bytes the entries occupy (allocation slack aside), as `run` reports them.
@@ -150,20 +174,26 @@ class Sweep {
           chosen = c.value();
         }
         const KvOptions kv = Options(method, std::isnan(chosen) ? r : chosen);
-        auto s = base.Fork(kv);
-        if (!s.ok()) return s.error();
         SampleRecord rec;
         rec.task = u.task, rec.method = method, rec.ratio = r, rec.unit = unit_, rec.sample = u.sample;
         rec.truncated = truncating_;
         rec.chosen_ratio = chosen;
+        auto s = Variant(base, prompt, kv, &rec.note);
+        if (!s.ok()) return s.error();
+        if (!s.value()) {  // cannot stream: not measured
+          records_.push_back(std::move(rec));
+          continue;
+        }
         if (decode_protocol && method != "full" && !s.value()->compressor().policy().decode_time()) {
           rec.note = "n/a: prefill-time policy (no decode-time compression)";  // not even compressed
           records_.push_back(std::move(rec));
           continue;
         }
+        // With --prefill-chunk, the compression between chunks counts too.
+        const double chunks_ms = chunked() ? s.value()->compressor().compress_seconds() * 1e3 : 0.0;
         auto t0 = Clock::now();
         Status st = s.value()->Compress();
-        rec.compress_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        rec.compress_ms = chunks_ms + std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
         if (!st.ok() && st.code() != ErrorCode::kUnreachable) return st.error();
         if (!st.ok()) {
           rec.note = "unreachable: " + st.message();
@@ -191,7 +221,8 @@ class Sweep {
 
   Expected<std::unique_ptr<Session>> Base() const {
     SessionOptions so;
-    so.fork_targets = targets_;
+    // With --prefill-chunk every prefill-time policy prefills on its own (Variant).
+    if (!chunked()) so.fork_targets = targets_;
     return Session::Create(e_, so);
   }
 
@@ -211,7 +242,7 @@ class Sweep {
     if (o_.stream_context) prompt.resize(1);
     KVTRIM_RETURN_IF_ERROR(PrefillBase(*base.value(), prompt));
     std::vector<float> ref_rows;
-    return ForEachVariant(*base.value(), u, [&](const KvOptions& kv, Session& ses) -> Expected<Measured> {
+    return ForEachVariant(*base.value(), prompt, u, [&](const KvOptions& kv, Session& ses) -> Expected<Measured> {
       for (int t : streamed) KVTRIM_RETURN_IF_ERROR(ses.Decode(t));
       double bytes = NAN;
       if (!streamed.empty()) {
@@ -273,7 +304,7 @@ class Sweep {
     if (!base.ok()) return base.error();
     KVTRIM_RETURN_IF_ERROR(PrefillBase(*base.value(), part1));
     std::vector<float> ref_rows;
-    return ForEachVariant(*base.value(), u, [&](const KvOptions&, Session& ses) -> Expected<Measured> {
+    return ForEachVariant(*base.value(), part1, u, [&](const KvOptions&, Session& ses) -> Expected<Measured> {
       auto rows = decode ? DecodedLogits(ses, part2) : ForcedLogits(ses, part2);
       if (!rows.ok()) return rows.error();
       if (ref_rows.empty()) ref_rows = rows.value();
@@ -454,6 +485,9 @@ Expected<Report> RunSweep(const Engine& e, const SweepOptions& opts) {
   m.context_tokens = o.context_tokens;
   m.quality_target = o.quality;
   m.kv_storage = KvStorage(o.kv.quant, o.kv.quant_at);
+  if (o.kv.prefill_chunk > 0)  // when entries are compressed, beside when they are quantized
+    m.kv_storage += "; prompt prefilled in chunks of " + std::to_string(o.kv.prefill_chunk) +
+                    " tokens, every head brought within its budget after each (--prefill-chunk)";
   m.clock_step_ns = io::SteadyClock().step_ns;
   rep.cells = SummarizeCells(m, rep.samples);
   m.task_file_notes = TaskFileNotes(m, rep.samples);

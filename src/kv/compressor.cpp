@@ -245,32 +245,36 @@ int Compressor::HeadBudgetAt(int layer, int h, int64_t n) const {
   return HeadBudgets(n)[static_cast<size_t>(layer) * n_head_kv_ + h];
 }
 
+PolicyContext Compressor::Context(const KvCache& cache, int layer, int h, Phase phase) const {
+  PolicyContext ctx;
+  ctx.phase = phase;
+  ctx.layer = layer;
+  ctx.head = h;
+  ctx.n_layer = n_layer_;
+  ctx.n_head_kv = n_head_kv_;
+  ctx.store = &cache.head(layer, h);
+  ctx.stats = &stats_->head(layer, h);
+  ctx.all_stats = stats_.get();
+  ctx.logical_len = cache.logical_length();
+  ctx.rope = &rope_;
+  return ctx;
+}
+
 std::vector<EntryScores> Compressor::LayerScores(const KvCache& cache, int layer, Phase phase,
                                                 kernels::ThreadPool* pool) {
   std::vector<EntryScores> sc(n_head_kv_);
   auto run = [&](int64_t a, int64_t e) {
-    for (int64_t h = a; h < e; ++h) {
-      PolicyContext ctx;
-      ctx.phase = phase;
-      ctx.layer = layer;
-      ctx.head = static_cast<int>(h);
-      ctx.n_layer = n_layer_;
-      ctx.n_head_kv = n_head_kv_;
-      ctx.store = &cache.head(layer, static_cast<int>(h));
-      ctx.stats = &stats_->head(layer, static_cast<int>(h));
-      ctx.all_stats = stats_.get();
-      ctx.logical_len = cache.logical_length();
-      sc[h] = policy_->Score(ctx);
-    }
+    for (int64_t h = a; h < e; ++h) sc[h] = policy_->Score(Context(cache, layer, static_cast<int>(h), phase));
   };
   if (pool) pool->ParallelFor(n_head_kv_, run);
   else run(0, n_head_kv_);
   return sc;
 }
 
-std::vector<int> Compressor::AdaptiveBudgets(const KvCache& cache, int layer, Phase phase, kernels::ThreadPool* pool) {
-  return budget::AdaptiveHeadBudgets(LayerScores(cache, layer, phase, pool), Budget(layer, cache.logical_length()),
-                                     o_.min_head_share);
+std::vector<int> Compressor::AdaptiveBudgets(const KvCache& cache, int layer, Phase phase, kernels::ThreadPool* pool,
+                                             int64_t n_budget) {
+  const int64_t n = n_budget >= 0 ? n_budget : cache.logical_length();
+  return budget::AdaptiveHeadBudgets(LayerScores(cache, layer, phase, pool), Budget(layer, n), o_.min_head_share);
 }
 
 void Compressor::PrepareShared(const KvCache& cache, kernels::ThreadPool* pool) {
@@ -307,18 +311,8 @@ std::vector<std::pair<std::string, int64_t>> Compressor::counters() const {
 
 Status Compressor::CompressHead(KvCache& cache, int layer, int h, Phase phase, int budget) {
   HeadStore& hs = cache.head(layer, h);
-  PolicyContext ctx;
-  ctx.phase = phase;
-  ctx.layer = layer;
-  ctx.head = h;
-  ctx.n_layer = n_layer_;
-  ctx.n_head_kv = n_head_kv_;
-  ctx.store = &hs;
-  ctx.stats = &stats_->head(layer, h);
-  ctx.all_stats = stats_.get();
+  PolicyContext ctx = Context(cache, layer, h, phase);
   ctx.budget = budget;
-  ctx.logical_len = cache.logical_length();
-  ctx.rope = &rope_;
   Plan plan = policy_->Compress(ctx);
   if (plan.noop) return {};
   KVTRIM_RETURN_IF_ERROR(ValidatePlan(plan, hs.size(), hs.head_dim()));
@@ -343,18 +337,22 @@ Status Compressor::CompressPrefill(KvCache& cache, kernels::ThreadPool* pool) {
 }
 
 Status Compressor::CompressPrefillLayer(KvCache& cache, int l, kernels::ThreadPool* pool) {
+  return CompressLayerAt(cache, l, cache.logical_length(), pool);
+}
+
+Status Compressor::CompressLayerAt(KvCache& cache, int l, int64_t n_budget, kernels::ThreadPool* pool) {
   if (!policy_->prefill_time()) return {};
   auto t0 = std::chrono::steady_clock::now();
   if (layer_s_.size() != static_cast<size_t>(n_layer_)) layer_s_.assign(n_layer_, 0.0);
   // The whole-cache target first (razor solves its window, or answers
   // kUnreachable), before any head changes.
   if (l == 0) {
-    KVTRIM_RETURN_IF_ERROR(policy_->Prepare({target(), cache.logical_length(), n_layer_, n_head_kv_}));
+    KVTRIM_RETURN_IF_ERROR(policy_->Prepare({target(), n_budget, n_layer_, n_head_kv_}));
     PrepareShared(cache, pool);
   }
-  std::vector<int> budgets = HeadBudgets(cache.logical_length());
-  if (adaptive_ && Budget(l, cache.logical_length()) < cache.logical_length()) {
-    const std::vector<int> a = AdaptiveBudgets(cache, l, Phase::kPrefill, pool);
+  std::vector<int> budgets = HeadBudgets(n_budget);
+  if (adaptive_ && Budget(l, n_budget) < n_budget) {
+    const std::vector<int> a = AdaptiveBudgets(cache, l, Phase::kPrefill, pool, n_budget);
     std::copy(a.begin(), a.end(), budgets.begin() + static_cast<std::ptrdiff_t>(l) * n_head_kv_);
   }
   // Heads are independent (plans, rows and statistics are per head).
@@ -371,6 +369,40 @@ Status Compressor::CompressPrefillLayer(KvCache& cache, int l, kernels::ThreadPo
   for (const Status& s : st) KVTRIM_RETURN_IF_ERROR(s);
   layer_s_[l] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   compress_s_ += layer_s_[l];
+  return {};
+}
+
+void Compressor::BeginChunk(int64_t chunk_end, bool first) {
+  stats_->SetPromptEnd(chunk_end);
+  if (!first) stats_->ClearObservation();
+}
+
+Status Compressor::CheckStreams(const CompressionOptions& o, const Policy& p) {
+  if (o.prefill_chunk < 0) return MakeError("--prefill-chunk " + std::to_string(o.prefill_chunk) + " is negative");
+  if (o.prefill_chunk == 0 || !p.prefill_time()) return {};
+  const std::string why = p.StreamBlocker();
+  if (!why.empty())
+    return MakeError("--prefill-chunk: policy '" + o.policy + "' cannot compress as the prompt is prefilled: " + why +
+                     " (run it without --prefill-chunk)");
+  if (o.quality > 0)
+    return MakeError("--prefill-chunk and --kv-quality exclude each other: the ratio is chosen from the whole "
+                     "context's NLL, after its prefill");
+  return {};
+}
+
+Status Compressor::CompressChunk(KvCache& cache, int64_t prompt_end, kernels::ThreadPool* pool) {
+  if (!policy_->prefill_time()) return {};
+  if (const std::string why = policy_->StreamBlocker(); !why.empty())
+    return MakeError("policy '" + o_.policy + "' cannot compress a prefill in chunks: " + why);
+  for (int l = 0; l < n_layer_; ++l) {
+    auto run = [&](int64_t a, int64_t e) {
+      for (int64_t h = a; h < e; ++h) policy_->EndChunk(Context(cache, l, static_cast<int>(h), Phase::kPrefill));
+    };
+    if (pool) pool->ParallelFor(n_head_kv_, run);
+    else run(0, n_head_kv_);
+  }
+  for (int l = 0; l < n_layer_; ++l) KVTRIM_RETURN_IF_ERROR(CompressLayerAt(cache, l, prompt_end, pool));
+  stats_->DropPrefillQK();
   return {};
 }
 

@@ -80,7 +80,8 @@ class Compressor {
   // --head-budget adaptive: the budgets of layer l's heads from the policy's
   // entry scores (budget::AdaptiveHeadBudgets), their sum the uniform layer total.
   bool adaptive() const { return adaptive_; }
-  std::vector<int> AdaptiveBudgets(const KvCache& cache, int layer, Phase phase, kernels::ThreadPool* pool = nullptr);
+  std::vector<int> AdaptiveBudgets(const KvCache& cache, int layer, Phase phase, kernels::ThreadPool* pool = nullptr,
+                                   int64_t n_budget = -1);  // n_budget: the length budgeted for (-1: the cache's)
 
   // The model's RoPE, passed to the policies (Expected Attention).
   void SetRope(const RopeSpec& r) { rope_ = r; }
@@ -93,6 +94,21 @@ class Compressor {
 
   // The prompt will end at this logical length (SnapKV's observation window).
   void BeginPrompt(int64_t prompt_end) { stats_->SetPromptEnd(prompt_end); }
+  // Chunked prefill (KvOptions::prefill_chunk): the next chunk ends at
+  // logical length `chunk_end`, so SnapKV's window is that chunk's last w
+  // positions; after the first chunk the window mass of the one before is
+  // cleared (each chunk's window votes afresh over every entry held).
+  void BeginChunk(int64_t chunk_end, bool first);
+  // After every chunk of a chunked prefill but the last: each head over its
+  // budget for the whole prompt (logical length prompt_end) is brought back
+  // within it (Policy::EndChunk on every head first), then the chunk's
+  // pre-RoPE keys and queries are dropped; nothing is quantized (the last
+  // chunk's CompressPrefill does that). A policy that cannot stream
+  // (Policy::StreamBlocker) is an error.
+  Status CompressChunk(KvCache& cache, int64_t prompt_end, kernels::ThreadPool* pool = nullptr);
+  // An error naming why `o`'s policy cannot compress a prefill in chunks;
+  // OK when it can or prefill_chunk is off.
+  static Status CheckStreams(const CompressionOptions& o, const Policy& p);
   // Prefill-time compression, then quantization of what is kept.
   // Heads run in parallel on `pool` when given.
   Status CompressPrefill(KvCache& cache, kernels::ThreadPool* pool = nullptr);
@@ -116,6 +132,9 @@ class Compressor {
   Compressor() = default;
   budget::Target target() const;   // the options' ratio or token count
   int BaseBudget(int64_t n) const;  // uniform per-head budget before layer/head shaping
+  PolicyContext Context(const KvCache& cache, int layer, int h, Phase phase) const;
+  // One layer's prefill-time compression to the budgets of logical length n_budget.
+  Status CompressLayerAt(KvCache& cache, int layer, int64_t n_budget, kernels::ThreadPool* pool);
   // The policy's entry scores of every head of one layer (Policy::Score).
   std::vector<EntryScores> LayerScores(const KvCache& cache, int layer, Phase phase, kernels::ThreadPool* pool);
   // The shared allocator's counts (KVzip), before any head changes.

@@ -67,6 +67,12 @@ const std::vector<KvOptionSpec>& KvOptionTable() {
        "--kv-ratio)",
        &KvOptions::quality, S::kQuality, 0.0, 1.0},
       {"calibration", "Calibration file written by `kvtrim calibrate`", &KvOptions::calibration, S::kQuality},
+      PerRequest({"prefill-chunk",
+                  "Prefill the prompt N tokens at a time and bring every head back within its budget after each "
+                  "chunk, so the peak follows the budget (no head holds more than budget + N entries); 0: the "
+                  "whole prompt, then compression. Policies that cannot stream say so in `kvtrim policies`",
+                  &KvOptions::prefill_chunk, S::kAll, 0, 2147483647},
+                 "prefill_chunk"),
       {"check-finite",
        "Verify the cache after every compression (finite keys/values, no NaN log-weight) and name the policy that "
        "broke it (always on in debug builds)",

@@ -110,6 +110,15 @@ class Policy {
   virtual EntryScores Score(const PolicyContext& /*ctx*/) { return {}; }
   // A plan bringing the head to at most ctx.budget entries.
   virtual Plan Compress(const PolicyContext& ctx) = 0;
+  // Why the policy cannot compress while a prompt is prefilled in chunks
+  // (KvOptions::prefill_chunk); empty when it can. By default: a reference
+  // pass over the whole context, or one budget shared by every head, cannot.
+  virtual std::string StreamBlocker() const;
+  // Chunked prefill: called on every head after each chunk but the last,
+  // before the heads over budget are compressed and the chunk's pre-RoPE
+  // keys and queries are dropped: a policy scoring from those folds what it
+  // needs into state it carries (Compactor's scores).
+  virtual void EndChunk(const PolicyContext& /*ctx*/) {}
 };
 
 // A rate between two of a policy's counters, printed beside them

@@ -20,6 +20,15 @@ const std::vector<PolicyInfo>& Registry() {
   return r;
 }
 
+std::string Policy::StreamBlocker() const {
+  const ReferencePass rp = reference_pass();
+  if (rp.repeat)
+    return "it scores entries with a reference pass over the whole context, which a prefill in chunks has not "
+           "seen when it compresses";
+  if (budget().kind == budget::Kind::kShared) return "its one budget shared by every head needs every entry scored at once";
+  return {};
+}
+
 const PolicyInfo* FindPolicy(const std::string& name) {
   for (const auto& p : Registry())
     if (p.name == name) return &p;

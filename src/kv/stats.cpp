@@ -243,6 +243,10 @@ void AttentionStats::Rebuild(int layer, int h, const std::vector<std::vector<int
   hs = std::move(out);
 }
 
+void AttentionStats::ClearObservation() {
+  for (auto& h : heads_) std::fill(h.obs.begin(), h.obs.end(), 0.f);
+}
+
 void AttentionStats::DropPrefillQK() {
   for (auto& h : heads_) {
     std::vector<float>().swap(h.k_pre);

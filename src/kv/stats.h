@@ -73,6 +73,8 @@ class AttentionStats : public AttentionTap {
 
   // The prompt ends at this logical length (SnapKV's window is its last w).
   void SetPromptEnd(int64_t end) { prompt_end_ = end; }
+  // Zeroes the observation-window mass (a prefill chunk's window votes afresh).
+  void ClearObservation();
 
   // Mirror an eviction-only plan on the statistics: keep `keep`.
   void Retain(int layer, int h, const std::vector<int>& keep);

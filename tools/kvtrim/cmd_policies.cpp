@@ -21,11 +21,15 @@ Command AddPolicies(CLI::App& app) {
                 "storage of kept entries with --kv-quant f32|f16|q8_0|q4_0;\n"
                 "policies marked [adaptive] also take --head-budget adaptive --min-head-share S (default 0.2):\n"
                 "AdaKV head budgets, one top-k over the layer's per-head-normalised entry scores, each head\n"
-                "at least S of the uniform share, the layer's total unchanged; docs/policies-adaptive.md):\n\n");
+                "at least S of the uniform share, the layer's total unchanged; docs/policies-adaptive.md;\n"
+                "every prefill-time policy compresses as it prefills with --prefill-chunk N unless it says\n"
+                "why not; docs/prefill-chunk.md):\n\n");
     for (const auto& p : kv::Registry()) {
       auto made = kv::MakePolicy(p.name, {});
       const bool adaptive = made.ok() && kv::TakesAdaptiveBudgets(*made.value());
       std::printf("%-13s %s%s\n", p.name.c_str(), p.summary.c_str(), adaptive ? " [adaptive]" : "");
+      if (made.ok() && made.value()->prefill_time() && !made.value()->StreamBlocker().empty())
+        std::printf("  (no --prefill-chunk: %s)\n", made.value()->StreamBlocker().c_str());
       for (const auto& s : p.params)
         if (!s.choices.empty() && s.def >= 0 && s.def < static_cast<double>(s.choices.size()))
           std::printf("  --%-16s %-8s %s\n", s.name.c_str(), s.choices[static_cast<size_t>(s.def)].c_str(), s.help.c_str());

@@ -6,6 +6,10 @@
 // z(a) + lambda z(o). Entries that do not align with the collected prefill
 // (merged, or older than the rows collected since the last compression) are
 // kept untouched; a head with no aligned entry is left as it is.
+// Chunked prefill (--prefill-chunk): each chunk is scored on its own rows
+// (z-scores within the chunk, as a one-shot prefill scores the whole prompt)
+// when it ends (EndChunk); the scores of the entries kept are carried, and
+// entries of earlier chunks compete with the new ones by those scores.
 // GCC 12 reports false "may be used uninitialized" warnings inside Eigen's
 // AVX-512 packets (_mm512_undefined_*) with -march=native.
 #if !defined(__clang__)  // a GCC-only warning group
@@ -16,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
 
 #include "kv/numerics/eigen.h"
 
@@ -103,38 +108,70 @@ class CompactorPolicy : public Policy {
 
   bool has_entry_scores() const override { return true; }
   // Blended z-scores of the aligned prefill entries (signed: shifted by the
-  // minimum for --head-budget adaptive); other entries protected, at the minimum.
+  // minimum for --head-budget adaptive); entries of earlier chunks take their
+  // carried scores; other entries protected, at the minimum.
   EntryScores Score(const PolicyContext& ctx) override {
     const HeadStore& s = *ctx.store;
     const int n = s.size(), d = s.head_dim();
     EntryScores e{std::vector<double>(n, 0.0), std::vector<bool>(n, true), false};  // unaligned entries are kept
+    const std::vector<double>* carried = Carried(ctx);
+    const int n_carried = carried ? static_cast<int>(std::min<size_t>(carried->size(), n)) : 0;
+    for (int i = 0; i < n_carried; ++i) e.score[i] = (*carried)[i], e.prot[i] = false;
     const HeadStats* st = ctx.stats;
     const int n_pre = st && d > 0 ? static_cast<int>(st->k_pre.size() / d) : 0;
-    if (n_pre == 0) return e;
-    const int G = static_cast<int>(st->q_rot.size() / (static_cast<size_t>(n_pre) * d));
+    const int G = n_pre > 0 ? static_cast<int>(st->q_rot.size() / (static_cast<size_t>(n_pre) * d)) : 0;
     // Prefill row t holds position first + t (rows run up to the newest token).
     const int64_t first = ctx.logical_len - n_pre;
     std::vector<int> idx;  // aligned entries, and their prefill rows
     std::vector<int> row;
-    for (int i = 0; i < n; ++i)
+    for (int i = n_carried; i < n && n_pre > 0; ++i)
       if (s.logw(i) == 0.f && s.pos(i) >= first && s.pos(i) < ctx.logical_len) {
         idx.push_back(i);
         row.push_back(static_cast<int>(s.pos(i) - first));
       }
-    if (idx.empty() || G <= 0) return e;
-    const std::vector<double> sc = Scores(s, *st, idx, row, G, ctx.layer * 7919 + ctx.head);
-    const double lo = *std::min_element(sc.begin(), sc.end());
-    std::fill(e.score.begin(), e.score.end(), lo);
-    for (size_t j = 0; j < idx.size(); ++j) e.score[idx[j]] = sc[j], e.prot[idx[j]] = false;
+    if ((idx.empty() || G <= 0) && n_carried == 0) return e;
+    const std::vector<double> sc =
+        idx.empty() || G <= 0 ? std::vector<double>{} : Scores(s, *st, idx, row, G, ctx.layer * 7919 + ctx.head);
+    for (size_t j = 0; j < sc.size(); ++j) e.score[idx[j]] = sc[j], e.prot[idx[j]] = false;
+    double lo = std::numeric_limits<double>::infinity();
+    for (int i = 0; i < n; ++i)
+      if (!e.prot[i]) lo = std::min(lo, e.score[i]);
+    for (int i = 0; i < n; ++i)
+      if (e.prot[i]) e.score[i] = lo;
     for (int i = 0; i < n; ++i)
       if (s.pos(i) < p_.protect_first || i >= n - p_.protect_last) e.prot[i] = true;
     return e;
   }
 
   Plan Compress(const PolicyContext& ctx) override {
-    const EntryScores e = Score(ctx);
+    std::vector<double>* carried = Carried(ctx);
+    // Right after EndChunk the carried scores cover every entry.
+    const bool fresh = carried && static_cast<int>(carried->size()) == ctx.store->size();
+    EntryScores e = fresh ? EntryScores{*carried, std::vector<bool>(carried->size(), false), false} : Score(ctx);
+    if (fresh)
+      for (int i = 0; i < ctx.store->size(); ++i)
+        if (ctx.store->pos(i) < p_.protect_first || i >= ctx.store->size() - p_.protect_last) e.prot[i] = true;
     if (std::all_of(e.prot.begin(), e.prot.end(), [](bool b) { return b; })) return {};
-    return Plan::Keep(KeepTop(e.score, e.prot, ctx.budget));
+    Plan plan = Plan::Keep(KeepTop(e.score, e.prot, ctx.budget));
+    if (carried && !carried->empty()) {  // a chunked prefill: the kept entries' scores go on
+      std::vector<double> kept;
+      kept.reserve(plan.keep.size());
+      for (int i : plan.keep) kept.push_back(e.score[i]);
+      *carried = std::move(kept);
+    }
+    return plan;
+  }
+
+  // Scores the chunk that just ended (its rows are dropped next) and keeps
+  // every entry's score.
+  void EndChunk(const PolicyContext& ctx) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);  // sized once, before any head reads it
+      const size_t heads = static_cast<size_t>(ctx.n_layer) * ctx.n_head_kv;
+      if (carried_.size() < heads) carried_.resize(heads);
+    }
+    EntryScores e = Score(ctx);
+    *Carried(ctx) = std::move(e.score);
   }
 
  private:
@@ -160,7 +197,16 @@ class CompactorPolicy : public Policy {
     return BlendScores(AvgPool(a, p_.kernel), o, p_.lambda);
   }
 
+  std::vector<double>* Carried(const PolicyContext& ctx) {
+    const size_t i = static_cast<size_t>(ctx.layer) * ctx.n_head_kv + ctx.head;
+    return i < carried_.size() ? &carried_[i] : nullptr;
+  }
+
   CompactorParams p_;
+  std::mutex mu_;
+  // Chunked prefill: per head (l * n_head_kv + h), the scores of its first
+  // entries (earlier chunks'); empty outside a chunked prefill.
+  std::vector<std::vector<double>> carried_;
 };
 
 }  // namespace

@@ -52,6 +52,13 @@ class AmPolicy : public Policy {
   bool decode_time() const override { return false; }
   ReferencePass reference_pass() const override;
   Plan Compress(const PolicyContext& ctx) override;
+  // Compaction as the prompt streams in (each chunk compacted with its own
+  // reference queries, earlier compacted entries left alone) is not built:
+  // its chunks are compacted once, after the whole prefill.
+  std::string StreamBlocker() const override {
+    return "its compaction of fixed chunks runs once over the whole prefilled context (compacting as the prompt "
+           "streams in is not built yet)";
+  }
   // Picked keys dropped because NNLS gave them weight 0 (or < 1e-12 max w).
   int64_t dropped() const { return dropped_.load(); }
   // am-dropped, am-refilled (keys the refill rounds added that kept a

@@ -1,0 +1,309 @@
+// Chunked prefill that compresses as it goes (KvOptions::prefill_chunk,
+// issue 30): a chunk at least the prompt's length is the one-shot prefill
+// bit for bit for every policy that streams; with smaller chunks no head
+// ever holds more than its budget + one chunk; each policy's statistics are
+// carried across chunks as its seed does for long inputs (hand-computed
+// cases on a one-head cache); policies that cannot stream refuse the flag.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "kv/cache.h"
+#include "kv/compressor.h"
+#include "kv/policy.h"
+#include "kvtrim/engine.h"
+#include "test_util.h"
+
+namespace kvtrim {
+namespace {
+
+std::vector<int> Tokens(int n, unsigned seed = 5) {
+  std::mt19937 rng(seed);
+  std::vector<int> t(n);
+  t[0] = 1;  // BOS
+  for (int i = 1; i < n; ++i) t[i] = 3 + static_cast<int>(rng() % 500);
+  return t;
+}
+
+// Every prefill-time policy of the registry, and why it cannot stream (empty: it can).
+std::vector<std::pair<std::string, std::string>> PrefillTimePolicies() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const kv::PolicyInfo& info : kv::Registry()) {
+    auto p = kv::MakePolicy(info.name, {});
+    if (p.ok() && p.value()->prefill_time()) out.emplace_back(info.name, p.value()->StreamBlocker());
+  }
+  return out;
+}
+
+void ExpectSameCache(const kv::KvCache& a, const kv::KvCache& b, const std::string& what) {
+  ASSERT_EQ(a.logical_length(), b.logical_length()) << what;
+  for (int l = 0; l < a.n_layer(); ++l)
+    for (int h = 0; h < a.n_head_kv(); ++h) {
+      const kv::HeadStore &x = a.head(l, h), &y = b.head(l, h);
+      ASSERT_EQ(x.size(), y.size()) << what << " layer " << l << " head " << h;
+      ASSERT_EQ(x.type(), y.type()) << what;
+      for (int i = 0; i < x.size(); ++i) {
+        ASSERT_EQ(x.pos(i), y.pos(i)) << what << " layer " << l << " head " << h << " entry " << i;
+        const float bx = x.logw(i), by = y.logw(i);
+        ASSERT_EQ(std::memcmp(&bx, &by, sizeof(float)), 0) << what << " log-weight " << i;
+        ASSERT_EQ(std::memcmp(x.key_row(i), y.key_row(i), x.row_bytes()), 0) << what << " key " << i;
+        ASSERT_EQ(std::memcmp(x.value_row(i), y.value_row(i), x.row_bytes()), 0) << what << " value " << i;
+      }
+    }
+}
+
+// razor keeps its retrieval heads whole (a quarter of stories260K's KV
+// heads): it reaches no lower ratio than about 0.42 at 300 tokens.
+double RatioFor(const std::string& policy, double r) { return policy == "razor" ? 0.5 : r; }
+
+std::unique_ptr<Session> Compressed(const Engine& e, const std::string& policy, int chunk, const std::vector<int>& t,
+                                    std::function<void(int64_t, int64_t)> on_chunk = {}) {
+  SessionOptions so;
+  so.kv.policy = policy;
+  so.kv.ratio = RatioFor(policy, 0.25);
+  so.kv.ratio_explicit = true;
+  so.kv.quant = "f16";
+  so.kv.prefill_chunk = chunk;
+  so.ubatch = 64;
+  so.on_chunk = std::move(on_chunk);
+  auto s = Session::Create(e, so);
+  EXPECT_TRUE(s.ok()) << policy << ": " << (s.ok() ? "" : s.error().message);
+  if (!s.ok()) return nullptr;
+  Status st = s.value()->Prefill(t);
+  EXPECT_TRUE(st.ok()) << policy << ": " << st.message();
+  st = s.value()->Compress();
+  EXPECT_TRUE(st.ok()) << policy << ": " << st.message();
+  return std::move(s.value());
+}
+
+TEST(PrefillChunk, ChunkAtLeastThePromptIsTheOneShotPrefillBitForBit) {
+  auto e = test::LoadEngine("stories260K.gguf");
+  ASSERT_TRUE(e);
+  const std::vector<int> t = Tokens(300);
+  int streaming = 0;
+  for (const auto& [policy, why] : PrefillTimePolicies()) {
+    if (!why.empty()) continue;
+    ++streaming;
+    auto one = Compressed(*e, policy, 0, t);
+    ASSERT_TRUE(one);
+    EXPECT_LT(one->cache().EntriesHeld(), static_cast<size_t>(300 * 5 * 4)) << policy << " compressed nothing";
+    for (int chunk : {300, 301, 4096}) {
+      auto ch = Compressed(*e, policy, chunk, t);
+      ASSERT_TRUE(ch);
+      ExpectSameCache(one->cache(), ch->cache(), policy + " chunk " + std::to_string(chunk));
+      ASSERT_EQ(one->logits(), ch->logits()) << policy;
+    }
+  }
+  EXPECT_GE(streaming, 12);  // every eviction, merging and scoring policy but am and kvzip
+}
+
+TEST(PrefillChunk, PoliciesThatCannotStreamRefuseTheFlag) {
+  auto e = test::LoadEngine("stories260K.gguf");
+  ASSERT_TRUE(e);
+  int refused = 0;
+  for (const auto& [policy, why] : PrefillTimePolicies()) {
+    if (why.empty()) continue;
+    ++refused;
+    SessionOptions so;
+    so.kv.policy = policy;
+    so.kv.ratio = 0.25;
+    so.kv.prefill_chunk = 64;
+    auto s = Session::Create(*e, so);
+    ASSERT_FALSE(s.ok()) << policy;
+    EXPECT_NE(s.error().message.find("--prefill-chunk: policy '" + policy + "' cannot"), std::string::npos)
+        << s.error().message;
+    so.kv.prefill_chunk = 0;  // without the flag it runs
+    EXPECT_TRUE(Session::Create(*e, so).ok()) << policy;
+  }
+  EXPECT_EQ(refused, 2);  // am, kvzip
+  SessionOptions so;
+  so.kv.prefill_chunk = -1;
+  EXPECT_FALSE(Session::Create(*e, so).ok());
+}
+
+// A 4k-token prompt in chunks of 512: after every chunk each head is within
+// its budget for the whole prompt (so it never held more than budget + 512),
+// and the peak KV stays well under the one-shot prefill's.
+TEST(PrefillChunk, NoHeadEverHoldsMoreThanItsBudgetPlusAChunk) {
+  auto e = Engine::Load({test::ModelPath("stories260K.gguf"), 2, {}, 4096});
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  const int n = 4000, chunk = 512;
+  const std::vector<int> t = Tokens(n, 9);
+  auto full = Compressed(*e.value(), "full", 0, t);
+  ASSERT_TRUE(full);
+  for (const auto& [policy, why] : PrefillTimePolicies()) {
+    if (!why.empty()) continue;
+    Session* ses = nullptr;
+    int calls = 0;
+    auto check = [&](int64_t done, int64_t total) {
+      ++calls;
+      ASSERT_EQ(total, n);
+      ASSERT_EQ(done, static_cast<int64_t>(calls) * chunk);
+      ASSERT_NE(ses, nullptr);
+      const std::vector<int> b = ses->compressor().HeadBudgets(n);
+      for (int l = 0; l < ses->cache().n_layer(); ++l)
+        for (int h = 0; h < ses->cache().n_head_kv(); ++h)
+          ASSERT_LE(ses->cache().head(l, h).size(), b[static_cast<size_t>(l) * ses->cache().n_head_kv() + h])
+              << policy << " after " << done << " tokens, layer " << l << " head " << h;
+    };
+    SessionOptions so;
+    so.kv.policy = policy;
+    so.kv.ratio = RatioFor(policy, 0.1);
+    so.kv.ratio_explicit = true;
+    so.kv.quant = "f16";
+    so.kv.prefill_chunk = chunk;
+    so.ubatch = 128;
+    so.on_chunk = check;
+    auto s = Session::Create(*e.value(), so);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    ses = s.value().get();
+    Status st = s.value()->Prefill(t);
+    ASSERT_TRUE(st.ok()) << policy << ": " << st.message();
+    EXPECT_EQ(calls, (n - 1) / chunk) << policy;  // every chunk but the last
+    ASSERT_TRUE(s.value()->Compress().ok()) << policy;
+    // Budget (about 400 per head; razor 2000) + a chunk, against 4000 per head.
+    EXPECT_LT(s.value()->peak_kv_bytes() * (policy == "razor" ? 1.2 : 3.0), full->peak_kv_bytes()) << policy;
+    EXPECT_EQ(s.value()->position(), n);
+  }
+}
+
+// The first chunk's compression is the seed's one-shot compression of that
+// chunk alone (same token budget): every streaming policy scores it from
+// the same statistics. razor is left out: its window follows the whole
+// prompt's length. After the second chunk, Compactor's carried scores let
+// the second chunk's entries compete with the first's (protecting the first
+// chunk's entries instead would keep all of them and none of the second's).
+TEST(PrefillChunk, TheFirstChunkIsCompressedAsAOneShotPrefillOfIt) {
+  auto e = test::LoadEngine("stories260K.gguf");
+  ASSERT_TRUE(e);
+  const int chunk = 200, budget = 160;
+  const std::vector<int> t = Tokens(500, 21);
+  const std::vector<int> first(t.begin(), t.begin() + chunk);
+  for (const auto& [policy, why] : PrefillTimePolicies()) {
+    if (!why.empty() || policy == "razor") continue;
+    std::vector<kv::KvCache> after;
+    SessionOptions so;
+    so.kv.policy = policy;
+    so.kv.budget_tokens = budget;
+    if (policy == "pyramidkv") so.kv.params["obs-window"] = 4;  // its top layer keeps 8 of 160
+    so.kv.quant = "f16";
+    so.ubatch = 64;
+    so.kv.prefill_chunk = chunk;
+    Session* ses = nullptr;
+    so.on_chunk = [&](int64_t, int64_t) { after.push_back(ses->cache()); };
+    auto ch = Session::Create(*e, so);
+    ASSERT_TRUE(ch.ok()) << ch.error().message;
+    ses = ch.value().get();
+    ASSERT_TRUE(ch.value()->Prefill(t).ok()) << policy;
+    ASSERT_EQ(after.size(), 2u);
+    so.kv.prefill_chunk = 0;
+    so.on_chunk = nullptr;
+    auto one = Session::Create(*e, so);
+    ASSERT_TRUE(one.ok());
+    ASSERT_TRUE(one.value()->Prefill(first).ok());
+    ASSERT_TRUE(one.value()->Compress().ok());
+    ExpectSameCache(one.value()->cache(), after[0], policy + " after the first chunk");
+    if (policy != "compactor") continue;
+    int from_second = 0, first_dropped = 0;
+    for (int l = 0; l < after[1].n_layer(); ++l)
+      for (int h = 0; h < after[1].n_head_kv(); ++h) {
+        const kv::HeadStore& hs = after[1].head(l, h);
+        int firsts = 0;
+        for (int i = 0; i < hs.size(); ++i) firsts += hs.pos(i) < chunk;
+        from_second += hs.size() - firsts;
+        first_dropped += budget - firsts;
+      }
+    EXPECT_GT(from_second, 0);
+    EXPECT_GT(first_dropped, 0);
+    // The last chunk is compressed by Compress() (no EndChunk): the entries
+    // before it compete by their carried scores there too.
+    ASSERT_TRUE(ch.value()->Compress().ok());
+    int from_last = 0;
+    const kv::KvCache& end = ch.value()->cache();
+    for (int l = 0; l < end.n_layer(); ++l)
+      for (int h = 0; h < end.n_head_kv(); ++h)
+        for (int i = 0; i < end.head(l, h).size(); ++i) from_last += end.head(l, h).pos(i) >= 2 * chunk;
+    EXPECT_GT(from_last, 0);
+  }
+}
+
+// --- carried statistics, by hand, on one head of dimension 2 -------------
+
+struct OneHead {
+  kv::KvCache cache{1, 1, 2};
+  std::unique_ptr<kv::Compressor> comp;
+  explicit OneHead(const std::string& policy, int budget, kv::Params params = {}) {
+    KvOptions o;
+    o.policy = policy;
+    o.budget_tokens = budget;
+    o.params = std::move(params);
+    auto c = kv::Compressor::Create(o, 1, 1, 1, 2);
+    EXPECT_TRUE(c.ok()) << c.error().message;
+    comp = std::move(c.value());
+  }
+  // Appends entries at positions [p0, p0 + rows.size()) and feeds query t
+  // (position p0 + t) the probabilities rows[t] over the entries it sees.
+  void Chunk(int p0, const std::vector<std::vector<float>>& rows) {
+    for (size_t t = 0; t < rows.size(); ++t) {
+      const float k[2] = {0.1f * (p0 + t), 1.f}, v[2] = {1.f, 0.f};
+      cache.head(0, 0).Append(k, v, p0 + static_cast<int>(t), 0.f);
+    }
+    cache.AdvanceLogical(static_cast<int>(rows.size()));
+    comp->stats().OnBatch(p0, static_cast<int>(rows.size()));
+    for (size_t t = 0; t < rows.size(); ++t)
+      comp->stats().OnProbs(0, 0, static_cast<int>(t), 0, rows[t].data(), static_cast<int>(rows[t].size()));
+  }
+};
+
+// H2O: the accumulated mass goes on with the entries kept (no reset).
+TEST(PrefillChunk, H2oCarriesTheAccumulatedMass) {
+  OneHead o("h2o", 3, {{"heavy-ratio", 1.0}, {"sink-guard", 0}});
+  o.comp->BeginChunk(4, true);
+  o.Chunk(0, {{1.f}, {.2f, .8f}, {.1f, .6f, .3f}, {.1f, .5f, .1f, .3f}});
+  // acc = {1.4, 1.9, 0.4, 0.3}: 0 and 1 are heavy, entry 3 the newest (protected)
+  ASSERT_TRUE(o.comp->CompressChunk(o.cache, 6).ok());
+  const kv::HeadStore& s = o.cache.head(0, 0);
+  ASSERT_EQ(s.size(), 3);
+  EXPECT_EQ(s.pos(0), 0);
+  EXPECT_EQ(s.pos(1), 1);
+  EXPECT_EQ(s.pos(2), 3);
+  const kv::HeadStats& st = o.comp->stats().head(0, 0);
+  EXPECT_NEAR(st.acc[0], 1.4f, 1e-6);
+  EXPECT_NEAR(st.acc[1], 1.9f, 1e-6);
+  EXPECT_NEAR(st.acc[2], 0.3f, 1e-6);
+  o.comp->BeginChunk(6, false);
+  o.Chunk(4, {{.1f, .1f, .7f, .1f}, {.2f, .2f, .2f, .2f, .2f}});  // over the 3 kept + the chunk's own
+  EXPECT_NEAR(st.acc[0], 1.4f + .1f + .2f, 1e-6);
+  EXPECT_NEAR(st.acc[1], 1.9f + .1f + .2f, 1e-6);
+  EXPECT_NEAR(st.acc[2], 0.3f + .7f + .2f, 1e-6);
+  EXPECT_NEAR(st.acc[3], .1f + .2f, 1e-6);
+  EXPECT_NEAR(st.acc[4], .2f, 1e-6);
+}
+
+// SnapKV: each chunk's last window votes afresh over every entry held.
+TEST(PrefillChunk, SnapkvVotesWithEachChunksLastWindow) {
+  OneHead o("snapkv", 3, {{"obs-window", 1}, {"pool-kernel", 1}});
+  o.comp->BeginChunk(4, true);
+  o.Chunk(0, {{1.f}, {.5f, .5f}, {.2f, .2f, .6f}, {.1f, .6f, .2f, .1f}});
+  const kv::HeadStats& st = o.comp->stats().head(0, 0);
+  ASSERT_EQ(st.obs.size(), 4u);  // only the window (query 3) voted
+  EXPECT_NEAR(st.obs[1], .6f, 1e-6);
+  EXPECT_NEAR(st.obs[0], .1f, 1e-6);
+  ASSERT_TRUE(o.comp->CompressChunk(o.cache, 6).ok());
+  const kv::HeadStore& s = o.cache.head(0, 0);
+  ASSERT_EQ(s.size(), 3);  // the window's entry 3, then the top two of {0.1, 0.6, 0.2}
+  EXPECT_EQ(s.pos(0), 1);
+  EXPECT_EQ(s.pos(1), 2);
+  EXPECT_EQ(s.pos(2), 3);
+  o.comp->BeginChunk(6, false);  // the first chunk's votes are gone
+  for (float x : st.obs) EXPECT_EQ(x, 0.f);
+  o.Chunk(4, {{.25f, .25f, .25f, .25f}, {.4f, .1f, .1f, .1f, .3f}});
+  ASSERT_EQ(st.obs.size(), 5u);
+  EXPECT_NEAR(st.obs[0], .4f, 1e-6);  // only query 5 (the second chunk's last) voted
+  EXPECT_NEAR(st.obs[1], .1f, 1e-6);
+  EXPECT_NEAR(st.obs[4], .3f, 1e-6);
+}
+
+}  // namespace
+}  // namespace kvtrim
