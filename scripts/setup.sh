@@ -16,6 +16,7 @@ PKGS=(
   libgtest-dev libgmock-dev   # unit tests
   libbenchmark-dev            # kernel micro-benchmarks
   gnuplot-nox                 # plots in eval reports
+  libxxhash-dev               # checksums of the context files (--save-context)
 )
 # Fuzzing (docs/reliability.md; not needed by CI): KVTRIM_FUZZ=1 bash scripts/setup.sh
 if [ "${KVTRIM_FUZZ:-0}" = 1 ]; then

@@ -101,6 +101,19 @@ class Session {
   // compressing with `kv` from now on. The statistics `kv` needs must have
   // been collected here (SessionOptions::fork_targets).
   Expected<std::unique_ptr<Session>> Fork(const KvOptions& kv) const;
+  // The context file (docs/context-file.md): this session's cache as it is
+  // (entries in their stored type, positions, log-weights), its tokens, the
+  // last logits, its KV options and the model's identity, written
+  // atomically. The compressor's statistics are not saved: decode-time
+  // policies start them afresh on a loaded context.
+  Status SaveContext(const std::string& path) const;
+  // A session holding the context saved in `path`, compressing with the
+  // file's KV options (opts.kv is ignored; ctx and ubatch are the caller's).
+  // A file of another model (metadata hash), tokenizer, RoPE or head layout,
+  // another format version, or one that is truncated or corrupt is refused
+  // with an error naming the file.
+  static Expected<std::unique_ptr<Session>> LoadContext(const Engine& engine, const std::string& path,
+                                                        const SessionOptions& opts);
   // Append tokens and return the logits of every one of them: [n, vocab].
   Expected<std::vector<float>> ForwardAll(const std::vector<int>& tokens);
   // Forward passes and compression run on `pool` (nullptr: the engine's).
@@ -161,6 +174,17 @@ class Session {
   std::vector<int> tokens_;  // every token appended so far (reference passes replay them)
 };
 
+// What a context file holds, without loading it into an engine (`kvtrim
+// context inspect`): its JSON header and the entries of every KV head.
+struct ContextFileInfo {
+  std::string header;            // the file's JSON header, pretty-printed
+  int64_t tokens = 0;
+  std::vector<int> head_entries;  // flat layer * n_head_kv + head
+  size_t row_bytes = 0;
+  size_t file_bytes = 0;
+};
+Expected<ContextFileInfo> InspectContextFile(const std::string& path);
+
 // Picks the next token from logits: greedy at temp 0, else temperature and
 // nucleus (top-p) sampling from a seeded generator.
 class Sampler {
@@ -182,11 +206,21 @@ struct GenerateStats {
   double decode_s = 0;
 };
 
+// What Generate does with the prompt before sampling: compress it (prefill-
+// time compression; off for a question on a loaded context, which stays as
+// it was compressed), then save the context (Session::SaveContext) when a
+// path is given.
+struct PromptStep {
+  bool compress = true;
+  std::string save_context;
+};
+
 // Prefill `prompt`, then generate n tokens (llama.cpp's `-n, --n-predict`):
 // n tokens are sampled and n - 1 of them fed back as decode steps, so the
 // sequence fills prompt + n - 1 positions. Stops early at EOS or BOS.
-// on_token gets each new id as it is produced.
+// on_token gets each new id as it is produced. The prompt may be empty on
+// a session that already holds tokens (a loaded context).
 Expected<GenerateStats> Generate(Session& s, const std::vector<int>& prompt, int n, const SamplingOptions& so,
-                                 const std::function<void(int)>& on_token);
+                                 const std::function<void(int)>& on_token, const PromptStep& step = {});
 
 }  // namespace kvtrim

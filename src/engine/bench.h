@@ -42,7 +42,11 @@ struct BenchRow {
   double weight_bytes_per_tok = 0;
   double kv_bytes_per_tok = 0;  // K and V rows read per decode step (mean)
   double gb_s = 0;              // (weights + KV) bytes per step / step time
-  double compress_ms = 0;       // prefill-time compression (mean)
+  double compress_ms = 0;       // prefill-time compression (mean), between chunks included
+  // With KvOptions::prefill_chunk: the part of compress_ms spent between
+  // chunks, inside the timed prefill (prefill_tok_s counts it; the forward
+  // passes alone took the prefill's time minus this). 0 without chunks.
+  double prefill_compress_ms = 0;
   // The first decode step after the prefill, not timed with the others: it
   // grows every head's storage (the prefill reserves exactly; kv/cache.h's
   // growth step is 1/16 of the head), a one-off a steady decode amortizes

@@ -7,15 +7,16 @@
 namespace kvtrim {
 
 Expected<GenerateStats> Generate(Session& s, const std::vector<int>& prompt, int n, const SamplingOptions& so,
-                                 const std::function<void(int)>& on_token) {
+                                 const std::function<void(int)>& on_token, const PromptStep& step) {
   using Clock = std::chrono::steady_clock;
-  if (prompt.empty()) return MakeError("empty prompt (it needs at least BOS)");
+  if (prompt.empty() && s.position() == 0) return MakeError("empty prompt (it needs at least BOS)");
   if (n < 0) return MakeError("number of tokens to generate must be >= 0");
   GenerateStats st;
   st.prompt_tokens = static_cast<int>(prompt.size());
   auto t0 = Clock::now();
-  KVTRIM_RETURN_IF_ERROR(s.Prefill(prompt));
-  KVTRIM_RETURN_IF_ERROR(s.Compress());
+  if (!prompt.empty()) KVTRIM_RETURN_IF_ERROR(s.Prefill(prompt));
+  if (step.compress) KVTRIM_RETURN_IF_ERROR(s.Compress());
+  if (!step.save_context.empty()) KVTRIM_RETURN_IF_ERROR(s.SaveContext(step.save_context));
   auto t1 = Clock::now();
   st.prefill_s = std::chrono::duration<double>(t1 - t0).count();
   Sampler sampler(so);

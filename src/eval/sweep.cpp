@@ -140,7 +140,7 @@ class Sweep {
   // The session a variant measures: a fork of the prefilled `base`, or with
   // --prefill-chunk (a prefill-time policy) its own prefill of `prompt` in
   // chunks, compressing as it goes. Null with *na set: the policy cannot
-  // stream (Policy::StreamBlocker).
+  // stream (Policy::StreamBlocker), or cannot reach the ratio (kUnreachable).
   Expected<std::unique_ptr<Session>> Variant(const Session& base, const std::vector<int>& prompt, const KvOptions& kv,
                                              std::string* na) const {
     if (!chunked()) return base.Fork(kv);
@@ -155,7 +155,12 @@ class Sweep {
     so.kv = kv;
     auto s = Session::Create(e_, so);
     if (!s.ok()) return s.error();
-    KVTRIM_RETURN_IF_ERROR(s.value()->Prefill(prompt));
+    Status st = s.value()->Prefill(prompt);
+    if (!st.ok() && st.code() == ErrorCode::kUnreachable) {  // as Compress() answers one-shot
+      *na = "unreachable: " + st.message();
+      return std::unique_ptr<Session>();
+    }
+    KVTRIM_RETURN_IF_ERROR(st);
     return s;
   }
 

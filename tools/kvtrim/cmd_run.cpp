@@ -41,7 +41,7 @@ std::vector<int> EndOfTurnIds(const Engine& e, ChatFamily family) {
 // (--chat) as the user message, with --system's, formatted by the model's
 // chat template.
 Expected<std::vector<int>> PromptIds(const Engine& e, std::string text, const std::string& file, bool chat,
-                                     const std::string& system, std::vector<int>* stop_ids) {
+                                     const std::string& system, std::vector<int>* stop_ids, bool bos = true) {
   if (!file.empty()) {
     std::ifstream in(file, std::ios::binary);
     if (!in) return MakeError("cannot open prompt file '" + file + "'");
@@ -50,7 +50,7 @@ Expected<std::vector<int>> PromptIds(const Engine& e, std::string text, const st
     text = ss.str();
   }
   const io::Tokenizer& tok = e.tokenizer();
-  if (!chat) return tok.Encode(text, true);
+  if (!chat) return tok.Encode(text, bos);
   std::vector<ChatMessage> msgs;
   if (!system.empty()) msgs.push_back({"system", system});
   msgs.push_back({"user", text});
@@ -68,6 +68,7 @@ struct RunOpts {
   float temp = 0.8f, top_p = 0.9f;
   uint64_t seed = 42;
   bool ignore_eos = false;
+  std::string save_context, load_context;
   KvFlags kv;
 };
 
@@ -126,25 +127,31 @@ int RunAction(const RunOpts& o) {
   SessionOptions so;
   so.ctx = o.ctx;
   so.kv = ToKvOptions(o.kv, o.kv.kv.policy);
-  auto session = Session::Create(*engine.value(), so);
+  // A loaded context brings its own KV options; the prompt is a question after it.
+  const bool loaded = !o.load_context.empty();
+  auto session = loaded ? Session::LoadContext(*engine.value(), o.load_context, so) : Session::Create(*engine.value(), so);
   if (!session.ok()) {
     std::fprintf(stderr, "kvtrim run: %s\n", session.error().message.c_str());
     return 1;
   }
+  if (loaded) so.kv = session.value()->compressor().options();
   std::vector<int> stop_ids;
-  auto prompt_ids = PromptIds(*engine.value(), o.prompt, o.prompt_file, o.chat, o.system, &stop_ids);
+  auto prompt_ids = PromptIds(*engine.value(), o.prompt, o.prompt_file, o.chat, o.system, &stop_ids, !loaded);
   if (!prompt_ids.ok()) {
     std::fprintf(stderr, "kvtrim run: %s\n", prompt_ids.error().message.c_str());
     return 1;
   }
   const std::vector<int>& prompt = prompt_ids.value();
   // The last generated token is printed, never fed back: P + N - 1 positions.
-  if (prompt.size() + static_cast<size_t>(std::max(0, o.n - 1)) > static_cast<size_t>(session.value()->ctx())) {
+  const size_t held = static_cast<size_t>(session.value()->position()) + prompt.size();
+  if (held + static_cast<size_t>(std::max(0, o.n - 1)) > static_cast<size_t>(session.value()->ctx())) {
     std::fprintf(stderr, "kvtrim run: prompt (%zu tokens) + %d generated tokens exceeds the context length %d\n",
-                 prompt.size(), o.n, session.value()->ctx());
+                 held, o.n, session.value()->ctx());
     return 1;
   }
-  int prev = -1;
+  // After a loaded context the question is mid-text: a previous id that is
+  // not BOS keeps its leading space (Tokenizer::Piece).
+  int prev = loaded ? (tok.bos() == 0 ? 1 : 0) : -1;
   for (int id : prompt) {
     std::fputs(tok.Piece(prev, id).c_str(), stdout);
     prev = id;
@@ -155,7 +162,7 @@ int RunAction(const RunOpts& o) {
     std::fputs(tok.Piece(prev, id).c_str(), stdout);
     std::fflush(stdout);
     prev = id;
-  });
+  }, PromptStep{!loaded, o.save_context});
   std::fputs("\n", stdout);
   std::fflush(stdout);
   if (!st.ok()) {
@@ -187,6 +194,12 @@ Command AddRun(CLI::App& app) {
   sub->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
   AddRopeFlags(sub, &o->rope);
   sub->add_option("-c,--ctx", o->ctx, "Context length (0: the model's)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("--save-context", o->save_context,
+                  "After the prompt's prefill and compression, save the context to this file (docs/context-file.md)");
+  sub->add_option("--load-context", o->load_context,
+                  "Start from a context saved with --save-context (its KV options win); the prompt is a question "
+                  "appended to it, not compressed")
+      ->check(CLI::ExistingFile);
   UseServingDefaults(&o->kv);
   AddKvFlags(sub, &o->kv, true, true);
   return {sub, [o]() { return RunAction(*o); }};

@@ -35,5 +35,6 @@ Command AddTokenize(CLI::App& app);
 Command AddServe(CLI::App& app);
 Command AddServeBench(CLI::App& app);
 Command AddMakeModel(CLI::App& app);
+Command AddContext(CLI::App& app);
 
 }  // namespace kvtrim::cli

@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
       kvtrim::cli::AddServe(app),
       kvtrim::cli::AddServeBench(app),
       kvtrim::cli::AddMakeModel(app),
+      kvtrim::cli::AddContext(app),
   };
   try {
     app.parse(argc, argv);

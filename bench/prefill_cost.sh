@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Prefill-time compression cost against the prefill of the same context
+# (issue 30 item 2), one-shot and with --prefill-chunk, on a shape model
+# (`kvtrim make-model`: noise weights, speed only; never quality).
+#
+#   bench/prefill_cost.sh [-m SHAPE] [-d "1024 4096 8192"] [-M "snapkv h2o ..."] [-r RATIO] [-c CHUNK] [-o "oneshot chunked"] [-t THREADS]
+#
+# Per depth D, method and mode: `kvtrim bench -d D --gen 1 --reps 1
+# --kv METHOD --kv-ratio RATIO --kv-quant f16` (chunked: + --prefill-chunk
+# CHUNK), one JSON line appended to $OUT/prefill-cost.jsonl with the mode
+# and method. The bench row holds the prefill rate (chunked: compression
+# between chunks included, prefill_compress_ms says how much), compress_ms
+# (plans and applying, all chunks) and, for methods with a reference pass,
+# the counter ref-pass-us. A "full" row per depth (one-shot) gives the
+# prefill without any statistics. Methods that cannot stream are skipped in
+# chunked mode. Past the model's context, -c D+2 with linear RoPE scaling
+# (the speed does not depend on the rotation).
+# bench/prefill_cost.py turns the log into the table and the plot.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+KVTRIM=${KVTRIM:-build/kvtrim}
+SHAPES=${SHAPES:-/work/models-shape}
+OUT=${OUT:-bench/results}
+SHAPE=smollm2-135m
+TYPE=q8_0
+DEPTHS="1024 4096 8192"
+METHODS="full window lru h2o scissorhands snapkv pyramidkv tova knorm keydiff expected-attention compactor kvslimmer razor kvzip am"
+RATIO=0.1
+CHUNK=2048
+MODES="oneshot chunked"
+THREADS=2
+while getopts "m:d:M:r:c:o:t:" opt; do
+  case $opt in
+    m) SHAPE=$OPTARG ;; d) DEPTHS=$OPTARG ;; M) METHODS=$OPTARG ;; r) RATIO=$OPTARG ;; c) CHUNK=$OPTARG ;;
+    o) MODES=$OPTARG ;; t) THREADS=$OPTARG ;;
+    *) echo "usage: $0 [-m SHAPE] [-d DEPTHS] [-M METHODS] [-r RATIO] [-c CHUNK] [-o MODES] [-t THREADS]" >&2; exit 2 ;;
+  esac
+done
+m="$SHAPES/$SHAPE-$TYPE.gguf"
+[[ -f $m ]] || "$KVTRIM" make-model --shape "$SHAPE" --type "$TYPE" --seed 1 --out "$m" -q
+CTX=$("$KVTRIM" inspect "$m" | sed -n 's/.*context \([0-9]*\),.*/\1/p' | head -1)
+NOSTREAM=$("$KVTRIM" policies | awk '/^[a-z]/ {name=$1} /no --prefill-chunk/ {print name}')
+mkdir -p "$OUT"
+LOG="$OUT/prefill-cost.jsonl"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+for d in $DEPTHS; do
+  rope=()
+  if (( d + 2 > CTX )); then rope=(-c $((d + 2)) --rope-scaling linear --rope-scale $(( (d + 1 + CTX) / CTX ))); fi
+  for method in $METHODS; do
+    for mode in $MODES; do
+      flags=(--kv "$method")
+      [[ $method == full ]] || flags+=(--kv-ratio "$RATIO")
+      if [[ $mode == chunked ]]; then
+        [[ $method == full ]] && continue
+        grep -qx "$method" <<< "$NOSTREAM" && continue
+        flags+=(--prefill-chunk "$CHUNK")
+      fi
+      echo "# $SHAPE depth $d $method $mode ($(date -u +%H:%M:%S))" >&2
+      "$KVTRIM" bench -m "$m" -d "$d" --gen 1 --reps 1 -t "$THREADS" --kv-quant f16 "${rope[@]}" "${flags[@]}" \
+        --json "$TMP/b.json" > /dev/null 2> "$TMP/b.err" || { tail -3 "$TMP/b.err" >&2; continue; }
+      python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))[-1]
+r.update(shape=sys.argv[2], method=sys.argv[3], mode=sys.argv[4])
+print(json.dumps(r))' "$TMP/b.json" "$SHAPE" "$method" "$mode" >> "$LOG"
+    done
+  done
+done
