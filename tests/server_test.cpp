@@ -4,7 +4,10 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <unistd.h>
+
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -410,6 +413,61 @@ TEST_F(ServerTest, StoredContextAnswersEqualIndependentRuns) {
   ASSERT_TRUE(d && d->status == 200);
   EXPECT_EQ(Metric(c, "kvtrim_kv_bytes_stored_contexts"), 0);
   Post(c, "/v1/completions", {{"context_id", id}, {"prompt", "x"}}, 404);
+}
+
+// --context-store DIR: a context is on disk before it is acknowledged, is
+// listed and answers the same after a restart (a new server over the same
+// directory), a corrupted file is refused (404, the server goes on), and
+// DELETE removes the file.
+TEST_F(ServerTest, ContextStoreDirectorySurvivesARestart) {
+  const std::string dir = (std::filesystem::temp_directory_path() / ("kvtrim-store-" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(dir);
+  ServerOptions o;
+  o.context_dir = dir;
+  const std::string context = Passage(8000, 1600);
+  const json q = {{"prompt", "\nQuestion: who wrote the letter?\nAnswer:"}, {"max_tokens", 8}, {"temperature", 0},
+                  {"return_tokens", true}};
+  std::string id, id2;
+  json before;
+  {
+    TestServer ts(engine(), o);
+    auto c = ts.Client();
+    id = Post(c, "/v1/contexts", {{"text", context}, {"kv", "snapkv"}, {"kv_ratio", 0.25}})["id"];
+    id2 = Post(c, "/v1/contexts", {{"text", Passage(100, 800)}, {"kv", "window"}, {"kv_ratio", 0.5}})["id"];
+    EXPECT_TRUE(std::filesystem::exists(dir + "/" + id + ".kvc"));
+    json b = q;
+    b["context_id"] = id;
+    before = Post(c, "/v1/completions", b);
+  }
+  TestServer ts(engine(), o);  // a restart
+  auto c = ts.Client();
+  auto l = c.Get("/v1/contexts");
+  ASSERT_TRUE(l && l->status == 200);
+  const json list = json::parse(l->body);
+  ASSERT_EQ(list["data"].size(), 2u);
+  EXPECT_EQ(list["data"][0]["id"], id);
+  EXPECT_EQ(list["data"][0]["in_memory"], false);
+  json b = q;
+  b["context_id"] = id;
+  const json after = Post(c, "/v1/completions", b);
+  EXPECT_EQ(after["choices"][0]["tokens"], before["choices"][0]["tokens"]);
+  EXPECT_EQ(after["usage"]["context_tokens"], before["usage"]["context_tokens"]);
+  // A new context continues the numbering.
+  const std::string id3 = Post(c, "/v1/contexts", {{"text", Passage(300, 400)}, {"kv", "snapkv"}})["id"];
+  EXPECT_NE(id3, id);
+  EXPECT_NE(id3, id2);
+  {  // a flipped byte: refused, the server goes on
+    const std::string path = dir + "/" + id2 + ".kvc";
+    std::string bytes = test::ReadFile(path);
+    bytes[bytes.size() / 2] ^= 1;
+    std::ofstream(path, std::ios::binary) << bytes;
+    b["context_id"] = id2;
+    Post(c, "/v1/completions", b, 404);
+  }
+  auto d = c.Delete(("/v1/contexts/" + id).c_str());
+  ASSERT_TRUE(d && d->status == 200);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/" + id + ".kvc"));
+  std::filesystem::remove_all(dir);
 }
 
 // Every bad input gets its 4xx with a JSON error naming the problem, and the

@@ -130,6 +130,7 @@ class Session {
   double chosen_ratio() const { return chosen_ratio_; }
 
   const std::vector<float>& logits() const { return logits_; }
+  const std::vector<int>& tokens() const { return tokens_; }  // every token appended so far
   int64_t position() const;  // logical length of the cache
   int ctx() const { return ctx_; }
   int bos() const;

@@ -32,6 +32,7 @@ struct Server::Impl {
   void Routes();
   void Completion(const httplib::Request& req, httplib::Response& res, bool chat);
   void CreateContext(const httplib::Request& req, httplib::Response& res);
+  Expected<std::shared_ptr<StoredContext>> LoadStored(const std::string& path);
   int Ctx() const;  // context length of every session
   Metrics::Gauges Gauges() const;
 };

@@ -6,6 +6,7 @@
 #include "io/clock.h"
 #include "io/tokenizer.h"
 #include "kv/cache.h"
+#include "kv/compressor.h"
 #include "model/config.h"
 #include "server/impl.h"
 
@@ -115,6 +116,26 @@ void Server::Impl::CreateContext(const httplib::Request& req, httplib::Response&
   res.set_content(Dump(ContextJson(*c)), "application/json");
 }
 
+// A stored context from its file (--context-store): the file's KV options,
+// the server's context length; timings of its making are not kept.
+Expected<std::shared_ptr<StoredContext>> Server::Impl::LoadStored(const std::string& path) {
+  SessionOptions so;
+  so.ctx = o.ctx;
+  auto s = Session::LoadContext(engine, path, so);
+  if (!s.ok()) return s.error();
+  if (s.value()->tokens().empty()) return MakeError("context file '" + path + "' holds no tokens");
+  auto c = std::make_shared<StoredContext>();
+  c->kv = s.value()->compressor().options();
+  c->tokens = static_cast<int>(s.value()->tokens().size());
+  c->last_token = s.value()->tokens().back();
+  c->kv_bytes = s.value()->cache().BytesUsed();
+  c->kv_bytes_full = s.value()->cache().BytesFull();
+  c->bytes_held = s.value()->cache().BytesHeld();
+  c->kv_bytes_peak = s.value()->peak_kv_bytes();
+  c->session = std::move(s.value());
+  return c;
+}
+
 void Server::Impl::Routes() {
   http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"status":"ok"})", "application/json");
@@ -132,8 +153,9 @@ void Server::Impl::Routes() {
   http.Post("/v1/contexts", [this](const httplib::Request& q, httplib::Response& r) { CreateContext(q, r); });
   http.Get("/v1/contexts", [this](const httplib::Request&, httplib::Response& res) {
     json data = json::array();
-    for (const auto& id : store.Ids())
-      if (auto c = store.Get(id)) data.push_back(ContextJson(*c));
+    for (const auto& id : store.Ids())  // those only on disk (--context-store) are listed, not loaded
+      if (auto c = store.Peek(id)) data.push_back(ContextJson(*c));
+      else data.push_back({{"id", id}, {"object", "context"}, {"in_memory", false}});
     res.set_content(Dump(json{{"object", "list"}, {"data", data}, {"bytes", store.bytes()}}), "application/json");
   });
   http.Get(R"(/v1/contexts/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
@@ -184,6 +206,9 @@ Expected<std::unique_ptr<Server>> Server::Create(const Engine& engine, const Ser
   std::unique_ptr<Server> s(new Server());
   s->impl_ = std::make_unique<Impl>(engine, o, per_slot);
   Impl& im = *s->impl_;
+  if (!o.context_dir.empty()) KVTRIM_RETURN_IF_ERROR(im.store.UseDirectory(o.context_dir, [&im](const std::string& p) {
+    return im.LoadStored(p);
+  }));
   im.Routes();
   // Enough connection threads that every decoding and queued request has one,
   // and a few more answer 503 / health / metrics meanwhile.

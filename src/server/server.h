@@ -19,6 +19,8 @@ struct ServerOptions {
   int queue = 16;           // requests waiting beyond those; more get 503
   int threads = 0;          // threads in all (split among the slots); 0: the engine's
   size_t context_store_bytes = size_t{256} << 20;
+  // A directory keeping every stored context as a context file (empty: memory only).
+  std::string context_dir;
   int ctx = 0;              // context length of every session (0: the model's)
   KvOptions kv;             // defaults for requests that leave KV fields out
   std::string model_name;   // reported by /v1/models and in responses

@@ -23,6 +23,7 @@ struct ServeOpts {
   std::string model, host = "127.0.0.1";
   int port = 8080, threads = 0, parallel = 1, queue = 16, ctx = 0;
   double store_mib = 256;
+  std::string store_dir;
   KvFlags kv;
 };
 
@@ -45,6 +46,7 @@ int ServeAction(const ServeOpts& o) {
   so.queue = o.queue;
   so.ctx = o.ctx;
   so.context_store_bytes = static_cast<size_t>(o.store_mib * 1048576.0);
+  so.context_dir = o.store_dir;
   so.kv = ToKvOptions(o.kv, o.kv.kv.policy);
   so.model_name = std::filesystem::path(o.model).filename().string();
   auto srv = server::Server::Create(*engine.value(), so);
@@ -105,6 +107,10 @@ Command AddServe(CLI::App& app) {
                   "Bound of the stored contexts' KV bytes (least recently used dropped first)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  sub->add_option("--context-store", o->store_dir,
+                  "Also keep every stored context as a file in this directory (docs/context-file.md): written "
+                  "before it is acknowledged, loaded on demand, listed after a restart; memory caches it")
+  ;
   sub->add_option("-c,--ctx", o->ctx, "Context length of every session (0: the model's)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
