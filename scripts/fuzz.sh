@@ -7,7 +7,7 @@
 # in build-fuzz/crashes/TARGET/; the log in build-fuzz/logs/TARGET.log.
 # Environment: KVTRIM_FUZZ_BUILD (build dir), KVTRIM_SHARED_DIR, JOBS (build -j, default 2).
 set -euo pipefail
-TARGET=${1:?usage: scripts/fuzz.sh gguf|tokenizer|plan|request SECONDS [libFuzzer flags...]}
+TARGET=${1:?usage: scripts/fuzz.sh gguf|tokenizer|plan|request|context SECONDS [libFuzzer flags...]}
 SECS=${2:-60}
 shift $(( $# < 2 ? $# : 2 ))
 case "$TARGET" in
@@ -15,7 +15,8 @@ case "$TARGET" in
   tokenizer) MAX_LEN=4096 ;;
   plan) MAX_LEN=2048 ;;
   request) MAX_LEN=4096 ;;
-  *) echo "unknown target '$TARGET' (gguf, tokenizer, plan, request)" >&2; exit 2 ;;
+  context) MAX_LEN=65536 ;;  # context files of a few hundred tokens of stories260K are ~20 KB
+  *) echo "unknown target '$TARGET' (gguf, tokenizer, plan, request, context)" >&2; exit 2 ;;
 esac
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${KVTRIM_FUZZ_BUILD:-$ROOT/build-fuzz}
@@ -26,6 +27,8 @@ cmake -S "$ROOT" -B "$B" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release
   -DKVTRIM_BUILD_TESTS=OFF -DKVTRIM_BUILD_BENCH=OFF -DKVTRIM_SHARED_DIR="$SHARED" "${LAUNCHER[@]}" >/dev/null
 cmake --build "$B" -j"${JOBS:-2}" --target "fuzz_$TARGET" kvtrim_fuzz_seeds >/dev/null
 [ -d "$B/seeds/$TARGET" ] || "$B/fuzz/kvtrim_fuzz_seeds" "$B/seeds" "$SHARED"
+mkdir -p "$B/seeds/$TARGET"  # context: seeds from KVTRIM_FUZZ_SEED_FILES (real context files), else none
+for f in ${KVTRIM_FUZZ_SEED_FILES:-}; do cp "$f" "$B/seeds/$TARGET/"; done
 mkdir -p "$B/corpus/$TARGET" "$B/crashes/$TARGET" "$B/logs"
 echo "fuzz_$TARGET for ${SECS}s (log: $B/logs/$TARGET.log)"
 set +e
