@@ -51,6 +51,7 @@ struct Cursor {
   size_t left() const { return static_cast<size_t>(end - p); }
   bool Bytes(void* out, size_t n) {
     if (n > left()) return false;
+    if (n == 0) return true;  // an empty section: out may be null (empty vector), memcpy's is then UB
     std::memcpy(out, p, n);
     p += n;
     return true;
