@@ -57,15 +57,21 @@ void ExpectSameCache(const kv::KvCache& a, const kv::KvCache& b, const std::stri
 // heads): it reaches no lower ratio than about 0.42 at 300 tokens.
 double RatioFor(const std::string& policy, double r) { return policy == "razor" ? 0.5 : r; }
 
-std::unique_ptr<Session> Compressed(const Engine& e, const std::string& policy, int chunk, const std::vector<int>& t,
-                                    std::function<void(int64_t, int64_t)> on_chunk = {}) {
+// f16 entries at the asked ratio (razor's own), prefilled in chunks of `chunk`.
+SessionOptions ChunkOptions(const std::string& policy, double ratio, int chunk, int ubatch) {
   SessionOptions so;
   so.kv.policy = policy;
-  so.kv.ratio = RatioFor(policy, 0.25);
+  so.kv.ratio = RatioFor(policy, ratio);
   so.kv.ratio_explicit = true;
   so.kv.quant = "f16";
   so.kv.prefill_chunk = chunk;
-  so.ubatch = 64;
+  so.ubatch = ubatch;
+  return so;
+}
+
+std::unique_ptr<Session> Compressed(const Engine& e, const std::string& policy, int chunk, const std::vector<int>& t,
+                                    std::function<void(int64_t, int64_t)> on_chunk = {}) {
+  SessionOptions so = ChunkOptions(policy, 0.25, chunk, 64);
   so.on_chunk = std::move(on_chunk);
   auto s = Session::Create(e, so);
   EXPECT_TRUE(s.ok()) << policy << ": " << (s.ok() ? "" : s.error().message);
@@ -147,13 +153,7 @@ TEST(PrefillChunk, NoHeadEverHoldsMoreThanItsBudgetPlusAChunk) {
           ASSERT_LE(ses->cache().head(l, h).size(), b[static_cast<size_t>(l) * ses->cache().n_head_kv() + h])
               << policy << " after " << done << " tokens, layer " << l << " head " << h;
     };
-    SessionOptions so;
-    so.kv.policy = policy;
-    so.kv.ratio = RatioFor(policy, 0.1);
-    so.kv.ratio_explicit = true;
-    so.kv.quant = "f16";
-    so.kv.prefill_chunk = chunk;
-    so.ubatch = 128;
+    SessionOptions so = ChunkOptions(policy, 0.1, chunk, 128);
     so.on_chunk = check;
     auto s = Session::Create(*e.value(), so);
     ASSERT_TRUE(s.ok()) << s.error().message;

@@ -133,8 +133,6 @@ class Sweep {
     return method == "full" ? std::vector<double>{1.0} : o_.ratios;
   }
 
-  // Forks the prefilled `base` into every (method, ratio), "full" first and at
-  // ratio 1 only, compresses it, and records what `measure` finds.
   bool chunked() const { return o_.kv.prefill_chunk > 0; }
 
   // The session a variant measures: a fork of the prefilled `base`, or with
@@ -164,6 +162,9 @@ class Sweep {
     return s;
   }
 
+  // Forks the prefilled `base` into every (method, ratio), "full" first and at
+  // ratio 1 only (with --prefill-chunk: prefills `prompt` per Variant),
+  // compresses it, and records what `measure` finds.
   template <typename Measure>
   Status ForEachVariant(const Session& base, const std::vector<int>& prompt, const Unit& u, Measure measure) {
     const bool decode_protocol =
