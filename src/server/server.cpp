@@ -70,6 +70,21 @@ json ContextJson(const StoredContext& c) {
   return j;
 }
 
+// A stored context over a prefilled and compressed session (at least one
+// token): its tokens, the bytes its entries occupy and hold, its peak.
+std::shared_ptr<StoredContext> StoredFrom(std::unique_ptr<Session> s, const KvOptions& kv) {
+  auto c = std::make_shared<StoredContext>();
+  c->kv = kv;
+  c->tokens = static_cast<int>(s->tokens().size());
+  c->last_token = s->tokens().back();
+  c->kv_bytes = s->cache().BytesUsed();
+  c->kv_bytes_full = s->cache().BytesFull();
+  c->bytes_held = s->cache().BytesHeld();
+  c->kv_bytes_peak = s->peak_kv_bytes();
+  c->session = std::move(s);
+  return c;
+}
+
 }  // namespace
 
 // POST /v1/contexts: prefill BOS + text, compress once, store.
@@ -98,17 +113,9 @@ void Server::Impl::CreateContext(const httplib::Request& req, httplib::Response&
   const auto t2 = Clock::now();
   if (!st.ok()) return SendError(res, st.code() == ErrorCode::kUnreachable ? 400 : 500, st.message());
   s.value()->UsePool(nullptr);  // stored: only forked from now on
-  auto c = std::make_shared<StoredContext>();
-  c->kv = kv.value();
-  c->tokens = static_cast<int>(tokens.size());
-  c->last_token = tokens.back();
-  c->kv_bytes = s.value()->cache().BytesUsed();
-  c->kv_bytes_full = s.value()->cache().BytesFull();
-  c->bytes_held = s.value()->cache().BytesHeld();
-  c->kv_bytes_peak = s.value()->peak_kv_bytes();
+  auto c = StoredFrom(std::move(s.value()), kv.value());
   c->prefill_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   c->compress_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
-  c->session = std::move(s.value());
   metrics.AddTokens(c->tokens, 0);
   metrics.NoteKvPeak(c->kv_bytes_peak);
   auto id = store.Put(c);
@@ -124,16 +131,8 @@ Expected<std::shared_ptr<StoredContext>> Server::Impl::LoadStored(const std::str
   auto s = Session::LoadContext(engine, path, so);
   if (!s.ok()) return s.error();
   if (s.value()->tokens().empty()) return MakeError("context file '" + path + "' holds no tokens");
-  auto c = std::make_shared<StoredContext>();
-  c->kv = s.value()->compressor().options();
-  c->tokens = static_cast<int>(s.value()->tokens().size());
-  c->last_token = s.value()->tokens().back();
-  c->kv_bytes = s.value()->cache().BytesUsed();
-  c->kv_bytes_full = s.value()->cache().BytesFull();
-  c->bytes_held = s.value()->cache().BytesHeld();
-  c->kv_bytes_peak = s.value()->peak_kv_bytes();
-  c->session = std::move(s.value());
-  return c;
+  const KvOptions kv = s.value()->compressor().options();
+  return StoredFrom(std::move(s.value()), kv);
 }
 
 void Server::Impl::Routes() {
