@@ -17,6 +17,7 @@
 #include "io/tokenizer.h"
 #include "kv/cache.h"
 #include "kv/compressor.h"
+#include "kv/policy.h"
 #include "kvtrim/engine.h"
 #include "test_util.h"
 
@@ -49,6 +50,11 @@ SessionOptions Options(const std::string& policy, const std::string& quant) {
   return so;
 }
 
+// Every registered policy and every KV type: a saved and loaded context
+// holds the same entries and logits; for the policies that compress only
+// at prefill it also answers token for token. A decode-time policy's
+// statistics are not saved (docs/context-file.md), so its later evictions
+// may differ: for those the state at load is compared, not the answer.
 TEST(ContextFile, SavedAndLoadedAnswersAsTheInMemoryContext) {
   auto e = test::LoadEngine("stories260K.gguf");
   ASSERT_TRUE(e);
@@ -57,26 +63,58 @@ TEST(ContextFile, SavedAndLoadedAnswersAsTheInMemoryContext) {
                                           "outside in the park with her big red ball. One day she met a dog.", true);
   const std::vector<int> question = tok.Encode(" Lily said", false);
   const std::string path = TmpPath("rt.kvc");
-  // Prefill-time policies only: the compressor's statistics are not saved,
-  // so a decode-time policy's later evictions may differ after a load.
-  for (const std::string policy : {"full", "snapkv", "compactor", "knorm", "keydiff", "kvzip"})
+  int answered = 0, compared = 0;
+  for (const kv::PolicyInfo& info : kv::Registry()) {
+    const std::string& policy = info.name;
+    auto pol = kv::MakePolicy(policy, {});
+    ASSERT_TRUE(pol.ok()) << policy;
+    const bool prefill_only = !pol.value()->decode_time();
     for (const std::string quant : {"f32", "f16", "q8_0", "q4_0"}) {
       auto a = Session::Create(*e, Options(policy, quant));
       ASSERT_TRUE(a.ok()) << a.error().message;
       ASSERT_TRUE(a.value()->Prefill(ctx).ok());
-      ASSERT_TRUE(a.value()->Compress().ok());
+      Status st = a.value()->Compress();
+      if (st.code() == ErrorCode::kUnreachable) continue;  // razor: ratio 0.5 out of its reach here
+      ASSERT_TRUE(st.ok()) << policy << ": " << st.message();
       ASSERT_TRUE(a.value()->SaveContext(path).ok()) << policy;
       auto b = Session::LoadContext(*e, path, SessionOptions{});
       ASSERT_TRUE(b.ok()) << b.error().message;
+      ++compared;
       EXPECT_EQ(b.value()->position(), a.value()->position());
       EXPECT_EQ(b.value()->cache().EntriesHeld(), a.value()->cache().EntriesHeld()) << policy << " " << quant;
       EXPECT_EQ(b.value()->compressor().options().policy, policy);
       EXPECT_EQ(b.value()->logits(), a.value()->logits());
+      EXPECT_EQ(b.value()->ContextBytes(), a.value()->ContextBytes()) << policy << " " << quant;
+      if (!prefill_only) continue;
+      ++answered;
       ASSERT_TRUE(a.value()->Prefill(question).ok());
       ASSERT_TRUE(b.value()->Prefill(question).ok());
       EXPECT_EQ(Greedy(*b.value(), 24), Greedy(*a.value(), 24)) << policy << " " << quant;
     }
+  }
+  EXPECT_GE(answered, 4 * 8);  // the eight prefill-only policies answered in every type
+  EXPECT_GE(compared, 4 * static_cast<int>(kv::Registry().size()) - 8);
   std::remove(path.c_str());
+}
+
+// The bytes path (the server's Redis store keeps exactly these): loaded
+// from memory they answer as the file does; a flipped byte is refused
+// naming what was given.
+TEST(ContextFile, BytesInMemoryLoadAsTheFile) {
+  auto e = test::LoadEngine("stories260K.gguf");
+  ASSERT_TRUE(e);
+  auto a = Session::Create(*e, Options("snapkv", "q8_0"));
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(a.value()->Prefill(e->tokenizer().Encode("Once upon a time, there was a big dog named Max.", true)).ok());
+  ASSERT_TRUE(a.value()->Compress().ok());
+  std::string bytes = a.value()->ContextBytes();
+  auto b = Session::LoadContextBytes(*e, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "value 'k'", {});
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  EXPECT_EQ(Greedy(*b.value(), 12), Greedy(*a.value(), 12));
+  bytes[bytes.size() / 3] ^= 4;
+  auto bad = Session::LoadContextBytes(*e, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "value 'k'", {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message.rfind("value 'k': ", 0), 0u) << bad.error().message;
 }
 
 std::string ReadAll(const std::string& p) { return test::ReadFile(p); }

@@ -107,6 +107,8 @@ class Session {
   // atomically. The compressor's statistics are not saved: decode-time
   // policies start them afresh on a loaded context.
   Status SaveContext(const std::string& path) const;
+  // The same context as the bytes of a context file (what SaveContext writes).
+  std::string ContextBytes() const;
   // A session holding the context saved in `path`, compressing with the
   // file's KV options (opts.kv is ignored; ctx and ubatch are the caller's).
   // A file of another model (metadata hash), tokenizer, RoPE or head layout,
@@ -114,6 +116,10 @@ class Session {
   // with an error naming the file.
   static Expected<std::unique_ptr<Session>> LoadContext(const Engine& engine, const std::string& path,
                                                         const SessionOptions& opts);
+  // The same from a context file's bytes in memory (a Redis store's value);
+  // errors begin with `name`.
+  static Expected<std::unique_ptr<Session>> LoadContextBytes(const Engine& engine, const uint8_t* data, size_t size,
+                                                             const std::string& name, const SessionOptions& opts);
   // Append tokens and return the logits of every one of them: [n, vocab].
   Expected<std::vector<float>> ForwardAll(const std::vector<int>& tokens);
   // Forward passes and compression run on `pool` (nullptr: the engine's).
@@ -185,6 +191,11 @@ struct ContextFileInfo {
   size_t file_bytes = 0;
 };
 Expected<ContextFileInfo> InspectContextFile(const std::string& path);
+// What a context file must match to load on `engine` (model metadata hash,
+// tokenizer hash, RoPE, head layout) and every KV option, as one string:
+// the server's prompt-cache keys hash it with the token ids, so that a store
+// shared by servers of different models or options never confuses them.
+std::string ContextIdentity(const Engine& engine, const KvOptions& kv);
 
 // Picks the next token from logits: greedy at temp 0, else temperature and
 // nucleus (top-p) sampling from a seeded generator.

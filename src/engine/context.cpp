@@ -13,6 +13,7 @@
 
 #include "io/context_file.h"
 #include "io/gguf.h"
+#include "io/mmap_file.h"
 #include "io/tokenizer.h"
 #include "kernels/quant.h"
 #include "kv/cache.h"
@@ -105,7 +106,7 @@ Status CheckIdentity(const json& have, const json& want) {
 
 }  // namespace
 
-Status Session::SaveContext(const std::string& path) const {
+std::string Session::ContextBytes() const {
   const auto& c = engine_->config();
   io::ContextImage img;
   img.meta = IdentityJson(*engine_);
@@ -127,14 +128,27 @@ Status Session::SaveContext(const std::string& path) const {
       for (int i = 0; i < hs.size(); ++i) out.logw.push_back(hs.logw(i));
       img.heads.push_back(std::move(out));
     }
-  return io::WriteContextFile(path, img);
+  return io::SerializeContext(img);
+}
+
+Status Session::SaveContext(const std::string& path) const {
+  Status st = io::WriteFileAtomically(path, ContextBytes());
+  if (!st.ok()) return MakeError("context file '" + path + "': " + st.message());
+  return {};
 }
 
 Expected<std::unique_ptr<Session>> Session::LoadContext(const Engine& engine, const std::string& path,
                                                         const SessionOptions& opts) {
-  auto img = io::ReadContextFile(path);
-  if (!img.ok()) return img.error();
-  auto fail = [&](const std::string& why) { return MakeError("context file '" + path + "': " + why); };
+  auto f = io::MappedFile::Open(path);
+  if (!f.ok()) return MakeError("context file '" + path + "': " + f.error().message);
+  return LoadContextBytes(engine, f.value()->data(), f.value()->size(), "context file '" + path + "'", opts);
+}
+
+Expected<std::unique_ptr<Session>> Session::LoadContextBytes(const Engine& engine, const uint8_t* data, size_t size,
+                                                             const std::string& name, const SessionOptions& opts) {
+  auto img = io::ParseContextBytes(data, size);
+  auto fail = [&](const std::string& why) { return MakeError(name + ": " + why); };
+  if (!img.ok()) return fail(img.error().message);
   const json& m = img->meta;
   const auto& c = engine.config();
   if (Status st = CheckIdentity(m, IdentityJson(engine)); !st.ok()) return fail(st.message());
@@ -177,6 +191,12 @@ Expected<std::unique_ptr<Session>> Session::LoadContext(const Engine& engine, co
   ses.chosen_ratio_ = m.value("chosen_ratio", so.kv.ratio);
   ses.NotePeak();
   return s;
+}
+
+std::string ContextIdentity(const Engine& engine, const KvOptions& kv) {
+  json j = IdentityJson(engine);
+  j["kv"] = KvJson(kv);
+  return j.dump();
 }
 
 Expected<ContextFileInfo> InspectContextFile(const std::string& path) {

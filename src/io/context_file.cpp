@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <xxhash.h>  // Debian libxxhash-dev: the checksum (XXH3-64)
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -17,8 +18,10 @@ namespace {
 void Put(std::string& out, const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }
 void PutU64(std::string& out, uint64_t x) { Put(out, &x, sizeof(x)); }
 
+}  // namespace
+
 // The whole file in memory, in write order, checksum last.
-std::string Serialize(const ContextImage& img) {
+std::string SerializeContext(const ContextImage& img) {
   std::string out;
   Put(out, kContextMagic, sizeof(kContextMagic));
   const uint32_t version = kContextFormatVersion, flags = 0;
@@ -43,6 +46,8 @@ std::string Serialize(const ContextImage& img) {
   PutU64(out, XXH3_64bits(out.data(), out.size()));
   return out;
 }
+
+namespace {
 
 // Reads forward through [p, end); every read is checked against what is left.
 struct Cursor {
@@ -125,11 +130,11 @@ Expected<ContextImage> ReadContextFile(const std::string& path) {
   return img;
 }
 
-Status WriteContextFile(const std::string& path, const ContextImage& img) {
-  const std::string bytes = Serialize(img);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
+  static std::atomic<uint64_t> serial{0};  // two threads writing one path use two temporary files
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(serial++);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return MakeError("cannot write context file '" + tmp + "': " + std::strerror(errno));
+  if (fd < 0) return MakeError("cannot write '" + tmp + "': " + std::strerror(errno));
   Status st = WriteAll(fd, bytes);
   if (st.ok() && ::fsync(fd) != 0) st = MakeError(std::string("fsync failed: ") + std::strerror(errno));
   ::close(fd);
@@ -137,7 +142,7 @@ Status WriteContextFile(const std::string& path, const ContextImage& img) {
     st = MakeError(std::string("rename failed: ") + std::strerror(errno));
   if (!st.ok()) {
     std::remove(tmp.c_str());
-    return MakeError("context file '" + path + "': " + st.message());
+    return st;
   }
   // The rename itself lasts once the directory's entry is on disk.
   std::string dir = std::filesystem::path(path).parent_path().string();
@@ -146,6 +151,12 @@ Status WriteContextFile(const std::string& path, const ContextImage& img) {
     ::fsync(dfd);
     ::close(dfd);
   }
+  return {};
+}
+
+Status WriteContextFile(const std::string& path, const ContextImage& img) {
+  Status st = WriteFileAtomically(path, SerializeContext(img));
+  if (!st.ok()) return MakeError("context file '" + path + "': " + st.message());
   return {};
 }
 

@@ -35,8 +35,15 @@ struct ContextImage {
   std::vector<Head> heads;      // flat layer * n_head_kv + head
 };
 
-// Writes `img` to `path` atomically: a temporary file beside it, fsync,
-// rename over `path`, fsync of the directory. A reader never sees a partial file.
+// The bytes of a context file (what WriteContextFile writes; a Redis
+// store keeps the same bytes under a key).
+std::string SerializeContext(const ContextImage& img);
+// Writes `bytes` to `path` atomically: a temporary file beside it
+// ("PATH.tmp.PID.N"), fsync, rename over `path`, fsync of the directory. A
+// reader never sees a partial file; a writer killed midway leaves only the
+// temporary file.
+Status WriteFileAtomically(const std::string& path, const std::string& bytes);
+// SerializeContext then WriteFileAtomically; errors name the file.
 Status WriteContextFile(const std::string& path, const ContextImage& img);
 // Reads and checks a context file (magic, version, checksum, every count
 // against the bytes left); errors name the file.

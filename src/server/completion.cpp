@@ -1,11 +1,15 @@
 // POST /v1/completions and /v1/chat/completions, plain and streamed (SSE).
+#include <algorithm>
+#include <chrono>
 #include <ctime>
+#include <unordered_set>
 
 #include "io/tokenizer.h"
 #include "kv/cache.h"
 #include "kvtrim/chat.h"
 #include "server/generation.h"
 #include "server/impl.h"
+#include "server/prompt_cache.h"
 
 namespace kvtrim::server {
 
@@ -19,6 +23,17 @@ struct Prepared {
   std::vector<int> prompt;
   int prev = -1;  // the token before the first generated one
   std::string id;
+  // cache_prompt: the prompt tokens a stored prompt gave (context is then
+  // that prompt), or the id to store this prompt under when none did.
+  int reused = 0;
+  std::string cache_as;
+};
+
+// What storing the compressed prompt gave (cache_prompt), for the response.
+struct CacheNote {
+  bool stored = false;
+  std::string error;
+  double store_ms = 0;
 };
 
 // The prompt's tokens: BOS + text for a fresh session (as kvtrim run), the
@@ -31,14 +46,16 @@ std::vector<int> PromptTokens(const Engine& e, const CompletionRequest& r, bool 
 }
 
 json Usage(const Generation& g, const Prepared& p) {
-  json u{{"prompt_tokens", g.prompt_tokens},
+  const int prompt = g.prompt_tokens + p.reused;  // a cached prompt's tokens count as the prompt's
+  json u{{"prompt_tokens", prompt},
          {"completion_tokens", g.completion_tokens},
-         {"total_tokens", g.prompt_tokens + g.completion_tokens},
+         {"total_tokens", prompt + g.completion_tokens},
          {"kv_bytes", g.kv_bytes},
          {"kv_bytes_full", g.kv_bytes_full},
          {"kv_bytes_peak", g.kv_bytes_peak},
          {"kv_entries", g.kv_entries}};
-  if (p.context) u["context_tokens"] = p.context->tokens;
+  if (p.req.cache_prompt) u["prompt_tokens_details"] = {{"cached_tokens", p.reused}};  // OpenAI's field
+  else if (p.context) u["context_tokens"] = p.context->tokens;
   return u;
 }
 
@@ -63,9 +80,16 @@ json Choice(const Prepared& p, const std::string& text, const json& finish, bool
   return c;
 }
 
-json Extra(const Generation& g, const Prepared& p) {
+json Extra(const Generation& g, const Prepared& p, const CacheNote& note) {
   json x{{"prefill_ms", g.prefill_ms}, {"decode_ms", g.decode_ms}, {"kv", KvJson(p.kv)}};
-  if (p.context) x["context_id"] = p.context->id;
+  if (p.req.cache_prompt) {
+    json c{{"reused_tokens", p.reused}, {"stored", note.stored}, {"store_ms", note.store_ms}};
+    c["id"] = p.reused > 0 ? p.context->id : p.cache_as;
+    if (!note.error.empty()) c["error"] = note.error;
+    x["prompt_cache"] = c;
+  } else if (p.context) {
+    x["context_id"] = p.context->id;
+  }
   MarkTimings(x, {"prefill_ms", "decode_ms"});
   return x;
 }
@@ -73,6 +97,31 @@ json Extra(const Generation& g, const Prepared& p) {
 bool SendEvent(httplib::DataSink& sink, const std::string& data) {
   const std::string ev = "data: " + data + "\n\n";
   return sink.is_writable() && sink.write(ev.data(), ev.size());
+}
+
+// cache_prompt: the longest stored prompt this one begins with becomes the
+// request's context and only the rest is prefilled (its token count
+// returned); with none, the id to store this prompt under is noted.
+int64_t UseCachedPrompt(Server::Impl& im, Prepared* p) {
+  const std::vector<std::string> ids = PromptPrefixIds(ContextIdentity(im.engine, p->kv), p->prompt);
+  std::unordered_set<std::string> have;
+  for (auto& id : im.store.Ids())
+    if (id.rfind("prompt-", 0) == 0) have.insert(std::move(id));
+  const size_t k = LongestStoredPrefix(ids, have);
+  if (k > 0) {
+    auto c = im.store.Get(ids[k - 1]);
+    // The tokens themselves, not only their hash, must match.
+    if (c && c->session->tokens().size() == k && std::equal(p->prompt.begin(), p->prompt.begin() + k,
+                                                             c->session->tokens().begin())) {
+      p->context = c;
+      p->reused = static_cast<int>(k);
+      p->prev = c->last_token;
+      p->prompt.erase(p->prompt.begin(), p->prompt.begin() + static_cast<std::ptrdiff_t>(k));
+      return static_cast<int64_t>(k);
+    }
+  }
+  if (!ids.empty()) p->cache_as = ids.back();
+  return 0;
 }
 
 // Parses and checks the request, finds its context, tokenizes the prompt;
@@ -96,6 +145,7 @@ bool Prepare(Server::Impl& im, const std::string& body, bool chat, Prepared* p, 
     p->kv = kv.value();
   }
   p->prompt = PromptTokens(im.engine, r, p->context != nullptr);
+  if (r.cache_prompt) position = UseCachedPrompt(im, p);
   if (!p->prompt.empty()) p->prev = p->prompt.back();
   // As kvtrim run: the last generated token is never fed back.
   const int64_t held = position + static_cast<int64_t>(p->prompt.size());
@@ -106,6 +156,30 @@ bool Prepare(Server::Impl& im, const std::string& body, bool chat, Prepared* p, 
   }
   p->id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(im.next_id++);
   return true;
+}
+
+// Stores the request's compressed prompt (cache_prompt, no stored prefix):
+// a fork of the session as it is after prefill and compression.
+CacheNote StorePrompt(Server::Impl& im, const Prepared& p, const Session& s) {
+  CacheNote note;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto f = s.Fork(p.kv);
+  Status st = f.ok() ? Status() : Status(f.error());
+  if (st.ok()) {
+    f.value()->UsePool(nullptr);  // stored: only forked from now on
+    auto c = StoredFrom(std::move(f.value()), p.kv);
+    st = im.store.PutAs(p.cache_as, c);
+  }
+  note.store_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  note.stored = st.ok();
+  if (!st.ok()) note.error = st.message();
+  return note;
+}
+
+// The hook that stores the prompt when the request asks and none was reused.
+void StoreHook(Server::Impl& im, const Prepared& p, GenerationHooks& hooks, CacheNote* note) {
+  if (!p.req.cache_prompt || p.reused > 0 || p.cache_as.empty()) return;
+  hooks.on_prefilled = [&im, &p, note](const Session& s) { *note = StorePrompt(im, p, s); };
 }
 
 // The request's session: a fork of its stored context or a fresh one.
@@ -123,20 +197,51 @@ std::shared_ptr<Session> OpenSession(Server::Impl& im, const Prepared& p, httpli
   return std::move(c.value());
 }
 
-void RespondJson(Server::Impl& im, const Prepared& p, Session& s, httplib::Response& res) {
-  LiveKv live(im.metrics);
-  GenerationHooks hooks;
-  hooks.on_step = [&](const Session& ses) { live.Set(static_cast<int64_t>(ses.cache().BytesHeld())); };
-  auto g = RunGeneration(s, im.engine.tokenizer(), p.prompt, !p.context, p.prev, p.req, hooks);
-  if (!g.ok()) return SendError(res, g.error().code == ErrorCode::kUnreachable ? 400 : 500, g.error().message);
-  im.metrics.AddTokens(g->prompt_tokens, g->completion_tokens);
-  im.metrics.NoteKvPeak(g->kv_bytes_peak);
+// The response object of a finished completion.
+json CompletionJson(Server::Impl& im, const Prepared& p, const Generation& g, const CacheNote& note) {
   json out = Envelope(p, im.o.model_name, false);
-  out["choices"] = json::array({Choice(p, g->text, g->finish_reason, false)});
-  if (p.req.return_tokens) out["choices"][0]["tokens"] = g->tokens;
-  out["usage"] = Usage(g.value(), p);
-  out["kvtrim"] = Extra(g.value(), p);
-  res.set_content(Dump(out), "application/json");
+  out["choices"] = json::array({Choice(p, g.text, g.finish_reason, false)});
+  if (p.req.return_tokens) out["choices"][0]["tokens"] = g.tokens;
+  out["usage"] = Usage(g, p);
+  out["kvtrim"] = Extra(g, p, note);
+  return out;
+}
+
+// A non-streamed answer: the prefill runs in the handler (its errors are
+// answered with their status); the sampling runs in a content provider,
+// while the response is under way, so that it stops when the client went
+// away: httplib 0.11's sink.is_writable() peeks at the socket, and the
+// handler itself has no way to ask. The body is one JSON object, sent chunked.
+void RespondJson(Server::Impl& im, std::shared_ptr<const Prepared> p, std::shared_ptr<Session> s,
+                 std::shared_ptr<Scheduler::Lease> lease, httplib::Response& res) {
+  auto live = std::make_shared<LiveKv>(im.metrics);
+  auto note = std::make_shared<CacheNote>();
+  auto g = std::make_shared<Generation>();
+  GenerationHooks hooks;
+  hooks.on_step = [live](const Session& ses) { live->Set(static_cast<int64_t>(ses.cache().BytesHeld())); };
+  StoreHook(im, *p, hooks, note.get());
+  Status st = PrefillPrompt(*s, p->prompt, !p->context, hooks, g.get());
+  if (!st.ok()) return SendError(res, st.code() == ErrorCode::kUnreachable ? 400 : 500, st.message());
+  res.set_chunked_content_provider("application/json", [&im, p, s, lease, live, note, g](size_t, httplib::DataSink& sink) {
+    GenerationHooks h;
+    h.on_step = [live](const Session& ses) { live->Set(static_cast<int64_t>(ses.cache().BytesHeld())); };
+    h.alive = [&sink] { return sink.is_writable(); };
+    Status st = SampleAnswer(*s, im.engine.tokenizer(), p->prev, p->req, h, g.get());
+    std::string body;
+    if (!st.ok()) {
+      body = Dump(json{{"error", {{"message", st.message()}, {"type", "server_error"}, {"code", 500}}}});
+    } else if (g->finish_reason == "abandoned") {
+      im.metrics.CountAbandoned();
+      return false;  // the client is gone: close the connection
+    } else {
+      im.metrics.AddTokens(g->prompt_tokens, g->completion_tokens);
+      im.metrics.NoteKvPeak(g->kv_bytes_peak);
+      body = Dump(CompletionJson(im, *p, *g, *note));
+    }
+    sink.write(body.data(), body.size());
+    sink.done();
+    return true;
+  });
 }
 
 // Server-sent events: the lease and session live in the provider, which
@@ -159,9 +264,14 @@ void RespondStream(Server::Impl& im, std::shared_ptr<const Prepared> p, std::sha
       ev["choices"] = json::array({Choice(*p, text, nullptr, true)});
       return SendEvent(sink, Dump(ev));
     };
+    CacheNote note;
+    StoreHook(im, *p, hooks, &note);
     auto g = RunGeneration(*s, im.engine.tokenizer(), p->prompt, !p->context, p->prev, p->req, hooks);
     if (!g.ok()) {
       SendEvent(sink, Dump(json{{"error", {{"message", g.error().message}, {"type", "server_error"}}}}));
+    } else if (g->finish_reason == "abandoned") {
+      im.metrics.CountAbandoned();
+      return false;  // the client is gone
     } else {
       im.metrics.AddTokens(g->prompt_tokens, g->completion_tokens);
       im.metrics.NoteKvPeak(g->kv_bytes_peak);
@@ -169,7 +279,7 @@ void RespondStream(Server::Impl& im, std::shared_ptr<const Prepared> p, std::sha
       last["choices"] = json::array({Choice(*p, "", g->finish_reason, true)});
       if (p->req.return_tokens) last["choices"][0]["tokens"] = g->tokens;
       last["usage"] = Usage(g.value(), *p);
-      last["kvtrim"] = Extra(g.value(), *p);
+      last["kvtrim"] = Extra(g.value(), *p, note);
       SendEvent(sink, Dump(last));
     }
     SendEvent(sink, "[DONE]");
@@ -189,7 +299,7 @@ void Server::Impl::Completion(const httplib::Request& req, httplib::Response& re
   if (!s) return;
   s->UsePool(lease->pool());
   if (p->req.stream) return RespondStream(*this, p, s, lease, res);
-  RespondJson(*this, *p, *s, res);
+  RespondJson(*this, p, s, lease, res);
 }
 
 }  // namespace kvtrim::server

@@ -2,35 +2,18 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
+#include <unordered_set>
 
 namespace kvtrim::server {
 
-namespace fs = std::filesystem;
-
-namespace {
-// N of an id "ctx-N" (0 for any other name).
-int64_t IdNumber(const std::string& id) {
-  if (id.rfind("ctx-", 0) != 0 || id.size() <= 4 || id.size() > 22) return 0;
-  for (size_t i = 4; i < id.size(); ++i)
-    if (id[i] < '0' || id[i] > '9') return 0;
-  return std::stoll(id.substr(4));
-}
-}  // namespace
-
-Status ContextStore::UseDirectory(const std::string& dir, Loader load) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir)) return MakeError("context store directory '" + dir + "': " + ec.message());
+void ContextStore::UseBackend(std::unique_ptr<ContextBackend> backend, Loader load) {
   std::lock_guard<std::mutex> lk(mu_);
-  dir_ = dir;
+  backend_ = std::move(backend);
   load_ = std::move(load);
-  for (const auto& e : fs::directory_iterator(dir, ec))
-    if (e.path().extension() == ".kvc") next_id_ = std::max(next_id_, IdNumber(e.path().stem().string()) + 1);
-  return {};
 }
 
 void ContextStore::Insert(std::shared_ptr<StoredContext> c) {
+  EraseLocked(c->id);  // a cached prompt stored again
   while (bytes_ + c->bytes_held > capacity_ && !lru_.empty()) {
     bytes_ -= lru_.back()->bytes_held;
     index_.erase(lru_.back()->id);
@@ -42,38 +25,77 @@ void ContextStore::Insert(std::shared_ptr<StoredContext> c) {
   index_[lru_.front()->id] = lru_.begin();
 }
 
-Expected<std::string> ContextStore::Put(std::shared_ptr<StoredContext> c) {
+void ContextStore::EraseLocked(const std::string& id) {
+  auto it = index_.find(id);
+  if (it == index_.end()) return;
+  bytes_ -= (*it->second)->bytes_held;
+  lru_.erase(it->second);
+  index_.erase(it);
+}
+
+Status ContextStore::Store(const std::string& id, const std::shared_ptr<StoredContext>& c) {
   if (c->bytes_held > capacity_) {
     return MakeError("the compressed context holds " + std::to_string(c->bytes_held) +
                      " bytes, more than the whole context store (" + std::to_string(capacity_) +
                      " bytes, --context-store-mib)");
   }
-  std::unique_lock<std::mutex> lk(mu_);
-  c->id = "ctx-" + std::to_string(next_id_++);
-  if (!dir_.empty()) {  // on disk before it is acknowledged (written atomically)
-    lk.unlock();
-    KVTRIM_RETURN_IF_ERROR(c->session->SaveContext(PathOf(c->id)));
-    lk.lock();
-  }
+  c->id = id;
+  // In the backend before it is acknowledged (the backend writes atomically).
+  if (backend_) KVTRIM_RETURN_IF_ERROR(backend_->Write(id, c->session->ContextBytes()));
+  std::lock_guard<std::mutex> lk(mu_);
   Insert(c);
-  return c->id;
+  return {};
+}
+
+Expected<std::string> ContextStore::Put(std::shared_ptr<StoredContext> c) {
+  int64_t n = 0;
+  if (backend_) {
+    auto b = backend_->NextNumber();
+    if (!b.ok()) return b.error();
+    n = b.value();
+  } else {
+    std::lock_guard<std::mutex> lk(mu_);
+    n = next_id_++;
+  }
+  const std::string id = "ctx-" + std::to_string(n);
+  KVTRIM_RETURN_IF_ERROR(Store(id, c));
+  return id;
+}
+
+Status ContextStore::PutAs(const std::string& id, std::shared_ptr<StoredContext> c) {
+  if (!IsContextId(id)) return MakeError("'" + id + "' cannot name a stored context");
+  return Store(id, c);
 }
 
 std::shared_ptr<const StoredContext> ContextStore::Get(const std::string& id) {
-  std::lock_guard<std::mutex> lk(mu_);
-  auto it = index_.find(id);
-  if (it != index_.end()) {
-    lru_.splice(lru_.begin(), lru_, it->second);
-    return *it->second;
+  std::shared_ptr<const StoredContext> hit;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = index_.find(id);
+    if (it != index_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second);
+      hit = *it->second;
+    }
   }
-  if (dir_.empty() || IdNumber(id) == 0 || !fs::exists(PathOf(id))) return nullptr;
-  auto c = load_(PathOf(id));
+  if (hit) {
+    if (backend_) backend_->Touch(id);  // the backend's bound drops it last too
+    return hit;
+  }
+  if (!backend_ || !IsContextId(id)) return nullptr;
+  // Loaded outside the lock: other requests go on meanwhile.
+  auto bytes = backend_->Read(id);
+  if (!bytes.ok()) std::fprintf(stderr, "kvtrim serve: %s\n", bytes.error().message.c_str());
+  if (!bytes.ok() || !bytes.value()) return nullptr;
+  auto c = load_(*bytes.value(), backend_->name() + ": context '" + id + "'");
   if (!c.ok()) {
     std::fprintf(stderr, "kvtrim serve: %s\n", c.error().message.c_str());
     return nullptr;
   }
   c.value()->id = id;
   if (c.value()->bytes_held > capacity_) return c.value();  // served once, not kept in memory
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = index_.find(id);
+  if (it != index_.end()) return *it->second;  // another request loaded it meanwhile
   Insert(c.value());
   return c.value();
 }
@@ -85,15 +107,11 @@ std::shared_ptr<const StoredContext> ContextStore::Peek(const std::string& id) c
 }
 
 bool ContextStore::Erase(const std::string& id) {
+  const bool in_backend = backend_ && IsContextId(id) && backend_->Remove(id);
   std::lock_guard<std::mutex> lk(mu_);
-  bool found = false;
-  if (!dir_.empty() && IdNumber(id) > 0) found = std::remove(PathOf(id).c_str()) == 0;
-  auto it = index_.find(id);
-  if (it == index_.end()) return found;
-  bytes_ -= (*it->second)->bytes_held;
-  lru_.erase(it->second);
-  index_.erase(it);
-  return true;
+  const bool in_memory = index_.count(id) > 0;
+  EraseLocked(id);
+  return in_backend || in_memory;
 }
 
 void ContextStore::Clear() {
@@ -119,18 +137,15 @@ int64_t ContextStore::evicted() const {
 }
 
 std::vector<std::string> ContextStore::Ids() const {
-  std::lock_guard<std::mutex> lk(mu_);
   std::vector<std::string> ids;
-  for (const auto& c : lru_) ids.push_back(c->id);
-  if (dir_.empty()) return ids;
-  std::vector<std::pair<int64_t, std::string>> disk;  // only on disk, by number
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir_, ec)) {
-    const std::string id = e.path().stem().string();
-    if (e.path().extension() == ".kvc" && IdNumber(id) > 0 && !index_.count(id)) disk.emplace_back(IdNumber(id), id);
+  std::unordered_set<std::string> seen;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (const auto& c : lru_) ids.push_back(c->id), seen.insert(c->id);
   }
-  std::sort(disk.begin(), disk.end());
-  for (auto& [n, id] : disk) ids.push_back(id);
+  if (!backend_) return ids;
+  for (auto& id : backend_->List())  // outside the lock: a directory scan or a Redis SCAN
+    if (!seen.count(id)) ids.push_back(std::move(id));
   return ids;
 }
 

@@ -2,10 +2,11 @@
 // compressed once, then only forked by requests (Session::Fork copies the
 // cache), so it is never modified after it is stored. Bounded by bytes; the
 // least recently used contexts are dropped to make room. Thread-safe.
-// With a directory (kvtrim serve --context-store DIR) every stored context is
-// also written there as a context file (docs/context-file.md) before it is
-// acknowledged; memory is then a cache over the directory: a context dropped
-// from memory, or stored before a restart, is loaded on demand.
+// With a backend (kvtrim serve --context-store DIR or redis://HOST:PORT,
+// server/context_backend.h) every stored context is also written there as a
+// context file's bytes (docs/context-file.md) before it is acknowledged;
+// memory is then a cache over the backend: a context dropped from memory,
+// stored before a restart or by another replica is loaded on demand.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +20,7 @@
 
 #include "kvtrim/engine.h"
 #include "kvtrim/status.h"
+#include "server/context_backend.h"
 
 namespace kvtrim::server {
 
@@ -38,32 +40,37 @@ struct StoredContext {
 
 class ContextStore {
  public:
-  // Makes a stored context from a context file (the server's engine and options).
-  using Loader = std::function<Expected<std::shared_ptr<StoredContext>>(const std::string& path)>;
+  // Makes a stored context from a context file's bytes (the server's engine
+  // and options); `name` begins its errors.
+  using Loader =
+      std::function<Expected<std::shared_ptr<StoredContext>>(const std::string& bytes, const std::string& name)>;
   explicit ContextStore(size_t capacity_bytes) : capacity_(capacity_bytes) {}
-  // Keeps every context in `dir` too (created if absent); ids continue after
-  // the largest "ctx-N" found there.
-  Status UseDirectory(const std::string& dir, Loader load);
+  // Keeps every context in `backend` too.
+  void UseBackend(std::unique_ptr<ContextBackend> backend, Loader load);
 
-  // Stores `c` under a new id ("ctx-1", "ctx-2", ...), dropping least recently
-  // used contexts until it fits; an error when it alone exceeds the capacity
-  // (or, with a directory, when its file cannot be written).
+  // Stores `c` under a new id ("ctx-1", "ctx-2", ...; with a backend, the
+  // backend's counter), dropping least recently used contexts from memory
+  // until it fits; an error when it alone exceeds the capacity or the
+  // backend cannot take it.
   Expected<std::string> Put(std::shared_ptr<StoredContext> c);
+  // The same under a given id (a cached prompt's), replacing what it held.
+  Status PutAs(const std::string& id, std::shared_ptr<StoredContext> c);
   // The context (marked most recently used), or nullptr when absent or
-  // dropped; with a directory, a context only on disk is loaded first (a
-  // file that is refused is reported on stderr and answers nullptr).
+  // dropped; with a backend, a context it alone holds is loaded first (one
+  // that is refused is reported on stderr and answers nullptr).
   std::shared_ptr<const StoredContext> Get(const std::string& id);
   // The context if it is in memory (not marked used, never loaded).
   std::shared_ptr<const StoredContext> Peek(const std::string& id) const;
   bool Erase(const std::string& id);
   void Clear();
 
-  size_t bytes() const;     // bytes_held summed over the stored contexts
+  size_t bytes() const;     // bytes_held summed over the contexts in memory
   size_t size() const;
-  int64_t evicted() const;  // contexts dropped to make room so far
+  int64_t evicted() const;  // contexts dropped from memory to make room so far
   size_t capacity() const { return capacity_; }
-  std::vector<std::string> Ids() const;  // most recently used first, then those only on disk
-  const std::string& directory() const { return dir_; }
+  // Those in memory, most recently used first, then those only in the backend.
+  std::vector<std::string> Ids() const;
+  bool durable() const { return backend_ != nullptr; }
 
  private:
   using Lru = std::list<std::shared_ptr<StoredContext>>;
@@ -73,10 +80,11 @@ class ContextStore {
   std::unordered_map<std::string, Lru::iterator> index_;
   size_t bytes_ = 0;
   int64_t next_id_ = 1, evicted_ = 0;
-  std::string dir_;
+  std::unique_ptr<ContextBackend> backend_;  // set before serving, never changed after
   Loader load_;
-  std::string PathOf(const std::string& id) const { return dir_ + "/" + id + ".kvc"; }
+  Status Store(const std::string& id, const std::shared_ptr<StoredContext>& c);  // checks the bound, writes
   void Insert(std::shared_ptr<StoredContext> c);  // under mu_: into memory, dropping LRU ones to fit
+  void EraseLocked(const std::string& id);
 };
 
 }  // namespace kvtrim::server

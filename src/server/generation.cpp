@@ -60,31 +60,40 @@ std::string StopText::TakeReady(bool final) {
   return out;
 }
 
-Expected<Generation> RunGeneration(Session& s, const io::Tokenizer& tok, const std::vector<int>& prompt, bool compress,
-                                   int prev, const CompletionRequest& r, const GenerationHooks& hooks) {
-  Generation g;
-  g.prompt_tokens = static_cast<int>(prompt.size());
+Status PrefillPrompt(Session& s, const std::vector<int>& prompt, bool compress, const GenerationHooks& hooks,
+                     Generation* g) {
+  g->prompt_tokens = static_cast<int>(prompt.size());
   const auto t0 = Clock::now();
   if (!prompt.empty()) KVTRIM_RETURN_IF_ERROR(s.Prefill(prompt));
   if (compress) KVTRIM_RETURN_IF_ERROR(s.Compress());
-  const auto t1 = Clock::now();
-  g.prefill_ms = Ms(t0, t1);
+  g->prefill_ms = Ms(t0, Clock::now());
+  if (hooks.on_prefilled) hooks.on_prefilled(s);
   if (hooks.on_step) hooks.on_step(s);
+  return {};
+}
+
+Status SampleAnswer(Session& s, const io::Tokenizer& tok, int prev, const CompletionRequest& r,
+                    const GenerationHooks& hooks, Generation* g) {
+  const auto t1 = Clock::now();
   // The loop of Generate (src/engine/generate.cpp): n sampled, n - 1 fed back.
   Sampler sampler(r.sampling);
   StopText text(r.stop);
   const int bos = s.bos(), eos = s.eos();
   bool client_gone = false;
   for (int i = 0; i < r.max_tokens; ++i) {
-    const int id = sampler.Sample(s.logits());
-    if (!r.sampling.ignore_eos && (id == eos || id == bos)) {
-      g.finish_reason = "stop";
+    if (hooks.alive && !hooks.alive()) {
+      client_gone = true;
       break;
     }
-    g.tokens.push_back(id);
+    const int id = sampler.Sample(s.logits());
+    if (!r.sampling.ignore_eos && (id == eos || id == bos)) {
+      g->finish_reason = "stop";
+      break;
+    }
+    g->tokens.push_back(id);
     const bool stopped = text.Add(tok.Piece(prev, id));
     prev = id;
-    if (stopped) g.finish_reason = "stop";
+    if (stopped) g->finish_reason = "stop";
     if (hooks.on_text) {
       const std::string ready = text.TakeReady(stopped);
       if (!ready.empty() && !hooks.on_text(ready)) client_gone = true;
@@ -97,13 +106,22 @@ Expected<Generation> RunGeneration(Session& s, const io::Tokenizer& tok, const s
     const std::string rest = text.TakeReady(true);
     if (!rest.empty()) hooks.on_text(rest);
   }
-  g.decode_ms = Ms(t1, Clock::now());
-  g.text = text.text();
-  g.completion_tokens = static_cast<int>(g.tokens.size());
-  g.kv_bytes = s.cache().BytesUsed();
-  g.kv_bytes_full = s.cache().BytesFull();
-  g.kv_entries = s.cache().EntriesHeld();
-  g.kv_bytes_peak = s.peak_kv_bytes();
+  if (client_gone) g->finish_reason = "abandoned";
+  g->decode_ms = Ms(t1, Clock::now());
+  g->text = text.text();
+  g->completion_tokens = static_cast<int>(g->tokens.size());
+  g->kv_bytes = s.cache().BytesUsed();
+  g->kv_bytes_full = s.cache().BytesFull();
+  g->kv_entries = s.cache().EntriesHeld();
+  g->kv_bytes_peak = s.peak_kv_bytes();
+  return {};
+}
+
+Expected<Generation> RunGeneration(Session& s, const io::Tokenizer& tok, const std::vector<int>& prompt, bool compress,
+                                   int prev, const CompletionRequest& r, const GenerationHooks& hooks) {
+  Generation g;
+  KVTRIM_RETURN_IF_ERROR(PrefillPrompt(s, prompt, compress, hooks, &g));
+  KVTRIM_RETURN_IF_ERROR(SampleAnswer(s, tok, prev, r, hooks, &g));
   return g;
 }
 

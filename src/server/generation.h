@@ -47,6 +47,12 @@ struct GenerationHooks {
   std::function<bool(const std::string&)> on_text;
   // After prefill and after each decode step (live KV bytes).
   std::function<void(const Session&)> on_step;
+  // Once, after prefill (and compression), before the first token is
+  // sampled: the server stores the compressed prompt here (cache_prompt).
+  // Its time counts in neither prefill_ms nor decode_ms.
+  std::function<void(const Session&)> on_prefilled;
+  // Before each token: false stops generating (the client went away).
+  std::function<bool()> alive;
 };
 
 // Prefills `prompt` into `s`, compresses when `compress` (a fresh session,
@@ -55,5 +61,13 @@ struct GenerationHooks {
 // generated one's predecessor chain (the last prompt token), for Piece.
 Expected<Generation> RunGeneration(Session& s, const io::Tokenizer& tok, const std::vector<int>& prompt, bool compress,
                                    int prev, const CompletionRequest& r, const GenerationHooks& hooks);
+// Its two halves: the prefill (and compression, then on_prefilled), whose
+// errors a non-streamed request answers with their status, and the
+// sampling, which a non-streamed request runs while its response is sent
+// (so that it can tell when the client went away).
+Status PrefillPrompt(Session& s, const std::vector<int>& prompt, bool compress, const GenerationHooks& hooks,
+                     Generation* g);
+Status SampleAnswer(Session& s, const io::Tokenizer& tok, int prev, const CompletionRequest& r,
+                    const GenerationHooks& hooks, Generation* g);
 
 }  // namespace kvtrim::server

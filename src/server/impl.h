@@ -32,7 +32,7 @@ struct Server::Impl {
   void Routes();
   void Completion(const httplib::Request& req, httplib::Response& res, bool chat);
   void CreateContext(const httplib::Request& req, httplib::Response& res);
-  Expected<std::shared_ptr<StoredContext>> LoadStored(const std::string& path);
+  Expected<std::shared_ptr<StoredContext>> LoadStored(const std::string& bytes, const std::string& name);
   int Ctx() const;  // context length of every session
   Metrics::Gauges Gauges() const;
 };
@@ -41,6 +41,9 @@ struct Server::Impl {
 std::string Dump(const json& j);
 // An OpenAI-style error body {"error": {"message", "type", "code"}} with its status.
 void SendError(httplib::Response& res, int status, const std::string& message);
+// A stored context over a prefilled and compressed session (at least one
+// token): its tokens, the bytes its entries occupy and hold, its peak.
+std::shared_ptr<StoredContext> StoredFrom(std::unique_ptr<Session> s, const KvOptions& kv);
 // The KV options as reported in responses.
 json KvJson(const KvOptions& kv);
 // Adds "clock_step_ms" and "below_clock_resolution" (the names of the

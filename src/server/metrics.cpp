@@ -48,6 +48,8 @@ std::string Metrics::Render(const Gauges& g) const {
        static_cast<double>(g.rejected));
   Line(os, "kvtrim_prompt_tokens_total", "counter", "Prompt tokens prefilled", static_cast<double>(prompt_tokens_));
   Line(os, "kvtrim_completion_tokens_total", "counter", "Tokens generated", static_cast<double>(completion_tokens_));
+  Line(os, "kvtrim_requests_abandoned_total", "counter", "Completions stopped because their client went away",
+       static_cast<double>(abandoned_));
   Line(os, "kvtrim_queue_depth", "gauge", "Requests waiting for a decoding slot", g.queue_depth);
   Line(os, "kvtrim_active_requests", "gauge", "Requests holding a decoding slot", g.active);
   Line(os, "kvtrim_parallel", "gauge", "Decoding slots (--parallel)", g.parallel);

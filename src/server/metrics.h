@@ -16,6 +16,9 @@ class Metrics {
     prompt_tokens_ += prompt;
     completion_tokens_ += completion;
   }
+  // A completion stopped early because its client went away.
+  void CountAbandoned() { ++abandoned_; }
+  int64_t abandoned() const { return abandoned_.load(); }
   // KV bytes of the live sessions (requests running now): add a change.
   void AddLiveKv(int64_t delta) { live_kv_bytes_ += delta; }
   int64_t live_kv_bytes() const { return live_kv_bytes_.load(); }
@@ -39,7 +42,8 @@ class Metrics {
  private:
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int>, int64_t> requests_;
-  std::atomic<int64_t> prompt_tokens_{0}, completion_tokens_{0}, live_kv_bytes_{0}, kv_peak_bytes_{0};
+  std::atomic<int64_t> prompt_tokens_{0}, completion_tokens_{0}, live_kv_bytes_{0}, kv_peak_bytes_{0},
+      abandoned_{0};
 };
 
 // Resident set size of this process now and at its peak (/proc/self/status

@@ -180,6 +180,9 @@ Status ParseCommon(const json& j, CompletionRequest* r) {
   std::string model;
   KVTRIM_RETURN_IF_ERROR(GetString(j, "model", &model));  // any name: one model is served
   KVTRIM_RETURN_IF_ERROR(GetString(j, "context_id", &r->context_id));
+  KVTRIM_RETURN_IF_ERROR(GetBool(j, "cache_prompt", &r->cache_prompt));
+  if (r->cache_prompt && !r->context_id.empty())
+    return MakeError("'cache_prompt' and 'context_id' exclude each other: a stored context is already cached");
   KVTRIM_RETURN_IF_ERROR(ParseStop(j, &r->stop));
   KVTRIM_RETURN_IF_ERROR(ParseKv(j, &r->kv));
   if (!r->context_id.empty() && r->kv.any())

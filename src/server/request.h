@@ -40,6 +40,9 @@ struct CompletionRequest {
   bool stream = false;                // server-sent events
   bool return_tokens = false;         // also return the generated token ids
   std::string context_id;             // continue from this stored context
+  // Store the compressed prompt; reuse a stored one this prompt begins with
+  // (llama.cpp's field; server/prompt_cache.h).
+  bool cache_prompt = false;
   KvOverrides kv;
 };
 

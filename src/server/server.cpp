@@ -8,6 +8,7 @@
 #include "kv/cache.h"
 #include "kv/compressor.h"
 #include "model/config.h"
+#include "server/connection_queue.h"
 #include "server/impl.h"
 
 namespace kvtrim::server {
@@ -70,6 +71,8 @@ json ContextJson(const StoredContext& c) {
   return j;
 }
 
+}  // namespace
+
 // A stored context over a prefilled and compressed session (at least one
 // token): its tokens, the bytes its entries occupy and hold, its peak.
 std::shared_ptr<StoredContext> StoredFrom(std::unique_ptr<Session> s, const KvOptions& kv) {
@@ -84,8 +87,6 @@ std::shared_ptr<StoredContext> StoredFrom(std::unique_ptr<Session> s, const KvOp
   c->session = std::move(s);
   return c;
 }
-
-}  // namespace
 
 // POST /v1/contexts: prefill BOS + text, compress once, store.
 void Server::Impl::CreateContext(const httplib::Request& req, httplib::Response& res) {
@@ -123,14 +124,14 @@ void Server::Impl::CreateContext(const httplib::Request& req, httplib::Response&
   res.set_content(Dump(ContextJson(*c)), "application/json");
 }
 
-// A stored context from its file (--context-store): the file's KV options,
-// the server's context length; timings of its making are not kept.
-Expected<std::shared_ptr<StoredContext>> Server::Impl::LoadStored(const std::string& path) {
+// A stored context from its bytes in the store (--context-store): the file's
+// KV options, the server's context length; timings of its making are not kept.
+Expected<std::shared_ptr<StoredContext>> Server::Impl::LoadStored(const std::string& bytes, const std::string& name) {
   SessionOptions so;
   so.ctx = o.ctx;
-  auto s = Session::LoadContext(engine, path, so);
+  auto s = Session::LoadContextBytes(engine, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), name, so);
   if (!s.ok()) return s.error();
-  if (s.value()->tokens().empty()) return MakeError("context file '" + path + "' holds no tokens");
+  if (s.value()->tokens().empty()) return MakeError(name + " holds no tokens");
   const KvOptions kv = s.value()->compressor().options();
   return StoredFrom(std::move(s.value()), kv);
 }
@@ -152,7 +153,7 @@ void Server::Impl::Routes() {
   http.Post("/v1/contexts", [this](const httplib::Request& q, httplib::Response& r) { CreateContext(q, r); });
   http.Get("/v1/contexts", [this](const httplib::Request&, httplib::Response& res) {
     json data = json::array();
-    for (const auto& id : store.Ids())  // those only on disk (--context-store) are listed, not loaded
+    for (const auto& id : store.Ids())  // those only in the backend (--context-store) are listed, not loaded
       if (auto c = store.Peek(id)) data.push_back(ContextJson(*c));
       else data.push_back({{"id", id}, {"object", "context"}, {"in_memory", false}});
     res.set_content(Dump(json{{"object", "list"}, {"data", data}, {"bytes", store.bytes()}}), "application/json");
@@ -205,16 +206,29 @@ Expected<std::unique_ptr<Server>> Server::Create(const Engine& engine, const Ser
   std::unique_ptr<Server> s(new Server());
   s->impl_ = std::make_unique<Impl>(engine, o, per_slot);
   Impl& im = *s->impl_;
-  if (!o.context_dir.empty()) KVTRIM_RETURN_IF_ERROR(im.store.UseDirectory(o.context_dir, [&im](const std::string& p) {
-    return im.LoadStored(p);
-  }));
+  if (!o.context_store.empty()) {
+    auto b = OpenContextBackend(o.context_store, o.context_store_disk_bytes);
+    if (!b.ok()) return b.error();
+    im.store.UseBackend(std::move(b.value()), [&im](const std::string& bytes, const std::string& name) {
+      return im.LoadStored(bytes, name);
+    });
+  }
   im.Routes();
   // Enough connection threads that every decoding and queued request has one,
-  // and a few more answer 503 / health / metrics meanwhile.
-  const int conn_threads = o.parallel + o.queue + 4;
-  im.http.new_task_queue = [conn_threads] { return new httplib::ThreadPool(static_cast<size_t>(conn_threads)); };
+  // and a few more answer 503 / health / metrics meanwhile; as many
+  // connections may wait for one; beyond that, 503 at once (ConnectionQueue).
+  const size_t conn_threads = static_cast<size_t>(o.parallel + o.queue + 4);
+  im.http.new_task_queue = [conn_threads] { return new ConnectionQueue(conn_threads, conn_threads); };
+  im.http.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!ConnectionQueue::Overflowing() || req.path == "/health" || req.path == "/metrics")
+      return httplib::Server::HandlerResponse::Unhandled;
+    SendError(res, 503, "server busy: every connection thread is taken, retry later");
+    res.set_header("Connection", "close");
+    return httplib::Server::HandlerResponse::Handled;
+  });
   im.http.set_payload_max_length(size_t{64} << 20);
   im.http.set_keep_alive_max_count(100);
+  im.http.set_keep_alive_timeout(o.keep_alive_s);
   return s;
 }
 

@@ -18,9 +18,12 @@ struct ServerOptions {
   int parallel = 1;         // requests running the model at once
   int queue = 16;           // requests waiting beyond those; more get 503
   int threads = 0;          // threads in all (split among the slots); 0: the engine's
+  int keep_alive_s = 2;     // an idle keep-alive connection is closed after this
   size_t context_store_bytes = size_t{256} << 20;
-  // A directory keeping every stored context as a context file (empty: memory only).
-  std::string context_dir;
+  // Where stored contexts outlast the process: a directory of context files
+  // or "redis://HOST:PORT" shared by replicas (empty: memory only).
+  std::string context_store;
+  uint64_t context_store_disk_bytes = 0;  // a directory's bound (0: none), LRU
   int ctx = 0;              // context length of every session (0: the model's)
   KvOptions kv;             // defaults for requests that leave KV fields out
   std::string model_name;   // reported by /v1/models and in responses

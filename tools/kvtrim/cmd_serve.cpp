@@ -21,8 +21,8 @@ namespace {
 struct ServeOpts {
   RopeOverrides rope;
   std::string model, host = "127.0.0.1";
-  int port = 8080, threads = 0, parallel = 1, queue = 16, ctx = 0;
-  double store_mib = 256;
+  int port = 8080, threads = 0, parallel = 1, queue = 16, ctx = 0, keep_alive = 2;
+  double store_mib = 256, store_gib = 0;
   std::string store_dir;
   KvFlags kv;
 };
@@ -44,9 +44,11 @@ int ServeAction(const ServeOpts& o) {
   so.threads = o.threads;
   so.parallel = o.parallel;
   so.queue = o.queue;
+  so.keep_alive_s = o.keep_alive;
   so.ctx = o.ctx;
   so.context_store_bytes = static_cast<size_t>(o.store_mib * 1048576.0);
-  so.context_dir = o.store_dir;
+  so.context_store = o.store_dir;
+  so.context_store_disk_bytes = static_cast<uint64_t>(o.store_gib * 1073741824.0);
   so.kv = ToKvOptions(o.kv, o.kv.kv.policy);
   so.model_name = std::filesystem::path(o.model).filename().string();
   auto srv = server::Server::Create(*engine.value(), so);
@@ -103,14 +105,23 @@ Command AddServe(CLI::App& app) {
   sub->add_option("--queue", o->queue, "Requests waiting for a slot at most; more are answered 503")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  sub->add_option("--keep-alive-s", o->keep_alive,
+                  "An idle keep-alive connection is closed after this many seconds (it holds a connection thread)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
   sub->add_option("--context-store-mib", o->store_mib,
                   "Bound of the stored contexts' KV bytes (least recently used dropped first)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   sub->add_option("--context-store", o->store_dir,
-                  "Also keep every stored context as a file in this directory (docs/context-file.md): written "
-                  "before it is acknowledged, loaded on demand, listed after a restart; memory caches it")
-  ;
+                  "Also keep every stored context in DIR (one context file each, docs/context-file.md) or in "
+                  "redis://HOST:PORT (shared by replicas): written before it is acknowledged, loaded on demand, "
+                  "listed after a restart; memory caches it");
+  sub->add_option("--context-store-gib", o->store_gib,
+                  "Bound of a --context-store directory's files in GiB, least recently used dropped first (0: none; "
+                  "bound Redis with its maxmemory)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("-c,--ctx", o->ctx, "Context length of every session (0: the model's)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);

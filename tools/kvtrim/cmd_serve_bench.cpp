@@ -19,6 +19,7 @@
 #include "io/tokenizer.h"
 #include "io/clock.h"
 #include "kvtrim/engine.h"
+#include "serve_soak.h"
 
 namespace kvtrim::cli {
 
@@ -43,6 +44,8 @@ struct BenchOpts {
   std::string model, host = "127.0.0.1", haystack, kv = "snapkv", out;
   int port = 8080, context_tokens = 1000, questions = 20, max_tokens = 8, clients = 8, requests = 10;
   std::vector<double> ratios = {0.5, 0.25};
+  double soak_minutes = 0;
+  int soak_interval_s = 60;
 };
 
 // POSTs `body`; the parsed reply, or an error naming the status.
@@ -60,15 +63,17 @@ double Percentile(std::vector<double> v, double q) {
   return v[i];
 }
 
-// The first `n` tokens of the haystack, as text.
-Expected<std::string> ContextText(const BenchOpts& o) {
+// `n` tokens of the haystack from character `from`, as text.
+Expected<std::string> ContextText(const BenchOpts& o, size_t from = 0) {
   auto e = Engine::Load({o.model, 1});
   if (!e.ok()) return e.error();
   std::ifstream f(o.haystack);
   if (!f) return MakeError("cannot read haystack " + o.haystack);
   std::stringstream ss;
   ss << f.rdbuf();
-  std::string text = ss.str().substr(0, static_cast<size_t>(o.context_tokens) * 8);
+  const std::string all = ss.str();
+  if (from >= all.size()) from = 0;
+  std::string text = all.substr(from, static_cast<size_t>(o.context_tokens) * 8);
   std::vector<int> ids = e.value()->tokenizer().Encode(text, false);
   ids.resize(std::min<size_t>(ids.size(), static_cast<size_t>(o.context_tokens - 1)));  // BOS is the last one
   return e.value()->tokenizer().Decode(ids);
@@ -200,6 +205,36 @@ void WriteReport(const BenchOpts& o, const json& rep) {
      << Fmt(rep["server_peak_rss_bytes"].get<double>() / 1048576.0, 1) << " |\n";
 }
 
+int SoakAction(const BenchOpts& o) {
+  std::vector<std::string> texts;
+  for (size_t from : {0, 60000, 120000, 180000, 240000, 300000, 360000, 420000}) {
+    auto t = ContextText(o, from);
+    if (!t.ok()) {
+      std::fprintf(stderr, "kvtrim serve-bench: %s\n", t.error().message.c_str());
+      return 1;
+    }
+    texts.push_back(t.value());
+  }
+  SoakOpts so;
+  so.host = o.host, so.port = o.port, so.minutes = o.soak_minutes, so.interval_s = o.soak_interval_s;
+  so.clients = o.clients, so.questions = o.questions, so.max_tokens = o.max_tokens, so.kv = o.kv;
+  so.ratio = o.ratios.empty() ? 1.0 : o.ratios.front();
+  std::fprintf(stderr, "kvtrim serve-bench: soak for %.1f min, %d clients\n", so.minutes, so.clients);
+  auto rep = RunSoak(so, texts);
+  if (!rep.ok()) {
+    std::fprintf(stderr, "kvtrim serve-bench: %s\n", rep.error().message.c_str());
+    return 1;
+  }
+  rep.value()["command"] = Argv();
+  std::printf("%s\n", rep.value().dump(2).c_str());
+  if (!o.out.empty()) {
+    std::filesystem::create_directories(o.out);
+    std::ofstream(o.out + "/soak.json") << rep.value().dump(2) << "\n";
+    std::ofstream(o.out + "/soak.md") << SoakMarkdown(rep.value());
+  }
+  return rep.value()["contexts_lost"].get<int64_t>() == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 Command AddServeBench(CLI::App& app) {
@@ -219,7 +254,15 @@ Command AddServeBench(CLI::App& app) {
   sub->add_option("--clients", o->clients, "Concurrent clients of the load phase")->capture_default_str();
   sub->add_option("--requests", o->requests, "Requests per client")->capture_default_str();
   sub->add_option("--out", o->out, "Folder for serve-bench.json and serve-bench.md");
+  sub->add_option("--soak-minutes", o->soak_minutes,
+                  "Only a soak: --clients clients create a context, ask --questions, delete it, for this long "
+                  "(soak.json, soak.md in --out)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--soak-interval-s", o->soak_interval_s, "One row of the soak report per this many seconds")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   auto action = [o]() -> int {
+    if (o->soak_minutes > 0) return SoakAction(*o);
     auto text = ContextText(*o);
     if (!text.ok()) {
       std::fprintf(stderr, "kvtrim serve-bench: %s\n", text.error().message.c_str());
