@@ -15,6 +15,8 @@
 # prefill without any statistics. Methods that cannot stream are skipped in
 # chunked mode. Past the model's context, -c D+2 with linear RoPE scaling
 # (the speed does not depend on the rotation).
+# `kvzip-per-head` runs kvzip with --kvzip-per-head 1 (the mode that
+# streams, with chunked reconstruction).
 # bench/prefill_cost.py turns the log into the table and the plot.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,6 +52,7 @@ for d in $DEPTHS; do
   for method in $METHODS; do
     for mode in $MODES; do
       flags=(--kv "$method")
+      [[ $method == kvzip-per-head ]] && flags=(--kv kvzip --kvzip-per-head 1)
       [[ $method == full ]] || flags+=(--kv-ratio "$RATIO")
       if [[ $mode == chunked ]]; then
         [[ $method == full ]] && continue

@@ -228,6 +228,73 @@ TEST(PrefillChunk, TheFirstChunkIsCompressedAsAOneShotPrefillOfIt) {
   }
 }
 
+// KVzip per head streams with chunked reconstruction: a chunk at least the
+// prompt is the one-shot bit for bit; the first chunk is compressed exactly
+// as a one-shot KVzip of that chunk alone (its pass repeats that chunk
+// only, over that chunk); every head is within its budget after each
+// chunk; the last chunk's entries compete with the carried ones; the
+// shared budget refuses the flag naming the per-head mode.
+TEST(PrefillChunk, KvzipPerHeadStreamsWithChunkedReconstruction) {
+  auto e = test::LoadEngine("stories260K.gguf");
+  ASSERT_TRUE(e);
+  const int chunk = 200, budget = 160;
+  const std::vector<int> t = Tokens(500, 21);
+  auto opts = [](int c) {
+    SessionOptions so;
+    so.kv.policy = "kvzip";
+    so.kv.params["kvzip-per-head"] = 1;
+    so.kv.budget_tokens = budget;
+    so.kv.quant = "f16";
+    so.kv.prefill_chunk = c;
+    so.ubatch = 64;
+    return so;
+  };
+  auto run = [&](const SessionOptions& so, const std::vector<int>& tokens) {
+    auto s = Session::Create(*e, so);
+    EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
+    EXPECT_TRUE(s.value()->Prefill(tokens).ok());
+    EXPECT_TRUE(s.value()->Compress().ok());
+    return std::move(s.value());
+  };
+  auto one = run(opts(0), t);
+  for (int c : {500, 4096}) ExpectSameCache(one->cache(), run(opts(c), t)->cache(), "kvzip chunk " + std::to_string(c));
+  std::vector<kv::KvCache> after;
+  SessionOptions so = opts(chunk);
+  Session* ses = nullptr;
+  so.on_chunk = [&](int64_t, int64_t) {
+    after.push_back(ses->cache());
+    for (int l = 0; l < ses->cache().n_layer(); ++l)
+      for (int h = 0; h < ses->cache().n_head_kv(); ++h) ASSERT_LE(ses->cache().head(l, h).size(), budget);
+  };
+  auto ch = Session::Create(*e, so);
+  ASSERT_TRUE(ch.ok()) << ch.error().message;
+  ses = ch.value().get();
+  ASSERT_TRUE(ch.value()->Prefill(t).ok());
+  ASSERT_EQ(after.size(), 2u);
+  ExpectSameCache(run(opts(0), {t.begin(), t.begin() + chunk})->cache(), after[0], "kvzip after the first chunk");
+  ASSERT_TRUE(ch.value()->Compress().ok());
+  int from_last = 0, from_first = 0;
+  const kv::KvCache& end = ch.value()->cache();
+  for (int l = 0; l < end.n_layer(); ++l)
+    for (int h = 0; h < end.n_head_kv(); ++h)
+      for (int i = 0; i < end.head(l, h).size(); ++i) {
+        from_last += end.head(l, h).pos(i) >= 2 * chunk;
+        from_first += end.head(l, h).pos(i) < chunk;
+      }
+  EXPECT_GT(from_last, 0);
+  EXPECT_GT(from_first, 0);
+  bool differs = false;
+  for (int l = 0; l < end.n_layer() && !differs; ++l)
+    for (int h = 0; h < end.n_head_kv() && !differs; ++h)
+      for (int i = 0; i < end.head(l, h).size() && !differs; ++i) differs = end.head(l, h).pos(i) != one->cache().head(l, h).pos(i);
+  EXPECT_TRUE(differs) << "chunked reconstruction chose the one-shot's entries everywhere";
+  SessionOptions shared = opts(chunk);
+  shared.kv.params.erase("kvzip-per-head");
+  auto refused = Session::Create(*e, shared);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("--kvzip-per-head 1"), std::string::npos) << refused.error().message;
+}
+
 // --- carried statistics, by hand, on one head of dimension 2 -------------
 
 struct OneHead {

@@ -159,8 +159,10 @@ class Session {
   // Forward passes over n tokens in ubatches (the prefill's, one chunk's).
   Status ForwardPrompt(const int* tokens, size_t n);
   // The policy's ReferencePass (Attention Matching's repeat-prefill): on a
-  // copy of the cache, "Repeat the previous context." and the context again;
-  // the rotated queries go to the compressor's statistics.
+  // copy of the cache, "Repeat the previous context." and the context again
+  // (tokens_ from pass_from_: a chunked prefill repeats only the chunk that
+  // just ended, KVzip's chunked reconstruction); the rotated queries and the
+  // taps go to the compressor's statistics.
   Status RunReferencePass();
   kernels::ThreadPool& pool() const;  // pool_ or the engine's
   void NotePeak(size_t extra = 0);    // peak_kv_bytes_ = max(it, the cache's bytes + extra)
@@ -179,6 +181,9 @@ class Session {
   size_t peak_kv_bytes_ = 0;
   double prefill_s_ = 0;     // seconds spent in Prefill so far (reported against the reference pass)
   std::vector<int> tokens_;  // every token appended so far (reference passes replay them)
+  // The tokens_ a reference pass repeats: [pass_from_, pass_to_) (pass_to_ 0:
+  // to the end); a chunked prefill's pass repeats the chunk that just ended.
+  size_t pass_from_ = 0, pass_to_ = 0;
 };
 
 // What a context file holds, without loading it into an engine (`kvtrim

@@ -193,7 +193,10 @@ Status Session::RunReferencePass() {
   const auto t0 = std::chrono::steady_clock::now();
   const auto& c = engine_->config();
   std::vector<int> instr = engine_->tokenizer().Encode(rp.instruction, false);
-  std::vector<int> again(tokens_.begin() + (tokens_.front() == bos() ? 1 : 0), tokens_.end());
+  const size_t to = pass_to_ > 0 ? std::min(pass_to_, tokens_.size()) : tokens_.size();
+  const size_t from = std::max<size_t>(std::min(pass_from_, to), tokens_.front() == bos() ? 1 : 0);
+  std::vector<int> again(tokens_.begin() + static_cast<std::ptrdiff_t>(std::min(from, to)),
+                         tokens_.begin() + static_cast<std::ptrdiff_t>(to));
   // Within the model's trained context unless the policy asks for all of it.
   const int64_t room = c.ctx - position() - static_cast<int64_t>(instr.size());
   if (!rp.past_context) again.resize(static_cast<size_t>(std::clamp<int64_t>(room, 0, again.size())));
@@ -226,7 +229,7 @@ Status Session::RunReferencePass() {
         into.reference.Add(name, std::move(s));
       }
     }
-  compressor_->SetReferenceTiming(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+  compressor_->AddReferenceTiming(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
                                   prefill_s_);
   return {};
 }
@@ -278,11 +281,15 @@ Status Session::Prefill(const std::vector<int>& tokens) {
   if (tokens.empty()) compressor_->BeginPrompt(end);
   // One chunk (prefill_chunk 0, or at least the prompt) is the one-shot prefill.
   const size_t chunk = opts_.kv.prefill_chunk > 0 ? static_cast<size_t>(opts_.kv.prefill_chunk) : tokens.size();
+  const size_t first = tokens_.size() - tokens.size();  // this prompt's first token in tokens_
+  pass_from_ = pass_to_ = 0;  // one chunk: a reference pass repeats every token, as ever
   for (size_t c0 = 0; c0 < tokens.size(); c0 += chunk) {
     const size_t n = std::min(chunk, tokens.size() - c0);
+    if (chunk < tokens.size()) pass_from_ = first + c0, pass_to_ = first + c0 + n;  // chunked: its chunk only
     compressor_->BeginChunk(position() + static_cast<int64_t>(n), c0 == 0);
     KVTRIM_RETURN_IF_ERROR(ForwardPrompt(tokens.data() + c0, n));
     if (c0 + n == tokens.size()) break;  // the last chunk: Compress() takes it
+    if (compressor_->policy().prefill_time()) KVTRIM_RETURN_IF_ERROR(RunReferencePass());
     KVTRIM_RETURN_IF_ERROR(compressor_->CompressChunk(*cache_, end, &pool()));
     NotePeak();
     if (opts_.on_chunk) opts_.on_chunk(static_cast<int64_t>(c0 + n), static_cast<int64_t>(tokens.size()));

@@ -2,6 +2,7 @@
 // its plans at the two compression points (once after prefill; during decode
 // whenever a head exceeds its budget), then quantizes what is kept.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -87,8 +88,10 @@ class Compressor {
   void SetRope(const RopeSpec& r) { rope_ = r; }
   // Seconds the last reference pass (ReferencePass) took, and the prefill
   // before it: reported as the counters ref-pass-us and prefill-us.
-  void SetReferenceTiming(double pass_s, double prefill_s) {
-    ref_pass_s_ = pass_s;
+  // A reference pass took pass_s (summed over the passes: one per chunk of
+  // a chunked prefill, one per layer on-policy); prefill_s: the prefill's time so far.
+  void AddReferenceTiming(double pass_s, double prefill_s) {
+    ref_pass_s_ = std::max(ref_pass_s_, 0.0) + pass_s;
     prefill_s_ = prefill_s;
   }
 

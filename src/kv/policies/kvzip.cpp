@@ -6,8 +6,17 @@
 // are kept under ONE budget shared by every KV head of every layer (the
 // uniform total r x entries, heads get different counts), or with
 // --kvzip-per-head a fixed share per head. Prefill-time only.
+// With --prefill-chunk (per-head mode; the shared budget needs every entry
+// scored at once) the reconstruction is chunked as the paper does for long
+// contexts: after each chunk the engine repeats that chunk alone over the
+// compressed past and the chunk (Session::RunReferencePass), and each entry
+// keeps the largest score any chunk's reconstruction gave it (the kept
+// entries' scores are carried from chunk to chunk).
 #include "kv/policies/policies.h"
 #include "kv/taps/max_prob.h"
+
+#include <algorithm>
+#include <mutex>
 
 namespace kvtrim::kv {
 
@@ -44,17 +53,56 @@ class KvzipPolicy : public Policy {
   }
   bool has_entry_scores() const override { return true; }
   EntryScores Score(const PolicyContext& ctx) override {
-    const int n = ctx.store->size();
-    return {Scores(ctx.stats, n), std::vector<bool>(n, false), true};
+    return {Combined(ctx), std::vector<bool>(ctx.store->size(), false), true};
   }
   Plan Compress(const PolicyContext& ctx) override {
-    const int n = ctx.store->size();
-    return Plan::Keep(KeepTop(Scores(ctx.stats, n), std::vector<bool>(n, false), ctx.budget));
+    const std::vector<double> score = Combined(ctx);
+    Plan plan = Plan::Keep(KeepTop(score, std::vector<bool>(score.size(), false), ctx.budget));
+    if (std::vector<double>* carried = Carried(ctx); carried && !carried->empty()) {  // chunked: scores go on
+      std::vector<double> kept;
+      kept.reserve(plan.keep.size());
+      for (int i : plan.keep) kept.push_back(score[i]);
+      *carried = std::move(kept);
+    }
+    return plan;
+  }
+  std::string StreamBlocker() const override {
+    if (!per_head_)
+      return "its one budget shared by every head needs every entry scored at once (--kvzip-per-head 1 streams, "
+             "with chunked reconstruction)";
+    return {};
+  }
+  // The chunk's reconstruction has run: every entry's score so far.
+  void EndChunk(const PolicyContext& ctx) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);  // sized once, before any head reads it
+      const size_t heads = static_cast<size_t>(ctx.n_layer) * ctx.n_head_kv;
+      if (carried_.size() < heads) carried_.resize(heads);
+    }
+    std::vector<double> s = Combined(ctx);
+    *Carried(ctx) = s.empty() ? std::vector<double>{0.0} : std::move(s);  // non-empty: marks a chunked prefill
   }
 
  private:
   bool per_head_;
   int floor_;
+  std::mutex mu_;
+  // Chunked prefill: per head (l * n_head_kv + h), the largest
+  // reconstruction score of its first entries (those kept from earlier
+  // chunks), in store order; empty outside a chunked prefill.
+  std::vector<std::vector<double>> carried_;
+
+  std::vector<double>* Carried(const PolicyContext& ctx) {
+    const size_t i = static_cast<size_t>(ctx.layer) * ctx.n_head_kv + ctx.head;
+    return i < carried_.size() ? &carried_[i] : nullptr;
+  }
+  // This pass's scores, each raised to what earlier chunks' passes gave it.
+  std::vector<double> Combined(const PolicyContext& ctx) {
+    std::vector<double> s = Scores(ctx.stats, ctx.store->size());
+    if (const std::vector<double>* c = Carried(ctx))
+      for (size_t i = 0; i < s.size() && i < c->size(); ++i) s[i] = std::max(s[i], (*c)[i]);
+    return s;
+  }
 };
 
 }  // namespace
