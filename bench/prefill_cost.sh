@@ -15,7 +15,7 @@
 # prefill without any statistics. Methods that cannot stream are skipped in
 # chunked mode. Past the model's context, -c D+2 with linear RoPE scaling
 # (the speed does not depend on the rotation).
-# `kvzip-per-head` runs kvzip with --kvzip-per-head 1 (the mode that
+# `kvzip-per-head` runs kvzip with --kvzip-per-head (the mode that
 # streams, with chunked reconstruction).
 # bench/prefill_cost.py turns the log into the table and the plot.
 set -euo pipefail
@@ -52,7 +52,7 @@ for d in $DEPTHS; do
   for method in $METHODS; do
     for mode in $MODES; do
       flags=(--kv "$method")
-      [[ $method == kvzip-per-head ]] && flags=(--kv kvzip --kvzip-per-head 1)
+      [[ $method == kvzip-per-head ]] && flags=(--kv kvzip --kvzip-per-head)
       [[ $method == full ]] || flags+=(--kv-ratio "$RATIO")
       if [[ $mode == chunked ]]; then
         [[ $method == full ]] && continue

@@ -68,7 +68,7 @@ class KvzipPolicy : public Policy {
   }
   std::string StreamBlocker() const override {
     if (!per_head_)
-      return "its one budget shared by every head needs every entry scored at once (--kvzip-per-head 1 streams, "
+      return "its one budget shared by every head needs every entry scored at once (--kvzip-per-head streams, "
              "with chunked reconstruction)";
     return {};
   }
