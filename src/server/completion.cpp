@@ -222,11 +222,15 @@ void RespondJson(Server::Impl& im, std::shared_ptr<const Prepared> p, std::share
   StoreHook(im, *p, hooks, note.get());
   Status st = PrefillPrompt(*s, p->prompt, !p->context, hooks, g.get());
   if (!st.ok()) return SendError(res, st.code() == ErrorCode::kUnreachable ? 400 : 500, st.message());
-  res.set_chunked_content_provider("application/json", [&im, p, s, lease, live, note, g](size_t, httplib::DataSink& sink) {
+  res.set_chunked_content_provider("application/json", [&im, p, s, lease, live, note, g](size_t, httplib::DataSink& sink) mutable {
     GenerationHooks h;
     h.on_step = [live](const Session& ses) { live->Set(static_cast<int64_t>(ses.cache().BytesHeld())); };
     h.alive = [&sink] { return sink.is_writable(); };
     Status st = SampleAnswer(*s, im.engine.tokenizer(), p->prev, p->req, h, g.get());
+    // Done with the model before the answer goes out: a client that reads
+    // it and then the metrics sees this session gone and the slot free.
+    live->Set(0);
+    lease.reset();
     std::string body;
     if (!st.ok()) {
       body = Dump(json{{"error", {{"message", st.message()}, {"type", "server_error"}, {"code", 500}}}});
@@ -249,7 +253,7 @@ void RespondJson(Server::Impl& im, std::shared_ptr<const Prepared> p, std::share
 void RespondStream(Server::Impl& im, std::shared_ptr<const Prepared> p, std::shared_ptr<Session> s,
                    std::shared_ptr<Scheduler::Lease> lease, httplib::Response& res) {
   res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider("text/event-stream", [&im, p, s, lease](size_t, httplib::DataSink& sink) {
+  res.set_chunked_content_provider("text/event-stream", [&im, p, s, lease](size_t, httplib::DataSink& sink) mutable {
     const std::string& model = im.o.model_name;
     LiveKv live(im.metrics);
     if (p->req.chat) {  // the role first, as OpenAI streams it
@@ -267,6 +271,8 @@ void RespondStream(Server::Impl& im, std::shared_ptr<const Prepared> p, std::sha
     CacheNote note;
     StoreHook(im, *p, hooks, &note);
     auto g = RunGeneration(*s, im.engine.tokenizer(), p->prompt, !p->context, p->prev, p->req, hooks);
+    live.Set(0);  // as for a non-streamed answer: the session and its slot are done before the last event
+    lease.reset();
     if (!g.ok()) {
       SendEvent(sink, Dump(json{{"error", {{"message", g.error().message}, {"type", "server_error"}}}}));
     } else if (g->finish_reason == "abandoned") {
