@@ -19,9 +19,8 @@
 #include <random>
 #include <set>
 
-#include "kv/cache.h"
-#include "kv/policy.h"
 #include "server/context_backend.h"
+#include "context_round_trip.h"
 #include "server_fixture.h"
 
 namespace kvtrim::server {
@@ -150,48 +149,16 @@ TEST(ContextBackend, RedisRoundTripAnswersAsTheInMemoryContext) {
   ASSERT_TRUE(w.ok() && r.ok());
   auto e = test::LoadEngine("stories260K.gguf");
   ASSERT_TRUE(e);
-  const io::Tokenizer& tok = e->tokenizer();
-  const std::vector<int> ctx = tok.Encode("Once upon a time, there was a little girl named Lily. She loved to play "
-                                          "outside in the park with her big red ball. One day she met a dog.", true);
-  const std::vector<int> question = tok.Encode(" Lily said", false);
-  auto greedy = [](Session& s, int n) {
-    std::vector<int> out;
-    for (int i = 0; i < n; ++i) {
-      const std::vector<float>& l = s.logits();
-      out.push_back(static_cast<int>(std::max_element(l.begin(), l.end()) - l.begin()));
-      if (i + 1 < n && !s.Decode(out.back()).ok()) break;
-    }
-    return out;
-  };
-  int answered = 0, loaded = 0;
-  for (const kv::PolicyInfo& info : kv::Registry())
-    for (const std::string quant : {"f32", "f16", "q8_0", "q4_0"}) {
-      SessionOptions so;
-      so.kv.policy = info.name, so.kv.ratio = 0.5, so.kv.ratio_explicit = true, so.kv.quant = quant;
-      auto a = Session::Create(*e, so);
-      ASSERT_TRUE(a.ok()) << a.error().message;
-      ASSERT_TRUE(a.value()->Prefill(ctx).ok());
-      Status st = a.value()->Compress();
-      if (st.code() == ErrorCode::kUnreachable) continue;  // razor: 0.5 out of its reach here
-      ASSERT_TRUE(st.ok()) << info.name << ": " << st.message();
-      const std::string id = "ctx-" + info.name + "-" + quant;
-      ASSERT_TRUE(w.value()->Write(id, a.value()->ContextBytes()).ok());
-      auto bytes = r.value()->Read(id);
-      ASSERT_TRUE(bytes.ok() && bytes.value().has_value()) << id;
-      auto b = Session::LoadContextBytes(*e, reinterpret_cast<const uint8_t*>(bytes.value()->data()),
-                                         bytes.value()->size(), id, {});
-      ASSERT_TRUE(b.ok()) << b.error().message;
-      ++loaded;
-      EXPECT_EQ(b.value()->cache().EntriesHeld(), a.value()->cache().EntriesHeld()) << id;
-      EXPECT_EQ(b.value()->logits(), a.value()->logits()) << id;
-      if (kv::MakePolicy(info.name, {}).value()->decode_time()) continue;
-      ++answered;
-      ASSERT_TRUE(a.value()->Prefill(question).ok());
-      ASSERT_TRUE(b.value()->Prefill(question).ok());
-      EXPECT_EQ(greedy(*b.value(), 24), greedy(*a.value(), 24)) << id;
-    }
-  EXPECT_GE(answered, 4 * 8);
-  EXPECT_GE(loaded, 4 * static_cast<int>(kv::Registry().size()) - 8);
+  test::ExpectEveryPolicyRoundTrips(*e, [&](const Session& a, const std::string& name) {
+    const std::string id = "ctx-" + name;
+    Status st = w.value()->Write(id, a.ContextBytes());
+    if (!st.ok()) return Expected<std::unique_ptr<Session>>(st.error());
+    auto bytes = r.value()->Read(id);  // the other connection
+    if (!bytes.ok()) return Expected<std::unique_ptr<Session>>(bytes.error());
+    if (!bytes.value()) return Expected<std::unique_ptr<Session>>(MakeError(id + " is not in Redis"));
+    return Session::LoadContextBytes(*e, reinterpret_cast<const uint8_t*>(bytes.value()->data()),
+                                     bytes.value()->size(), id, {});
+  });
 }
 
 TEST(ContextBackend, IdsCannotLeaveTheStore) {

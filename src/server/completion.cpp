@@ -222,9 +222,8 @@ void RespondJson(Server::Impl& im, std::shared_ptr<const Prepared> p, std::share
   StoreHook(im, *p, hooks, note.get());
   Status st = PrefillPrompt(*s, p->prompt, !p->context, hooks, g.get());
   if (!st.ok()) return SendError(res, st.code() == ErrorCode::kUnreachable ? 400 : 500, st.message());
-  res.set_chunked_content_provider("application/json", [&im, p, s, lease, live, note, g](size_t, httplib::DataSink& sink) mutable {
-    GenerationHooks h;
-    h.on_step = [live](const Session& ses) { live->Set(static_cast<int64_t>(ses.cache().BytesHeld())); };
+  res.set_chunked_content_provider("application/json", [&im, p, s, lease, live, note, g, hooks](size_t, httplib::DataSink& sink) mutable {
+    GenerationHooks h = hooks;  // the same live-KV step; the prompt was stored already
     h.alive = [&sink] { return sink.is_writable(); };
     Status st = SampleAnswer(*s, im.engine.tokenizer(), p->prev, p->req, h, g.get());
     // Done with the model before the answer goes out: a client that reads
