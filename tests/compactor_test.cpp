@@ -16,6 +16,7 @@
 #include "kv/numerics/leverage.h"
 #include "kv/policies/compactor.h"
 #include "kv/policy.h"
+#include "tap_values.h"
 
 namespace kvtrim::kv {
 namespace {
@@ -259,8 +260,8 @@ TEST(Compactor, ValueNormScalesSnapkvAndH2oScores) {
   EXPECT_NEAR(ValueNorms(h, 2)[1], 7.0, 1e-12);
   EXPECT_EQ(ValueNorms(h, 0)[2], 1.0);
   HeadStats st;
-  st.acc = {0.1f, 0.2f, 0.9f, 0.3f, 0.2f, 0.1f};
-  st.obs = st.acc;
+  taptest::PlantMass(st, {0.1f, 0.2f, 0.9f, 0.3f, 0.2f, 0.1f});
+  taptest::PlantWindowMass(st, 1, taptest::Mass(st));
   auto keep = [&](const std::string& name, const Params& p) {
     auto pol = MakePolicy(name, p);
     EXPECT_TRUE(pol.ok());

@@ -42,7 +42,7 @@ TEST(MaxProbTap, MaxOverQueriesAlignedByHand) {
   tile.t0 = 0, tile.t1 = 2, tile.G = 2, tile.j0 = 0, tile.j1 = 3, tile.n_visible0 = 1, tile.n = 3;
   tile.p = p.data(), tile.ld = 3;
   auto s = info->make({2, 4});
-  s->OnTile(tile, 10, 11);
+  s->OnTile(tile, {10, 11, -1});
   const auto* m = dynamic_cast<const MaxProbStat*>(s.get());
   ASSERT_NE(m, nullptr);
   EXPECT_EQ(m->values(), (std::vector<float>{0.7f, 0.9f, 0.5f}));

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 
+#include "tap_values.h"
 #include "kernels/attention.h"
 #include "kv/cache.h"
 #include "kv/compressor.h"
@@ -79,19 +80,18 @@ TEST(Plan, SyntheticEntriesArePlacedByPosition) {
 
 TEST(Plan, StatisticsFollowMerges) {
   StatsNeeds needs;
-  needs.acc_mass = true;
-  needs.access = true;
+  needs.taps = {kMassTap, kLastAccessTap};
   AttentionStats st(1, 1, 1, 2, needs);
   const float p[3] = {0.5f, 0.3f, 0.2f};
   st.OnBatch(3, 1);
   st.OnProbs(0, 0, 0, 0, p, 3);
   st.Rebuild(0, 0, {{0, 1}, {2}, {}});
   const HeadStats& hs = st.head(0, 0);
-  ASSERT_EQ(hs.n, 3);
-  EXPECT_NEAR(hs.acc[0], 0.8f, 1e-6);
-  EXPECT_NEAR(hs.acc[1], 0.2f, 1e-6);
-  EXPECT_EQ(hs.acc[2], 0.f);
-  EXPECT_EQ(hs.last_access, (std::vector<int64_t>{3, -1, -1}));  // 0.2 < 1/3: entry 2 not accessed
+  ASSERT_EQ(taptest::Mass(hs).size(), 3u);
+  EXPECT_NEAR(taptest::Mass(hs)[0], 0.8f, 1e-6);
+  EXPECT_NEAR(taptest::Mass(hs)[1], 0.2f, 1e-6);
+  EXPECT_EQ(taptest::Mass(hs)[2], 0.f);
+  EXPECT_EQ(taptest::LastAccess(hs), (std::vector<int64_t>{3, -1, -1}));  // 0.2 < 1/3: entry 2 not accessed
 }
 
 TEST(Plan, MalformedPlansAreRefused) {

@@ -4,6 +4,7 @@
 
 #include <numeric>
 
+#include "tap_values.h"
 #include "policy_keep.h"
 #include "kv/policy.h"
 #include "kv/stats.h"
@@ -51,7 +52,7 @@ TEST(Policies, RandomKeepsSinksPlusSeededSample) {
 TEST(Policies, LruKeepsMostRecentlyAccessed) {
   HeadStore h = MakeHead(8);
   HeadStats st;
-  st.last_access = {5, 1, 7, 3, 7, 0, 2, 6};
+  taptest::PlantLastAccess(st, {5, 1, 7, 3, 7, 0, 2, 6});
   EXPECT_EQ(KeepOf("lru", {}, h, &st, 4), (std::vector<int>{0, 2, 4, 7}));
   // Sinks {0, 1} and the newest entry (7, always kept) leave one slot: 2 and 4
   // tie at step 7, the more recent (4) wins.
@@ -61,8 +62,9 @@ TEST(Policies, LruKeepsMostRecentlyAccessed) {
 TEST(Policies, H2oHeavyHittersRecentAndSinkGuard) {
   HeadStore h = MakeHead(16);
   HeadStats st;
-  st.acc.assign(16, 0.5f);
-  st.acc[5] = 9, st.acc[8] = 7, st.acc[10] = 5, st.acc[3] = 4;
+  std::vector<float> mass(16, 0.5f);
+  mass[5] = 9, mass[8] = 7, mass[10] = 5, mass[3] = 4;
+  taptest::PlantMass(st, mass);
   // budget 8: sinks {0,1}; remaining 6 split 3 heavy / 3 recent.
   EXPECT_EQ(KeepOf("h2o", {{"sink-guard", 2}}, h, &st, 8), (std::vector<int>{0, 1, 5, 8, 10, 13, 14, 15}));
   // heavy-ratio 1: no recent window, heavy {5, 8, 10, 3} + sinks 0..3 (3 is a sink).
@@ -72,9 +74,10 @@ TEST(Policies, H2oHeavyHittersRecentAndSinkGuard) {
 TEST(Policies, SnapkvPoolsWindowVotes) {
   HeadStore h = MakeHead(20);
   HeadStats st;
-  st.obs.assign(20, 0.f);
-  st.obs[6] = 3, st.obs[12] = 6;
-  st.obs[18] = 100;  // inside the window: not a candidate, kept anyway
+  std::vector<float> obs(20, 0.f);
+  obs[6] = 3, obs[12] = 6;
+  obs[18] = 100;  // inside the window: not a candidate, kept anyway
+  taptest::PlantWindowMass(st, 4, obs);
   // kernel 3: pooled 1 at 5,6,7 and 2 at 11,12,13; top 4 of the prefix = 11,12,13 and 7 (tie -> recent).
   EXPECT_EQ(KeepOf("snapkv", {{"obs-window", 4}, {"pool-kernel", 3}}, h, &st, 8),
             (std::vector<int>{7, 11, 12, 13, 16, 17, 18, 19}));
@@ -93,17 +96,16 @@ TEST(Policies, PyramidkvLayerBudgetsFallLinearly) {
   EXPECT_NEAR(total, 500, 1);  // L * B up to rounding
   HeadStore h = MakeHead(20);
   HeadStats st;
-  st.obs.assign(20, 0.f);
-  st.obs[2] = 9;
+  std::vector<float> obs(20, 0.f);
+  obs[2] = 9;
+  taptest::PlantWindowMass(st, 4, obs);
   EXPECT_EQ(KeepOf("pyramidkv", {{"obs-window", 4}, {"pool-kernel", 1}}, h, &st, 5), (std::vector<int>{2, 16, 17, 18, 19}));
 }
 
 // Feeds one head's attention rows (G = 1) through AttentionStats as decode steps.
 TEST(Stats, CollectsMassAccessAndHistory) {
   StatsNeeds needs;
-  needs.acc_mass = true;
-  needs.access = true;
-  needs.history = 3;
+  needs.taps = {kMassTap, kLastAccessTap, {kHistoryTap, 3}};
   AttentionStats stats(1, 1, 1, 8, needs);
   // Steps at positions 4, 5, 6, 7 over 4 entries; threshold 1/4.
   const float rows[4][4] = {{0.7f, 0.1f, 0.1f, 0.1f},
@@ -115,30 +117,29 @@ TEST(Stats, CollectsMassAccessAndHistory) {
     stats.OnProbs(0, 0, 0, 0, rows[s], 4);
   }
   const HeadStats& h = stats.head(0, 0);
-  EXPECT_NEAR(h.acc[0], 1.15f, 1e-6);
-  EXPECT_NEAR(h.acc[3], 0.9f, 1e-6);
-  EXPECT_EQ(h.last_access, (std::vector<int64_t>{6, 6, 7, 7}));
+  EXPECT_NEAR(taptest::Mass(h)[0], 1.15f, 1e-6);
+  EXPECT_NEAR(taptest::Mass(h)[3], 0.9f, 1e-6);
+  EXPECT_EQ(taptest::LastAccess(h), (std::vector<int64_t>{6, 6, 7, 7}));
   // History over the last 3 steps (positions 5, 6, 7).
-  EXPECT_EQ(stats.HistoryCount(0, 0, 0), 1);
-  EXPECT_EQ(stats.HistoryCount(0, 0, 1), 2);
-  EXPECT_EQ(stats.HistoryCount(0, 0, 2), 2);
-  EXPECT_EQ(stats.HistoryCount(0, 0, 3), 1);
+  EXPECT_EQ(taptest::HistoryCount(stats, 0, 0, 0), 1);
+  EXPECT_EQ(taptest::HistoryCount(stats, 0, 0, 1), 2);
+  EXPECT_EQ(taptest::HistoryCount(stats, 0, 0, 2), 2);
+  EXPECT_EQ(taptest::HistoryCount(stats, 0, 0, 3), 1);
   // The statistics mirror the plan: keep entries 1 and 3, then one new entry.
   AttentionStats copy = stats;
   copy.Retain(0, 0, {1, 3});
-  EXPECT_EQ(copy.head(0, 0).n, 2);
-  EXPECT_EQ(copy.head(0, 0).last_access, (std::vector<int64_t>{6, 7}));
-  EXPECT_EQ(copy.HistoryCount(0, 0, 1), 1);
+  EXPECT_EQ(taptest::LastAccess(copy.head(0, 0)).size(), 2u);
+  EXPECT_EQ(taptest::LastAccess(copy.head(0, 0)), (std::vector<int64_t>{6, 7}));
+  EXPECT_EQ(taptest::HistoryCount(copy, 0, 0, 1), 1);
   stats.Rebuild(0, 0, {{1}, {3}, {}});
-  EXPECT_EQ(h.n, 3);
-  EXPECT_EQ(h.last_access, (std::vector<int64_t>{6, 7, -1}));
-  EXPECT_EQ(stats.HistoryCount(0, 0, 1), 1);
+  EXPECT_EQ(taptest::LastAccess(h).size(), 3u);
+  EXPECT_EQ(taptest::LastAccess(h), (std::vector<int64_t>{6, 7, -1}));
+  EXPECT_EQ(taptest::HistoryCount(stats, 0, 0, 1), 1);
 }
 
 TEST(Stats, GroupMaxAndPrefillMass) {
   StatsNeeds needs;
-  needs.acc_mass = true;
-  needs.access = true;
+  needs.taps = {kMassTap, kLastAccessTap};
   AttentionStats stats(1, 1, 2, 8, needs);
   stats.OnBatch(0, 2);
   const float a0[1] = {1.f};
@@ -148,14 +149,14 @@ TEST(Stats, GroupMaxAndPrefillMass) {
   stats.OnProbs(0, 0, 1, 0, a1, 2);
   stats.OnProbs(0, 0, 1, 1, b1, 2);
   const HeadStats& h = stats.head(0, 0);
-  EXPECT_NEAR(h.acc[0], 3.5f, 1e-6);  // column sums over queries and group heads
-  EXPECT_NEAR(h.acc[1], 0.5f, 1e-6);
-  EXPECT_EQ(h.last_access, (std::vector<int64_t>{1, -1}));  // max 0.4 < 1/2 for entry 1
+  EXPECT_NEAR(taptest::Mass(h)[0], 3.5f, 1e-6);  // column sums over queries and group heads
+  EXPECT_NEAR(taptest::Mass(h)[1], 0.5f, 1e-6);
+  EXPECT_EQ(taptest::LastAccess(h), (std::vector<int64_t>{1, -1}));  // max 0.4 < 1/2 for entry 1
 }
 
 TEST(Policies, ScissorhandsCountsAndBatchEviction) {
   StatsNeeds needs;
-  needs.history = 4;
+  needs.taps = {{kHistoryTap, 4}};
   AttentionStats stats(1, 1, 1, 8, needs);
   HeadStore h = MakeHead(10);
   // 4 steps over 10 entries (threshold 0.1): entries 5 and 6 important 4 and 3 times.

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 
+#include "tap_values.h"
 #include "kv/cache.h"
 #include "kv/compressor.h"
 #include "kv/policy.h"
@@ -336,16 +337,16 @@ TEST(PrefillChunk, H2oCarriesTheAccumulatedMass) {
   EXPECT_EQ(s.pos(1), 1);
   EXPECT_EQ(s.pos(2), 3);
   const kv::HeadStats& st = o.comp->stats().head(0, 0);
-  EXPECT_NEAR(st.acc[0], 1.4f, 1e-6);
-  EXPECT_NEAR(st.acc[1], 1.9f, 1e-6);
-  EXPECT_NEAR(st.acc[2], 0.3f, 1e-6);
+  EXPECT_NEAR(kv::taptest::Mass(st)[0], 1.4f, 1e-6);
+  EXPECT_NEAR(kv::taptest::Mass(st)[1], 1.9f, 1e-6);
+  EXPECT_NEAR(kv::taptest::Mass(st)[2], 0.3f, 1e-6);
   o.comp->BeginChunk(6, false);
   o.Chunk(4, {{.1f, .1f, .7f, .1f}, {.2f, .2f, .2f, .2f, .2f}});  // over the 3 kept + the chunk's own
-  EXPECT_NEAR(st.acc[0], 1.4f + .1f + .2f, 1e-6);
-  EXPECT_NEAR(st.acc[1], 1.9f + .1f + .2f, 1e-6);
-  EXPECT_NEAR(st.acc[2], 0.3f + .7f + .2f, 1e-6);
-  EXPECT_NEAR(st.acc[3], .1f + .2f, 1e-6);
-  EXPECT_NEAR(st.acc[4], .2f, 1e-6);
+  EXPECT_NEAR(kv::taptest::Mass(st)[0], 1.4f + .1f + .2f, 1e-6);
+  EXPECT_NEAR(kv::taptest::Mass(st)[1], 1.9f + .1f + .2f, 1e-6);
+  EXPECT_NEAR(kv::taptest::Mass(st)[2], 0.3f + .7f + .2f, 1e-6);
+  EXPECT_NEAR(kv::taptest::Mass(st)[3], .1f + .2f, 1e-6);
+  EXPECT_NEAR(kv::taptest::Mass(st)[4], .2f, 1e-6);
 }
 
 // SnapKV: each chunk's last window votes afresh over every entry held.
@@ -354,9 +355,9 @@ TEST(PrefillChunk, SnapkvVotesWithEachChunksLastWindow) {
   o.comp->BeginChunk(4, true);
   o.Chunk(0, {{1.f}, {.5f, .5f}, {.2f, .2f, .6f}, {.1f, .6f, .2f, .1f}});
   const kv::HeadStats& st = o.comp->stats().head(0, 0);
-  ASSERT_EQ(st.obs.size(), 4u);  // only the window (query 3) voted
-  EXPECT_NEAR(st.obs[1], .6f, 1e-6);
-  EXPECT_NEAR(st.obs[0], .1f, 1e-6);
+  ASSERT_EQ(kv::taptest::WindowMass(st).size(), 4u);  // only the window (query 3) voted
+  EXPECT_NEAR(kv::taptest::WindowMass(st)[1], .6f, 1e-6);
+  EXPECT_NEAR(kv::taptest::WindowMass(st)[0], .1f, 1e-6);
   ASSERT_TRUE(o.comp->CompressChunk(o.cache, 6).ok());
   const kv::HeadStore& s = o.cache.head(0, 0);
   ASSERT_EQ(s.size(), 3);  // the window's entry 3, then the top two of {0.1, 0.6, 0.2}
@@ -364,12 +365,12 @@ TEST(PrefillChunk, SnapkvVotesWithEachChunksLastWindow) {
   EXPECT_EQ(s.pos(1), 2);
   EXPECT_EQ(s.pos(2), 3);
   o.comp->BeginChunk(6, false);  // the first chunk's votes are gone
-  for (float x : st.obs) EXPECT_EQ(x, 0.f);
+  for (float x : kv::taptest::WindowMass(st)) EXPECT_EQ(x, 0.f);
   o.Chunk(4, {{.25f, .25f, .25f, .25f}, {.4f, .1f, .1f, .1f, .3f}});
-  ASSERT_EQ(st.obs.size(), 5u);
-  EXPECT_NEAR(st.obs[0], .4f, 1e-6);  // only query 5 (the second chunk's last) voted
-  EXPECT_NEAR(st.obs[1], .1f, 1e-6);
-  EXPECT_NEAR(st.obs[4], .3f, 1e-6);
+  ASSERT_EQ(kv::taptest::WindowMass(st).size(), 5u);
+  EXPECT_NEAR(kv::taptest::WindowMass(st)[0], .4f, 1e-6);  // only query 5 (the second chunk's last) voted
+  EXPECT_NEAR(kv::taptest::WindowMass(st)[1], .1f, 1e-6);
+  EXPECT_NEAR(kv::taptest::WindowMass(st)[4], .3f, 1e-6);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <random>
 
+#include "tap_values.h"
 #include "kernels/attention.h"
 #include "kernels/ref/attention_ref.h"
 #include "kv/cache.h"
@@ -79,7 +80,10 @@ struct RefStats {
   std::vector<double> acc, obs, maxp, cur, recent;
   std::vector<int64_t> last, hist;
 };
-RefStats Reference(const Prefill& pf, const StatsNeeds& needs, int64_t prompt_end) {
+struct Windows {
+  int obs = 0, recent = 0, history = 0;
+};
+RefStats Reference(const Prefill& pf, const Windows& needs, int64_t prompt_end) {
   const int n = pf.n0 + pf.T, G = pf.G;
   RefStats r{std::vector<double>(n, 0), std::vector<double>(n, 0), std::vector<double>(n, 0),
              std::vector<double>(n, 0), std::vector<double>(n, 0), std::vector<int64_t>(n, -1),
@@ -92,13 +96,13 @@ RefStats Reference(const Prefill& pf, const StatsNeeds& needs, int64_t prompt_en
       for (int g = 0; g < G; ++g) {
         const double x = pf.P(t, g, j);
         r.acc[j] += x;
-        if (pos >= prompt_end - needs.obs_window && pos < prompt_end) r.obs[j] += x;
+        if (pos >= prompt_end - needs.obs && pos < prompt_end) r.obs[j] += x;
         r.maxp[j] = std::max(r.maxp[j], x);
         mx = std::max(mx, x);
         mean += x / G;
       }
       if (pos == n - 1) r.cur[j] = mean;
-      if (pos > n - 1 - needs.recent_window) r.recent[j] += mean;
+      if (pos > n - 1 - needs.recent) r.recent[j] += mean;
       if (mx >= 1.0 / vis) {
         r.last[j] = pos;
         if (t >= pf.T - needs.history) ++r.hist[j];
@@ -112,31 +116,28 @@ TEST(StatsTiles, EveryFieldMatchesFloat64Rows) {
   const int G = 2, n0 = 5, T = 140, n = n0 + T;
   const Prefill pf(16, G, n0, T, 3);
   StatsNeeds needs;
-  needs.acc_mass = true;
-  needs.obs_window = 19;
-  needs.access = true;
-  needs.history = 70;  // two words per entry
-  needs.recent_window = 6;
-  needs.taps = {kLatestQueryTap, kMaxProbTap};
+  const Windows win{19, 6, 70};  // history: two words per entry
+  needs.taps = {kMassTap, {kWindowMassTap, win.obs}, kLastAccessTap, {kHistoryTap, win.history},
+                {kRecentRowsTap, win.recent}, kLatestQueryTap, kMaxProbTap};
   const int64_t prompt_end = n0 + T - 3;  // the window ends before the batch does
-  const RefStats want = Reference(pf, needs, prompt_end);
+  const RefStats want = Reference(pf, win, prompt_end);
   for (int tile : {1, 7, 16, 64, 128, 1000}) {
     AttentionStats st(1, 1, G, 16, needs);
     st.SetPromptEnd(prompt_end);
     pf.Run(st, tile, /*skip=*/true);  // reads every query: ProbsFrom 0
     EXPECT_EQ(st.ProbsFrom(0), 0);
     const HeadStats& h = st.head(0, 0);
-    ASSERT_EQ(h.n, n);
-    const std::vector<double> rm = st.RecentMass(0, 0, n);
+    ASSERT_EQ(taptest::Mass(h).size(), static_cast<size_t>(n));
+    const std::vector<double> rm = taptest::RecentMass(st, 0, 0, n);
     for (int j = 0; j < n; ++j) {
       SCOPED_TRACE("tile " + std::to_string(tile) + " entry " + std::to_string(j));
-      EXPECT_NEAR(h.acc[j], want.acc[j], 2e-5);
-      EXPECT_NEAR(h.obs[j], want.obs[j], 1e-5);
+      EXPECT_NEAR(taptest::Mass(h)[j], want.acc[j], 2e-5);
+      EXPECT_NEAR(taptest::WindowMass(h)[j], want.obs[j], 1e-5);
       EXPECT_NEAR(h.taps.Get<MaxProbStat>(kMaxProbTap)->values()[j], want.maxp[j], 1e-6);
       EXPECT_NEAR(Cur(h)[j], want.cur[j], 1e-6);
       EXPECT_NEAR(rm[j], want.recent[j], 1e-5);
-      EXPECT_EQ(h.last_access[j], want.last[j]);
-      EXPECT_EQ(st.HistoryCount(0, 0, j), want.hist[j]);
+      EXPECT_EQ(taptest::LastAccess(h)[j], want.last[j]);
+      EXPECT_EQ(taptest::HistoryCount(st, 0, 0, j), want.hist[j]);
     }
   }
 }
@@ -147,11 +148,10 @@ TEST(StatsTiles, WindowStatisticsSkipEarlyQueryBlocks) {
   const int G = 2, n0 = 3, T = 150, n = n0 + T;
   const Prefill pf(16, G, n0, T, 8);
   StatsNeeds needs;
-  needs.obs_window = 40;
-  needs.recent_window = 5;
-  needs.taps = {kLatestQueryTap};
+  const Windows win{40, 5, 0};
+  needs.taps = {{kWindowMassTap, win.obs}, {kRecentRowsTap, win.recent}, kLatestQueryTap};
   const int64_t prompt_end = n0 + T - 2;
-  const RefStats want = Reference(pf, needs, prompt_end);
+  const RefStats want = Reference(pf, win, prompt_end);
   for (int tile : {16, 256}) {
     AttentionStats st(1, 1, G, 16, needs);
     st.SetPromptEnd(prompt_end);
@@ -172,16 +172,16 @@ TEST(StatsTiles, WindowStatisticsSkipEarlyQueryBlocks) {
     pf.Run(spy, tile, /*skip=*/true);
     EXPECT_EQ(st.ProbsFrom(0), prompt_end - 40);
     EXPECT_GT(from_query, 64);  // the first query blocks (32 queries each at G = 2) were skipped
-    const std::vector<double> rm = st.RecentMass(0, 0, n);
+    const std::vector<double> rm = taptest::RecentMass(st, 0, 0, n);
     for (int j = 0; j < n; ++j) {
-      EXPECT_NEAR(st.head(0, 0).obs[j], want.obs[j], 1e-5) << j;
+      EXPECT_NEAR(taptest::WindowMass(st.head(0, 0))[j], want.obs[j], 1e-5) << j;
       EXPECT_NEAR(Cur(st.head(0, 0))[j], want.cur[j], 1e-6) << j;
       EXPECT_NEAR(rm[j], want.recent[j], 1e-5) << j;
     }
   }
   // No prompt end: the window reads nothing, only the recent and current queries.
   StatsNeeds w;
-  w.obs_window = 40;
+  w.taps = {{kWindowMassTap, 40}};
   AttentionStats none(1, 1, G, 16, w);
   none.OnBatch(n0, T);
   EXPECT_GE(none.ProbsFrom(0), n0 + T);
@@ -193,8 +193,7 @@ TEST(StatsTiles, RowConvenienceAgreesWithTiles) {
   const int G = 4, n0 = 0, T = 40;
   const Prefill pf(8, G, n0, T, 4);
   StatsNeeds needs;
-  needs.acc_mass = true;
-  needs.access = true;
+  needs.taps = {kMassTap, kLastAccessTap};
   AttentionStats rows(1, 1, G, 8, needs), tiles(1, 1, G, 8, needs);
   pf.Run(tiles, 16);
   rows.OnBatch(n0, T);
@@ -204,8 +203,8 @@ TEST(StatsTiles, RowConvenienceAgreesWithTiles) {
       rows.OnProbs(0, 0, t, g, p.data(), static_cast<int>(p.size()));
     }
   for (int j = 0; j < T; ++j) {
-    EXPECT_NEAR(rows.head(0, 0).acc[j], tiles.head(0, 0).acc[j], 1e-5) << j;
-    EXPECT_EQ(rows.head(0, 0).last_access[j], tiles.head(0, 0).last_access[j]) << j;
+    EXPECT_NEAR(taptest::Mass(rows.head(0, 0))[j], taptest::Mass(tiles.head(0, 0))[j], 1e-5) << j;
+    EXPECT_EQ(taptest::LastAccess(rows.head(0, 0))[j], taptest::LastAccess(tiles.head(0, 0))[j]) << j;
   }
 }
 

@@ -22,7 +22,7 @@ constexpr const char kPeakTap[] = "toy-peak";
 // The largest probability any query of any head of the group gave each entry.
 class PeakStat : public EntryStat {
  public:
-  void OnTile(const ProbTile& tile, int64_t, int64_t) override {
+  void OnTile(const ProbTile& tile, const TapClock&) override {
     const int n = std::min(tile.j1, tile.Visible(tile.t1 - 1));
     if (n > static_cast<int>(peak_.size())) peak_.resize(n, 0.f);
     for (int t = tile.t0; t < tile.t1; ++t) {
@@ -61,7 +61,7 @@ class ToyPolicy : public Policy {
 };
 
 void RegisterOnce() {
-  static const Status st = RegisterTap({kPeakTap, 0, [](const TapShape&) { return std::make_unique<PeakStat>(); }});
+  static const Status st = RegisterTap({.name = kPeakTap, .make = [](const TapShape&) { return std::make_unique<PeakStat>(); }});
   ASSERT_TRUE(st.ok()) << st.message();
 }
 
@@ -113,9 +113,9 @@ TEST(TapRegistry, AToyPolicyWithItsOwnStatistic) {
 
 TEST(TapRegistry, NamesAreCheckedAndUnique) {
   RegisterOnce();
-  EXPECT_FALSE(RegisterTap({kPeakTap, 0, [](const TapShape&) { return std::make_unique<PeakStat>(); }}).ok());
-  EXPECT_FALSE(RegisterTap({"", 0, [](const TapShape&) { return std::make_unique<PeakStat>(); }}).ok());
-  EXPECT_FALSE(RegisterTap({"toy-none", 0, nullptr}).ok());
+  EXPECT_FALSE(RegisterTap({.name = kPeakTap, .make = [](const TapShape&) { return std::make_unique<PeakStat>(); }}).ok());
+  EXPECT_FALSE(RegisterTap({.name = "", .make = [](const TapShape&) { return std::make_unique<PeakStat>(); }}).ok());
+  EXPECT_FALSE(RegisterTap({.name = "toy-none", .make = nullptr}).ok());
   // A policy asking for a tap nobody registered is refused when the compressor is made.
   class Unknown : public ToyPolicy {
     StatsNeeds needs() const override {

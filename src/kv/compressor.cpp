@@ -30,33 +30,16 @@ namespace {
 
 // Whether statistics collected with `have` serve a policy that needs `want`.
 bool Covers(const StatsNeeds& have, const StatsNeeds& want) {
-  for (const std::string& t : want.taps)
-    if (std::find(have.taps.begin(), have.taps.end(), t) == have.taps.end()) return false;
-  return (!want.acc_mass || have.acc_mass) && (!want.access || have.access) &&
-         (want.obs_window == 0 || want.obs_window == have.obs_window) &&
-         (want.history == 0 || want.history == have.history) && (!want.prefill_qk || have.prefill_qk) &&
-         (want.recent_window == 0 || want.recent_window == have.recent_window) &&
+  return CoversTaps(have.taps, want.taps) && (!want.prefill_qk || have.prefill_qk) &&
          (want.query_window == 0 || want.query_window == have.query_window);
 }
 
 Status Merge(StatsNeeds* into, const StatsNeeds& n, const std::string& name) {
-  if (n.obs_window && into->obs_window && n.obs_window != into->obs_window)
-    return MakeError("policy '" + name + "' needs another observation window than the others forked from this session");
-  if (n.history && into->history && n.history != into->history)
-    return MakeError("policy '" + name + "' needs another history length than the others forked from this session");
-  if (n.recent_window && into->recent_window && n.recent_window != into->recent_window)
-    return MakeError("policy '" + name + "' needs another recent window than the others forked from this session");
   if (n.query_window && into->query_window && n.query_window != into->query_window)
     return MakeError("policy '" + name + "' needs another query window than the others forked from this session");
-  into->recent_window = std::max(into->recent_window, n.recent_window);
+  KVTRIM_RETURN_IF_ERROR(MergeTaps(&into->taps, n.taps, name));
   into->query_window = std::max(into->query_window, n.query_window);
-  into->acc_mass |= n.acc_mass;
-  into->access |= n.access;
-  for (const std::string& t : n.taps)
-    if (std::find(into->taps.begin(), into->taps.end(), t) == into->taps.end()) into->taps.push_back(t);
   into->prefill_qk |= n.prefill_qk;
-  into->obs_window = std::max(into->obs_window, n.obs_window);
-  into->history = std::max(into->history, n.history);
   return {};
 }
 
@@ -374,7 +357,7 @@ Status Compressor::CompressLayerAt(KvCache& cache, int l, int64_t n_budget, kern
 
 void Compressor::BeginChunk(int64_t chunk_end, bool first) {
   stats_->SetPromptEnd(chunk_end);
-  if (!first) stats_->ClearObservation();
+  if (!first) stats_->StartChunk();
 }
 
 Status Compressor::CheckStreams(const CompressionOptions& o, const Policy& p) {

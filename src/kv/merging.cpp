@@ -1,6 +1,7 @@
 #include "kv/merging.h"
 
 #include "kv/numerics/eigen.h"
+#include "kv/taps/recent_rows.h"
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -42,9 +43,11 @@ double Norm(const VecF& x, bool l1) { return l1 ? x.lpNorm<1>() : x.norm(); }
 Work Observe(const PolicyContext& ctx, const MergingOptions& opt) {
   const HeadStore& s = *ctx.store;
   const int n = s.size(), d = s.head_dim();
-  std::vector<double> alpha = ctx.all_stats ? ctx.all_stats->RecentMass(ctx.layer, ctx.head, n) : std::vector<double>(n, 0.0);
-  // RecentMass sums the observed queries' rows: their mean is alpha.
-  const int queries = ctx.all_stats ? std::max(1, ctx.all_stats->RecentQueries(ctx.layer, ctx.head)) : 1;
+  const auto* rows = ctx.stats && ctx.all_stats ? ctx.stats->taps.Get<RecentRowsStat>(kRecentRowsTap) : nullptr;
+  const int64_t latest = ctx.all_stats ? ctx.all_stats->step() : 0;
+  std::vector<double> alpha = rows ? rows->Mass(n, latest) : std::vector<double>(n, 0.0);
+  // Mass sums the observed queries' rows: their mean is alpha.
+  const int queries = rows ? std::max(1, rows->Queries(latest)) : 1;
   for (double& x : alpha) x /= queries;
   double total = 0;
   for (int i = 0; i < n; ++i)
@@ -151,7 +154,7 @@ std::vector<int> ChoosePairs(const std::vector<double>& mass, const std::vector<
 
 StatsNeeds MergingPolicy::needs() const {
   StatsNeeds n;
-  n.recent_window = o_.window;
+  n.taps = {{kRecentRowsTap, o_.window}};
   return n;
 }
 

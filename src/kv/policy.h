@@ -75,7 +75,7 @@ struct ReferencePass {
   bool on_policy = false;     // re-run before each layer, lower layers already compressed
   std::string instruction = "\nRepeat the previous context.\n";  // METHODS.md section 4 (am)
   bool queries = true;        // collect the rotated queries (q_repeat)
-  std::vector<std::string> taps;  // registry taps fed by the pass (HeadStats::reference)
+  std::vector<TapUse> taps;  // registry taps fed by the pass (HeadStats::reference)
 };
 
 // Per-entry scores of one head (--head-budget adaptive, KVzip's shared budget).

@@ -1,8 +1,9 @@
 // Attention statistics per (layer, KV head), aligned with the head's entries
-// and computed from attention rows as they are produced (no N x N matrix is
-// ever stored): accumulated mass (H2O), observation-window mass (SnapKV),
-// last access step (LRU), recent-importance bits (ScissorHands), and, on
-// request, the prefill's pre-RoPE keys and rotated queries.
+// and computed from attention tiles as they are produced (no N x N matrix is
+// ever stored): the registry taps a policy asks for (kv/taps.h: mass,
+// window mass, last access, history, recent rows, ...), and, on request,
+// the query-side buffers fed by other hooks: the prefill's pre-RoPE keys and
+// rotated queries (OnQK) and a ring of pre-RoPE queries (OnQPre).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -16,30 +17,17 @@ namespace kvtrim::kv {
 
 // Which statistics a policy needs; collection costs nothing when off.
 struct StatsNeeds {
-  bool acc_mass = false;     // H2O
-  int obs_window = 0;        // SnapKV: last w prompt positions
-  bool access = false;       // LRU
-  int history = 0;           // ScissorHands: last m steps
   bool prefill_qk = false;   // Compactor-style scorers
-  int recent_window = 0;     // KVSlimmer: probabilities of the last w queries (group mean)
   int query_window = 0;      // Expected Attention: pre-RoPE queries of the last w positions
-  // Statistics from the tap registry (taps.h), by name: a policy's own.
-  std::vector<std::string> taps;
-  bool any_probs() const {
-    return acc_mass || obs_window > 0 || access || history > 0 || recent_window > 0 || !taps.empty();
-  }
+  // Per-entry statistics from the tap registry (taps.h), by name and parameter.
+  std::vector<TapUse> taps;
+  bool any_probs() const { return !taps.empty(); }
 };
 
 struct HeadStats {
-  std::vector<float> acc;             // [n] attention mass summed over queries and group heads
-  std::vector<float> obs;             // [n] mass from observation-window queries
-  std::vector<int64_t> last_access;   // [n] step of the last access (-1: never)
-  std::vector<uint64_t> hist;         // [n * words] ring of "important at step s" bits
   std::vector<float> k_pre;           // [N_prefill, d] pre-RoPE keys of the prefill
   std::vector<float> q_rot;           // [N_prefill, G, d] rotated prefill queries of the group
   std::vector<float> q_repeat;        // [N_repeat, G, d] rotated queries of a repeat pass (ReferencePass)
-  std::vector<std::vector<float>> recent;  // [w][n at that query] ring: group-mean probabilities
-  std::vector<int64_t> recent_pos;         // [w] query position of each ring row (-1: empty)
   std::vector<std::vector<float>> q_pre;   // [w][G * d] ring: pre-RoPE queries of the group (query_window)
   std::vector<int64_t> q_pre_pos;          // [w] query position of each ring row (-1: empty)
   TapSet taps;                        // the registry taps of StatsNeeds::taps, one EntryStat each
@@ -47,8 +35,6 @@ struct HeadStats {
   // held before it; read by the compression that follows, dropped with the
   // prefill queries (DropPrefillQK).
   TapSet reference;
-  int words = 0;                      // uint64 words per entry in hist
-  int n = 0;
 };
 
 class AttentionStats : public AttentionTap {
@@ -61,20 +47,11 @@ class AttentionStats : public AttentionTap {
   const HeadStats& head(int layer, int h) const { return heads_[layer * n_head_kv_ + h]; }
   // The latest query step: steps are logical positions (one per token).
   int64_t step() const { return step_; }
-  // Number of importance-counting steps in the ScissorHands ring so far.
-  int64_t HistoryCount(int layer, int h, int i) const;
-
-  // Attention of the most recent `recent_window` queries (up to the latest
-  // step) on each of the head's first n entries, averaged over the group's
-  // query heads and summed over those queries: [n].
-  std::vector<double> RecentMass(int layer, int h, int n) const;
-  // How many queries RecentMass summed (at most recent_window).
-  int RecentQueries(int layer, int h) const;
 
   // The prompt ends at this logical length (SnapKV's window is its last w).
   void SetPromptEnd(int64_t end) { prompt_end_ = end; }
-  // Zeroes the observation-window mass (a prefill chunk's window votes afresh).
-  void ClearObservation();
+  // A prefill chunk begins: every tap's StartChunk (SnapKV's window votes afresh).
+  void StartChunk();
 
   // Mirror an eviction-only plan on the statistics: keep `keep`.
   void Retain(int layer, int h, const std::vector<int>& keep);
@@ -90,9 +67,8 @@ class AttentionStats : public AttentionTap {
   // Per tile: every statistic that reduces over query heads (group mean,
   // group max) needs only one query's G rows, which a tile holds whole.
   void OnProbTile(int layer, int kv_head, const ProbTile& tile) override;
-  // 0 when a statistic reads every query (mass, access, history, max);
-  // else the earliest of the observation window, the recent window and the
-  // latest query.
+  // 0 when a tap reads every query (mass, access, history, max); else the
+  // earliest query any tap reads (TapInfo::last_queries, reads_from).
   int64_t ProbsFrom(int layer) const override;
   // Row convenience (tests): query t's rows for g = 0..G-1 in order, each
   // over its n visible entries; the G rows go on as one tile.
@@ -103,9 +79,6 @@ class AttentionStats : public AttentionTap {
   void OnQPre(int layer, const float* q_pre, int T) override;
 
  private:
-  void Grow(HeadStats& hs, int n) const;
-  void TileMass(HeadStats& hs, const ProbTile& tile, int t, int je) const;
-  void TileAccess(HeadStats& hs, const ProbTile& tile, int t, int je) const;
   RowsToTile rows_;         // the row convenience's gathering buffer
   int n_layer_, n_head_kv_, group_, head_dim_;
   StatsNeeds needs_;

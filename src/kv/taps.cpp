@@ -4,8 +4,13 @@
 
 #include <mutex>
 
+#include "kv/taps/history.h"
+#include "kv/taps/last_access.h"
 #include "kv/taps/latest_query.h"
+#include "kv/taps/mass.h"
 #include "kv/taps/max_prob.h"
+#include "kv/taps/recent_rows.h"
+#include "kv/taps/window_mass.h"
 
 namespace kvtrim::kv {
 
@@ -13,8 +18,9 @@ namespace {
 
 struct Registry {
   Registry() {
-    taps.push_back(std::make_unique<TapInfo>(LatestQueryTapInfo()));
-    taps.push_back(std::make_unique<TapInfo>(MaxProbTapInfo()));
+    for (TapInfo (*info)() : {MassTapInfo, WindowMassTapInfo, LastAccessTapInfo, HistoryTapInfo, RecentRowsTapInfo,
+                               LatestQueryTapInfo, MaxProbTapInfo})
+      taps.push_back(std::make_unique<TapInfo>(info()));
   }
   std::mutex mu;
   // Each TapInfo stays where it was made (FindTap hands out pointers).
@@ -48,9 +54,29 @@ const TapInfo* FindTap(const std::string& name) {
   return nullptr;
 }
 
-Status CheckTaps(const std::vector<std::string>& names) {
-  for (const std::string& n : names)
-    if (!FindTap(n)) return MakeError("unknown statistic tap '" + n + "'");
+Status CheckTaps(const std::vector<TapUse>& uses) {
+  for (const TapUse& u : uses)
+    if (!FindTap(u.name)) return MakeError("unknown statistic tap '" + u.name + "'");
+  return {};
+}
+
+bool CoversTaps(const std::vector<TapUse>& have, const std::vector<TapUse>& want) {
+  for (const TapUse& u : want)
+    if (std::find(have.begin(), have.end(), u) == have.end()) return false;
+  return true;
+}
+
+Status MergeTaps(std::vector<TapUse>* into, const std::vector<TapUse>& more, const std::string& policy) {
+  for (const TapUse& u : more) {
+    auto same = std::find_if(into->begin(), into->end(), [&](const TapUse& t) { return t.name == u.name; });
+    if (same == into->end()) {
+      into->push_back(u);
+    } else if (same->param != u.param) {
+      const TapInfo* info = FindTap(u.name);
+      const std::string what = info && !info->param_name.empty() ? info->param_name : "'" + u.name + "' parameter";
+      return MakeError("policy '" + policy + "' needs another " + what + " than the others forked from this session");
+    }
+  }
   return {};
 }
 

@@ -17,14 +17,25 @@
 
 namespace kvtrim::kv {
 
+// Where a tile's queries stand: query t of the tile is at logical position
+// pos0 + t, the batch's last query at `latest`; the prompt being prefilled
+// ends at `prompt_end` (-1: not known, e.g. a reference pass).
+struct TapClock {
+  int64_t pos0 = 0;
+  int64_t latest = 0;
+  int64_t prompt_end = -1;
+};
+
 // One (layer, KV head)'s state of one statistic, aligned with its entries.
 class EntryStat {
  public:
   virtual ~EntryStat() = default;
-  // A tile of the group's probabilities (AttentionTap::OnProbTile); query t
-  // of the tile is at logical position pos0 + t, the batch's last query at
-  // `latest`. Entries past those seen so far are new (the stat grows).
-  virtual void OnTile(const ProbTile& tile, int64_t pos0, int64_t latest) = 0;
+  // A tile of the group's probabilities (AttentionTap::OnProbTile). Entries
+  // past those seen so far are new (the stat grows).
+  virtual void OnTile(const ProbTile& tile, const TapClock& clock) = 0;
+  // A prefill chunk begins (--prefill-chunk): a statistic of the prompt's
+  // last queries (SnapKV's window) starts afresh; most keep what they hold.
+  virtual void StartChunk() {}
   // An eviction-only plan kept `keep` (increasing); kept entries the stat has
   // not seen yet start fresh.
   virtual void Retain(const std::vector<int>& keep) = 0;
@@ -61,9 +72,21 @@ std::vector<T> RebuildEntries(const std::vector<T>& v, const std::vector<std::ve
   return out;
 }
 
+// A tap a policy asks for: its name and, for a tap that takes one, its
+// parameter (a window length, a history length; 0 otherwise). Two policies
+// forked from one session share a tap only with the same parameter.
+struct TapUse {
+  std::string name;
+  int param = 0;
+  TapUse(const char* n) : name(n) {}  // NOLINT: a bare name is a use without parameter
+  TapUse(std::string n, int p = 0) : name(std::move(n)), param(p) {}  // NOLINT
+  bool operator==(const TapUse&) const = default;
+};
+
 struct TapShape {
   int group = 1;     // query heads per KV head
   int head_dim = 0;
+  int param = 0;     // TapUse::param
 };
 
 struct TapInfo {
@@ -72,6 +95,11 @@ struct TapInfo {
   // (the model may then skip the tiles of earlier queries).
   int last_queries = 0;
   std::function<std::unique_ptr<EntryStat>(const TapShape&)> make;
+  // Optional, overrides last_queries: the first query position the tap
+  // reads, from its parameter and the clock (INT64_MAX: none).
+  std::function<int64_t(int param, const TapClock& clock)> reads_from = {};
+  // What the parameter is, for errors ("observation window"); empty: none.
+  std::string param_name = {};
 };
 
 // Registers a tap beside the built-in ones (tests, embedders); a name taken
@@ -80,7 +108,13 @@ Status RegisterTap(TapInfo info);
 // The registered tap of that name, or null.
 const TapInfo* FindTap(const std::string& name);
 // Checks that every name is a registered tap.
-Status CheckTaps(const std::vector<std::string>& names);
+Status CheckTaps(const std::vector<TapUse>& uses);
+// Whether taps collected for `have` serve a policy asking for `want` (each
+// use present with its parameter).
+bool CoversTaps(const std::vector<TapUse>& have, const std::vector<TapUse>& want);
+// Adds `more` to `into`; a tap asked for with another parameter than it has
+// there is an error naming `policy` and what the parameter is.
+Status MergeTaps(std::vector<TapUse>* into, const std::vector<TapUse>& more, const std::string& policy);
 
 // The stats of one head, by tap name; a copy clones them (forked sessions).
 class TapSet {

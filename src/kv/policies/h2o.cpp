@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kv/policies/policies.h"
+#include "kv/taps/mass.h"
 
 namespace kvtrim::kv {
 namespace {
@@ -13,7 +14,7 @@ class H2oPolicy : public Policy {
       : heavy_ratio_(heavy_ratio), sinks_(sink_guard), value_norm_(value_norm) {}
   StatsNeeds needs() const override {
     StatsNeeds n;
-    n.acc_mass = true;
+    n.taps = {kMassTap};
     return n;
   }
   int protected_entries() const override { return sinks_; }
@@ -36,7 +37,8 @@ class H2oPolicy : public Policy {
   std::vector<double> MassScores(const PolicyContext& ctx) const {
     const HeadStore& s = *ctx.store;
     std::vector<double> score(s.size(), 0.0);
-    for (int i = 0; i < s.size() && i < static_cast<int>(ctx.stats->acc.size()); ++i) score[i] = ctx.stats->acc[i];
+    if (const auto* mass = ctx.stats->taps.Get<MassStat>(kMassTap))
+      for (int i = 0; i < s.size() && i < static_cast<int>(mass->values().size()); ++i) score[i] = mass->values()[i];
     if (value_norm_ != 0) {  // --value-norm: mass times ||v_j||
       const std::vector<double> vn = ValueNorms(s, value_norm_);
       for (int i = 0; i < s.size(); ++i) score[i] *= vn[i];

@@ -1,6 +1,7 @@
 // `lru`: an entry is accessed at a query step when its attention weight (max
 // over the group's query heads) is >= 1/n; the least recently accessed go.
 #include "kv/policies/policies.h"
+#include "kv/taps/last_access.h"
 
 namespace kvtrim::kv {
 namespace {
@@ -10,15 +11,16 @@ class LruPolicy : public Policy {
   explicit LruPolicy(int sinks) : sinks_(sinks) {}
   StatsNeeds needs() const override {
     StatsNeeds n;
-    n.access = true;
+    n.taps = {kLastAccessTap};
     return n;
   }
   int protected_entries() const override { return sinks_; }
   Plan Compress(const PolicyContext& ctx) override {
     const HeadStore& s = *ctx.store;
     std::vector<double> score(s.size(), -1.0);
-    for (int i = 0; i < s.size() && i < static_cast<int>(ctx.stats->last_access.size()); ++i)
-      score[i] = static_cast<double>(ctx.stats->last_access[i]);
+    if (const auto* last = ctx.stats->taps.Get<LastAccessStat>(kLastAccessTap))
+      for (int i = 0; i < s.size() && i < static_cast<int>(last->values().size()); ++i)
+        score[i] = static_cast<double>(last->values()[i]);
     return Plan::Keep(KeepTop(score, ProtectSinksAndRecent(s, sinks_, 0), ctx.budget));
   }
 

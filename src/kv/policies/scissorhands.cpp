@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kv/policies/policies.h"
+#include "kv/taps/history.h"
 
 namespace kvtrim::kv {
 namespace {
@@ -14,7 +15,7 @@ class ScissorhandsPolicy : public Policy {
       : history_(history), recent_(recent), sinks_(sinks), batch_(batch) {}
   StatsNeeds needs() const override {
     StatsNeeds n;
-    n.history = history_;
+    n.taps = {{kHistoryTap, history_}};
     return n;
   }
   int protected_entries() const override { return sinks_ + recent_; }
@@ -23,8 +24,9 @@ class ScissorhandsPolicy : public Policy {
     int target = ctx.budget;
     if (ctx.phase == Phase::kDecode)  // evict a batch: room for the next steps
       target = std::max(protected_entries(), ctx.budget - static_cast<int>(std::ceil(batch_ * ctx.budget)) + 1);
-    std::vector<double> score(s.size());
-    for (int i = 0; i < s.size(); ++i) score[i] = static_cast<double>(ctx.all_stats->HistoryCount(ctx.layer, ctx.head, i));
+    std::vector<double> score(s.size(), 0.0);
+    if (const auto* hist = ctx.stats->taps.Get<HistoryStat>(kHistoryTap))
+      for (int i = 0; i < s.size(); ++i) score[i] = static_cast<double>(hist->Count(i));
     return Plan::Keep(KeepTop(score, ProtectSinksAndRecent(s, sinks_, recent_), target));
   }
 

@@ -2,10 +2,18 @@
 // summed over window queries and group heads, average-pooled; keep the
 // window plus the top (budget - w). Prefill-time only.
 #include "kv/policies/policies.h"
+#include "kv/taps/window_mass.h"
 
 namespace kvtrim::kv {
 
 namespace {
+
+// The window-mass tap's values (none when the tap is absent).
+const std::vector<float>& WindowMass(const PolicyContext& ctx) {
+  static const std::vector<float> kNone;
+  const auto* obs = ctx.stats->taps.Get<WindowMassStat>(kWindowMassTap);
+  return obs ? obs->values() : kNone;
+}
 
 // Observation-window mass on every entry before the window, average-pooled
 // (kernel k, zero padding as avg_pool1d with count_include_pad).
@@ -14,7 +22,8 @@ std::vector<double> Scores(const PolicyContext& ctx, int window, int kernel, int
   const int n = ctx.store->size();
   const int prefix = std::max(0, n - window);
   std::vector<double> raw(n, 0.0), score(n, 0.0);
-  for (int i = 0; i < n && i < static_cast<int>(ctx.stats->obs.size()); ++i) raw[i] = ctx.stats->obs[i];
+  const std::vector<float>& obs = WindowMass(ctx);
+  for (int i = 0; i < n && i < static_cast<int>(obs.size()); ++i) raw[i] = obs[i];
   if (value_norm != 0) {
     const std::vector<double> vn = ValueNorms(*ctx.store, value_norm);
     for (int i = 0; i < n; ++i) raw[i] *= vn[i];
@@ -33,7 +42,7 @@ std::vector<double> Scores(const PolicyContext& ctx, int window, int kernel, int
 
 StatsNeeds SnapkvPolicy::needs() const {
   StatsNeeds n;
-  n.obs_window = window_;
+  n.taps = {{kWindowMassTap, window_}};
   return n;
 }
 
@@ -44,7 +53,8 @@ EntryScores SnapkvPolicy::Score(const PolicyContext& ctx) {
   // window draws little budget.
   EntryScores e{Scores(ctx, window_, kernel_, value_norm_), ProtectSinksAndRecent(*ctx.store, 0, window_), true};
   const int n = ctx.store->size();
-  for (int i = std::max(0, n - window_); i < n && i < static_cast<int>(ctx.stats->obs.size()); ++i) e.score[i] = ctx.stats->obs[i];
+  const std::vector<float>& obs = WindowMass(ctx);
+  for (int i = std::max(0, n - window_); i < n && i < static_cast<int>(obs.size()); ++i) e.score[i] = obs[i];
   return e;
 }
 

@@ -4,11 +4,11 @@
 
 namespace kvtrim::kv {
 
-void LatestQueryStat::OnTile(const ProbTile& tile, int64_t pos0, int64_t latest) {
+void LatestQueryStat::OnTile(const ProbTile& tile, const TapClock& clock) {
   const int n = std::min(tile.j1, tile.Visible(tile.t1 - 1));
   if (n > static_cast<int>(cur_.size())) cur_.resize(n, 0.f);
   for (int t = tile.t0; t < tile.t1; ++t) {
-    if (pos0 + t != latest) continue;  // the batch's last query is the latest one
+    if (clock.pos0 + t != clock.latest) continue;  // the batch's last query is the latest one
     const int j0 = tile.j0, je = std::min(tile.j1, tile.Visible(t));
     if (je <= j0) continue;
     if (j0 == 0) std::fill(cur_.begin(), cur_.end(), 0.f);
@@ -26,7 +26,7 @@ void LatestQueryStat::Rebuild(const std::vector<std::vector<int>>& from) {
 }
 
 TapInfo LatestQueryTapInfo() {
-  return {kLatestQueryTap, 1, [](const TapShape& s) { return std::make_unique<LatestQueryStat>(s.group); }};
+  return {kLatestQueryTap, 1, [](const TapShape& s) { return std::make_unique<LatestQueryStat>(s.group); }, {}, {}};
 }
 
 }  // namespace kvtrim::kv

@@ -13,7 +13,7 @@ inline constexpr const char kLatestQueryTap[] = "latest-query";
 class LatestQueryStat : public EntryStat {
  public:
   explicit LatestQueryStat(int group) : inv_(1.f / static_cast<float>(group)) {}
-  void OnTile(const ProbTile& tile, int64_t pos0, int64_t latest) override;
+  void OnTile(const ProbTile& tile, const TapClock& clock) override;
   void Retain(const std::vector<int>& keep) override;
   void Rebuild(const std::vector<std::vector<int>>& from) override;
   size_t BytesHeld() const override { return 4 * cur_.capacity(); }

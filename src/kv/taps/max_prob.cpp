@@ -4,7 +4,7 @@
 
 namespace kvtrim::kv {
 
-void MaxProbStat::OnTile(const ProbTile& tile, int64_t, int64_t) {
+void MaxProbStat::OnTile(const ProbTile& tile, const TapClock&) {
   const int n = std::min(tile.j1, tile.Visible(tile.t1 - 1));
   if (n > static_cast<int>(max_.size())) max_.resize(n, 0.f);
   for (int t = tile.t0; t < tile.t1; ++t) {
@@ -23,7 +23,7 @@ void MaxProbStat::Rebuild(const std::vector<std::vector<int>>& from) {
 }
 
 TapInfo MaxProbTapInfo() {
-  return {kMaxProbTap, 0, [](const TapShape&) { return std::make_unique<MaxProbStat>(); }};
+  return {kMaxProbTap, 0, [](const TapShape&) { return std::make_unique<MaxProbStat>(); }, {}, {}};
 }
 
 }  // namespace kvtrim::kv

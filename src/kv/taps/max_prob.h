@@ -15,7 +15,7 @@ inline constexpr const char kMaxProbTap[] = "max-prob";
 class MaxProbStat : public EntryStat {
  public:
   explicit MaxProbStat(std::vector<float> values = {}) : max_(std::move(values)) {}
-  void OnTile(const ProbTile& tile, int64_t pos0, int64_t latest) override;
+  void OnTile(const ProbTile& tile, const TapClock& clock) override;
   void Retain(const std::vector<int>& keep) override;
   void Rebuild(const std::vector<std::vector<int>>& from) override;
   size_t BytesHeld() const override { return 4 * max_.capacity(); }
