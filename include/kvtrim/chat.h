@@ -41,4 +41,9 @@ ChatPrompt FormatChat(const std::string& chat_template, const std::vector<ChatMe
 // Formats with the engine's model: its tokenizer.chat_template and BOS/EOS texts.
 ChatPrompt FormatChat(const Engine& engine, const std::vector<ChatMessage>& messages);
 
+// The tokens that end an assistant's turn besides EOS: the file's
+// tokenizer.ggml.eot_token_id, and the family's end-of-turn token text
+// (<|eot_id|> for Llama 3, <|im_end|> for ChatML).
+std::vector<int> EndOfTurnIds(const Engine& engine, ChatFamily family);
+
 }  // namespace kvtrim

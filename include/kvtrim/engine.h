@@ -134,6 +134,8 @@ class Session {
   // The retention ratio of the last Compress(): r* with KvOptions::quality,
   // else the configured one.
   double chosen_ratio() const { return chosen_ratio_; }
+  // The KV options this session compresses with (a loaded context's own).
+  const KvOptions& kv_options() const;
 
   const std::vector<float>& logits() const { return logits_; }
   const std::vector<int>& tokens() const { return tokens_; }  // every token appended so far

@@ -9,6 +9,7 @@
 #include "engine/bench_repeat.h"
 #include "io/clock.h"
 #include "kvtrim/engine.h"
+#include "kvtrim/report.h"
 
 namespace kvtrim {
 
@@ -63,8 +64,7 @@ struct BenchRow {
   bool compress_resolved = true; // compress_ms summed over every run spans the minimum clock steps
 };
 
-// Peak resident set size of this process so far (VmHWM), in bytes; 0 if unknown.
-size_t PeakRssBytes();
+// PeakRssBytes: kvtrim/report.h (VmHWM, bytes; 0 if unknown).
 
 Stat MeanSd(const std::vector<double>& xs);
 Expected<std::vector<BenchRow>> RunBench(const Engine& e, const BenchOptions& o);

@@ -202,4 +202,18 @@ ChatPrompt FormatChat(const Engine& engine, const std::vector<ChatMessage>& mess
   return FormatChat(tmpl, messages, tok.piece_text(tok.bos()), tok.piece_text(tok.eos()));
 }
 
+std::vector<int> EndOfTurnIds(const Engine& engine, ChatFamily family) {
+  std::vector<int> ids;
+  const io::Tokenizer& tok = engine.tokenizer();
+  if (engine.file().Find("tokenizer.ggml.eot_token_id")) {
+    auto v = engine.file().GetInt("tokenizer.ggml.eot_token_id");
+    if (v.ok() && v.value() >= 0 && v.value() < tok.vocab_size()) ids.push_back(static_cast<int>(v.value()));
+  }
+  const char* text = family == ChatFamily::kLlama3 ? "<|eot_id|>" : family == ChatFamily::kChatML ? "<|im_end|>" : nullptr;
+  if (text)
+    for (int id = 0; id < tok.vocab_size(); ++id)
+      if (tok.piece_text(id) == text) ids.push_back(id);
+  return ids;
+}
+
 }  // namespace kvtrim

@@ -105,6 +105,8 @@ Status Session::SetupQuality() {
 
 double Session::context_nll() const { return nll_count_ > 0 ? nll_sum_ / static_cast<double>(nll_count_) : NAN; }
 
+const KvOptions& Session::kv_options() const { return compressor_->options(); }
+
 // rows [n, V]: row t predicts token t + 1; the first token is predicted by
 // the logits already held (none for the first token of the sequence).
 void Session::AddNll(const std::vector<float>& rows, const int* tokens, int n) {
@@ -221,12 +223,12 @@ Status Session::RunReferencePass() {
       if (rp.queries) into.q_repeat = std::move(rep.head(l, h).q_rot);
       std::vector<int> held(static_cast<size_t>(cache_->head(l, h).size()));
       std::iota(held.begin(), held.end(), 0);  // the entries held before the pass
-      for (const std::string& name : rp.taps) {
-        std::unique_ptr<kv::EntryStat> s = rep.head(l, h).taps.Take(name);
+      for (const kv::TapUse& use : rp.taps) {
+        std::unique_ptr<kv::EntryStat> s = rep.head(l, h).taps.Take(use.name);
         if (!s) continue;  // not a registered tap (refused above)
         s->Retain(held);
-        into.reference.Take(name);
-        into.reference.Add(name, std::move(s));
+        into.reference.Take(use.name);
+        into.reference.Add(use.name, std::move(s));
       }
     }
   compressor_->AddReferenceTiming(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),

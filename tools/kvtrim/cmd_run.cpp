@@ -3,61 +3,24 @@
 #include <fstream>
 #include <sstream>
 
-#include "model_flags.h"
-#include "io/clock.h"
 #include "commands.h"
-#include "kv/compressor.h"
-#include "kv/policy.h"
 #include "kv_flags.h"
-#include "engine/bench.h"
-#include "io/gguf.h"
-#include "io/tokenizer.h"
-#include "kvtrim/chat.h"
-#include "kv/cache.h"
 #include "kvtrim/engine.h"
-#include "model/config.h"
-#include "model/weights.h"
+#include "kvtrim/prompt.h"
+#include "kvtrim/report.h"
+#include "model_flags.h"
 
 namespace kvtrim::cli {
 namespace {
 
-// The tokens that end an assistant's turn besides EOS: the file's
-// tokenizer.ggml.eot_token_id, and the family's end-of-turn token text.
-std::vector<int> EndOfTurnIds(const Engine& e, ChatFamily family) {
-  std::vector<int> ids;
-  const io::Tokenizer& tok = e.tokenizer();
-  if (e.file().Find("tokenizer.ggml.eot_token_id")) {
-    auto v = e.file().GetInt("tokenizer.ggml.eot_token_id");
-    if (v.ok() && v.value() >= 0 && v.value() < tok.vocab_size()) ids.push_back(static_cast<int>(v.value()));
-  }
-  const char* text = family == ChatFamily::kLlama3 ? "<|eot_id|>" : family == ChatFamily::kChatML ? "<|im_end|>" : nullptr;
-  if (text)
-    for (int id = 0; id < tok.vocab_size(); ++id)
-      if (tok.piece_text(id) == text) ids.push_back(id);
-  return ids;
-}
-
-// The prompt's token ids: the text (-p, or the file -f) as it is, or
-// (--chat) as the user message, with --system's, formatted by the model's
-// chat template.
-Expected<std::vector<int>> PromptIds(const Engine& e, std::string text, const std::string& file, bool chat,
-                                     const std::string& system, std::vector<int>* stop_ids, bool bos = true) {
-  if (!file.empty()) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) return MakeError("cannot open prompt file '" + file + "'");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
-  }
-  const io::Tokenizer& tok = e.tokenizer();
-  if (!chat) return tok.Encode(text, bos);
-  std::vector<ChatMessage> msgs;
-  if (!system.empty()) msgs.push_back({"system", system});
-  msgs.push_back({"user", text});
-  ChatPrompt p = FormatChat(e, msgs);
-  if (!p.warning.empty()) std::fprintf(stderr, "kvtrim run: warning: %s\n", p.warning.c_str());
-  *stop_ids = EndOfTurnIds(e, p.family);
-  return tok.Encode(p.text, /*add_bos=*/!p.has_bos && tok.add_bos(), /*parse_special=*/p.parse_special);
+// The prompt's text: -p as it is, or the file -f.
+Expected<std::string> PromptText(const std::string& text, const std::string& file) {
+  if (file.empty()) return text;
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return MakeError("cannot open prompt file '" + file + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 struct RunOpts {
@@ -76,45 +39,39 @@ struct RunOpts {
 // budgets, the policy's counters, memory.
 void PrintRunStats(const Engine& e, const Session& s, const KvOptions& kv, const GenerateStats& st,
                    size_t prompt_tokens) {
-  const kv::KvCache& cache = s.cache();
+  const KvReport r = DescribeKv(s);
   if (kv.quality > 0)
     std::fprintf(stderr, "kv-quality %g: NLL(c) %.4f over %zu prompt tokens, chosen ratio %.4f (%s)\n", kv.quality,
-                 s.context_nll(), prompt_tokens, s.chosen_ratio(),
-                 kv.calibration.c_str());
+                 s.context_nll(), prompt_tokens, r.ratio, kv.calibration.c_str());
   std::fprintf(stderr, "prefill: %d tokens in %.3f s (%s)\n", st.prompt_tokens, st.prefill_s,
-               io::FormatRate(st.prompt_tokens, st.prefill_s).c_str());
-  int steps = st.decode_steps;
-  std::fprintf(stderr, "decode: %d tokens in %.3f s (%s)\n", steps, st.decode_s,
-               io::FormatRate(steps, st.decode_s).c_str());
+               FormatRate(st.prompt_tokens, st.prefill_s).c_str());
+  std::fprintf(stderr, "decode: %d tokens in %.3f s (%s)\n", st.decode_steps, st.decode_s,
+               FormatRate(st.decode_steps, st.decode_s).c_str());
   // Like with like: the bytes the entries occupy against an exact full f32
   // cache (so --kv full reads 100%); the allocation, slack included, after.
   std::fprintf(stderr, "kv: %s ratio %g quant %s: %zu bytes in %zu entries vs full cache %zu bytes (%.1f%%), "
                "%zu bytes allocated (peak %zu), %lld tokens, %lld evicted, compression %.3f s\n",
-               kv.policy.c_str(), s.chosen_ratio(), kv.quant.c_str(), cache.BytesUsed(), cache.EntriesHeld(),
-               cache.BytesFull(), 100.0 * cache.BytesUsed() / std::max<size_t>(1, cache.BytesFull()),
-               cache.BytesHeld(), s.peak_kv_bytes(), static_cast<long long>(cache.logical_length()),
-               static_cast<long long>(s.compressor().evictions()),
-               s.compressor().compress_seconds());
-  if (s.compressor().head_budgets()) {
+               kv.policy.c_str(), r.ratio, kv.quant.c_str(), r.bytes_used, r.entries, r.bytes_full,
+               100.0 * r.bytes_used / std::max<size_t>(1, r.bytes_full), r.bytes_held, r.peak_bytes,
+               static_cast<long long>(r.logical_length), static_cast<long long>(r.evictions), r.compress_seconds);
+  if (r.per_head_budgets) {
     std::fprintf(stderr, "head budgets: from profile %s, entries per KV head:", kv.profile.c_str());
-    for (int l = 0; l < cache.n_layer(); ++l)
-      for (int h = 0; h < cache.n_head_kv(); ++h) std::fprintf(stderr, "%s%d", h ? "," : " |", cache.head(l, h).size());
+    for (const std::vector<int>& layer : r.head_entries)
+      for (size_t h = 0; h < layer.size(); ++h) std::fprintf(stderr, "%s%d", h ? "," : " |", layer[h]);
     std::fprintf(stderr, "\n");
   }
-  const auto counters = s.compressor().counters();
-  if (!counters.empty()) {
+  if (!r.counters.empty()) {
     std::fprintf(stderr, "kv counters:");
-    for (const auto& [name, v] : counters) std::fprintf(stderr, " %s %lld", name.c_str(), static_cast<long long>(v));
-    for (const auto& [label, pct] : kv::CounterRates(kv.policy, counters))
-      std::fprintf(stderr, " (%s %.2f%%)", label.c_str(), pct);
+    for (const auto& [name, v] : r.counters) std::fprintf(stderr, " %s %lld", name.c_str(), static_cast<long long>(v));
+    for (const auto& [label, pct] : r.counter_rates) std::fprintf(stderr, " (%s %.2f%%)", label.c_str(), pct);
     std::fprintf(stderr, "\n");
   }
   std::fprintf(stderr, "peak RSS: %.1f MiB\n", PeakRssBytes() / 1048576.0);
-  std::fprintf(stderr, 
-            "weights: %zu bytes in the file, %zu bytes of Q8_0/Q4_0 repacks (read by every product), "
-            "%zu bytes of the repacked matrices' file pages released\n",
-               e.weights().total_bytes, e.weights().packed_bytes,
-               e.weights().released_bytes);
+  const WeightsReport w = DescribeWeights(e);
+  std::fprintf(stderr,
+               "weights: %zu bytes in the file, %zu bytes of Q8_0/Q4_0 repacks (read by every product), "
+               "%zu bytes of the repacked matrices' file pages released\n",
+               w.file_bytes, w.packed_bytes, w.released_bytes);
 }
 
 int RunAction(const RunOpts& o) {
@@ -123,7 +80,7 @@ int RunAction(const RunOpts& o) {
     std::fprintf(stderr, "kvtrim run: %s\n", engine.error().message.c_str());
     return 1;
   }
-  const io::Tokenizer& tok = engine.value()->tokenizer();
+  const Engine& e = *engine.value();
   SessionOptions so;
   so.ctx = o.ctx;
   so.kv = ToKvOptions(o.kv, o.kv.kv.policy);
@@ -134,14 +91,15 @@ int RunAction(const RunOpts& o) {
     std::fprintf(stderr, "kvtrim run: %s\n", session.error().message.c_str());
     return 1;
   }
-  if (loaded) so.kv = session.value()->compressor().options();
-  std::vector<int> stop_ids;
-  auto prompt_ids = PromptIds(*engine.value(), o.prompt, o.prompt_file, o.chat, o.system, &stop_ids, !loaded);
-  if (!prompt_ids.ok()) {
-    std::fprintf(stderr, "kvtrim run: %s\n", prompt_ids.error().message.c_str());
+  if (loaded) so.kv = session.value()->kv_options();
+  auto text = PromptText(o.prompt, o.prompt_file);
+  if (!text.ok()) {
+    std::fprintf(stderr, "kvtrim run: %s\n", text.error().message.c_str());
     return 1;
   }
-  const std::vector<int>& prompt = prompt_ids.value();
+  const PromptTokens pt = EncodePrompt(e, {text.value(), o.chat, o.system, loaded});
+  if (!pt.warning.empty()) std::fprintf(stderr, "kvtrim run: warning: %s\n", pt.warning.c_str());
+  const std::vector<int>& prompt = pt.ids;
   // The last generated token is printed, never fed back: P + N - 1 positions.
   const size_t held = static_cast<size_t>(session.value()->position()) + prompt.size();
   if (held + static_cast<size_t>(std::max(0, o.n - 1)) > static_cast<size_t>(session.value()->ctx())) {
@@ -149,17 +107,15 @@ int RunAction(const RunOpts& o) {
                  held, o.n, session.value()->ctx());
     return 1;
   }
-  // After a loaded context the question is mid-text: a previous id that is
-  // not BOS keeps its leading space (Tokenizer::Piece).
-  int prev = loaded ? (tok.bos() == 0 ? 1 : 0) : -1;
+  int prev = pt.prev;
   for (int id : prompt) {
-    std::fputs(tok.Piece(prev, id).c_str(), stdout);
+    std::fputs(TokenText(e, prev, id).c_str(), stdout);
     prev = id;
   }
   std::fflush(stdout);
-  SamplingOptions sp{o.temp, o.top_p, o.seed, o.ignore_eos, stop_ids};
+  SamplingOptions sp{o.temp, o.top_p, o.seed, o.ignore_eos, pt.stop_ids};
   auto st = Generate(*session.value(), prompt, o.n, sp, [&](int id) {
-    std::fputs(tok.Piece(prev, id).c_str(), stdout);
+    std::fputs(TokenText(e, prev, id).c_str(), stdout);
     std::fflush(stdout);
     prev = id;
   }, PromptStep{!loaded, o.save_context});
@@ -169,7 +125,7 @@ int RunAction(const RunOpts& o) {
     std::fprintf(stderr, "kvtrim run: %s\n", st.error().message.c_str());
     return 1;
   }
-  PrintRunStats(*engine.value(), *session.value(), so.kv, st.value(), prompt.size());
+  PrintRunStats(e, *session.value(), so.kv, st.value(), prompt.size());
   return 0;
 }
 

@@ -1,0 +1,45 @@
+// Reports of a session's KV and the engine's weights (include/kvtrim/report.h).
+#include "kvtrim/report.h"
+
+#include "io/clock.h"
+#include "kv/cache.h"
+#include "kv/compressor.h"
+#include "kv/policy.h"
+#include "kvtrim/engine.h"
+#include "model/weights.h"
+
+namespace kvtrim {
+
+KvReport DescribeKv(const Session& s) {
+  const kv::KvCache& cache = s.cache();
+  const kv::Compressor& comp = s.compressor();
+  KvReport r;
+  r.policy = comp.options().policy;
+  r.quant = comp.options().quant;
+  r.ratio = s.chosen_ratio();
+  r.bytes_used = cache.BytesUsed();
+  r.bytes_full = cache.BytesFull();
+  r.bytes_held = cache.BytesHeld();
+  r.peak_bytes = s.peak_kv_bytes();
+  r.entries = cache.EntriesHeld();
+  r.logical_length = cache.logical_length();
+  r.evictions = comp.evictions();
+  r.compress_seconds = comp.compress_seconds();
+  r.per_head_budgets = comp.head_budgets();
+  if (r.per_head_budgets)
+    for (int l = 0; l < cache.n_layer(); ++l) {
+      r.head_entries.emplace_back();
+      for (int h = 0; h < cache.n_head_kv(); ++h) r.head_entries.back().push_back(cache.head(l, h).size());
+    }
+  r.counters = comp.counters();
+  r.counter_rates = kv::CounterRates(r.policy, r.counters);
+  return r;
+}
+
+WeightsReport DescribeWeights(const Engine& e) {
+  return {e.weights().total_bytes, e.weights().packed_bytes, e.weights().released_bytes};
+}
+
+std::string FormatRate(double count, double seconds, const char* unit) { return io::FormatRate(count, seconds, unit); }
+
+}  // namespace kvtrim
