@@ -7,7 +7,9 @@
 #include "kv/compressor.h"
 #include "kv/policy.h"
 
-namespace kvtrim::kv {
+namespace kvtrim {
+
+using namespace kv;  // NOLINT: the policies and KV types the table checks against
 
 namespace {
 
@@ -125,4 +127,4 @@ std::string KvOptionsMarkdown() {
   return os.str();
 }
 
-}  // namespace kvtrim::kv
+}  // namespace kvtrim

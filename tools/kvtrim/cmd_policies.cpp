@@ -3,8 +3,8 @@
 #include <memory>
 
 #include "commands.h"
-#include "kv/option_table.h"
-#include "kv/policy.h"
+#include "kvtrim/option_table.h"
+#include "kvtrim/policies.h"
 
 namespace kvtrim::cli {
 
@@ -14,7 +14,7 @@ Command AddPolicies(CLI::App& app) {
   sub->add_flag("--options", *options, "List the KV flags every policy shares (Markdown: docs/flags-kv.md)");
   auto action = [options]() -> int {
     if (*options) {
-      std::fputs(kv::KvOptionsMarkdown().c_str(), stdout);
+      std::fputs(KvOptionsMarkdown().c_str(), stdout);
       return 0;
     }
     std::printf("KV policies (choose with --kv NAME; budget with --kv-ratio R or --kv-budget TOKENS;\n"
@@ -24,12 +24,10 @@ Command AddPolicies(CLI::App& app) {
                 "at least S of the uniform share, the layer's total unchanged; docs/policies-adaptive.md;\n"
                 "every prefill-time policy compresses as it prefills with --prefill-chunk N unless it says\n"
                 "why not; docs/prefill-chunk.md):\n\n");
-    for (const auto& p : kv::Registry()) {
-      auto made = kv::MakePolicy(p.name, {});
-      const bool adaptive = made.ok() && kv::TakesAdaptiveBudgets(*made.value());
-      std::printf("%-13s %s%s\n", p.name.c_str(), p.summary.c_str(), adaptive ? " [adaptive]" : "");
-      if (made.ok() && made.value()->prefill_time() && !made.value()->StreamBlocker().empty())
-        std::printf("  (no --prefill-chunk: %s)\n", made.value()->StreamBlocker().c_str());
+    for (const PolicyDescription& p : DescribePolicies()) {
+      std::printf("%-13s %s%s\n", p.name.c_str(), p.summary.c_str(), p.adaptive ? " [adaptive]" : "");
+      if (p.prefill_time && !p.stream_blocker.empty())
+        std::printf("  (no --prefill-chunk: %s)\n", p.stream_blocker.c_str());
       for (const auto& s : p.params)
         if (!s.choices.empty() && s.def >= 0 && s.def < static_cast<double>(s.choices.size()))
           std::printf("  --%-16s %-8s %s\n", s.name.c_str(), s.choices[static_cast<size_t>(s.def)].c_str(), s.help.c_str());

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "kv/option_table.h"
-#include "kv/policy.h"
+#include "kvtrim/option_table.h"
+#include "kvtrim/policies.h"
 
 namespace kvtrim::cli {
 
@@ -17,7 +17,7 @@ namespace {
 
 // The table's range as a CLI check: "1.5 is outside (0, 1]" (lo_open: lo
 // itself is out), the same words the library and the server use.
-CLI::Validator RangeOf(const kv::KvOptionSpec& s) {
+CLI::Validator RangeOf(const KvOptionSpec& s) {
   std::ostringstream r;
   r << std::setprecision(12) << (s.lo_open ? "(" : "[") << s.lo << ", " << s.hi << "]";
   const std::string range = r.str();
@@ -32,7 +32,7 @@ CLI::Validator RangeOf(const kv::KvOptionSpec& s) {
 }
 
 // One option of the table as a CLI flag bound to its KvOptions field.
-CLI::Option* AddTableOption(CLI::App* sub, KvOptions* kv, const kv::KvOptionSpec& s) {
+CLI::Option* AddTableOption(CLI::App* sub, KvOptions* kv, const KvOptionSpec& s) {
   const std::string flag = "--" + s.name;
   CLI::Option* opt = std::visit(
       [&](auto field) -> CLI::Option* {
@@ -60,8 +60,8 @@ void UseReferenceDefaults(KvFlags* f) {
 
 void AddKvFlags(CLI::App* sub, KvFlags* f, bool with_policy, bool with_quality) {
   const size_t first = sub->get_options().size();  // options added from here on are the KV ones
-  using Scope = kv::KvOptionSpec::Scope;
-  for (const kv::KvOptionSpec& s : kv::KvOptionTable()) {
+  using Scope = KvOptionSpec::Scope;
+  for (const KvOptionSpec& s : KvOptionTable()) {
     if ((s.scope == Scope::kPolicy && !with_policy) || (s.scope == Scope::kQuality && !with_quality)) continue;
     CLI::Option* opt = AddTableOption(sub, &f->kv, s);
     if (s.name == "kv-ratio") f->ratio_opt = opt;
@@ -74,7 +74,7 @@ void AddKvFlags(CLI::App* sub, KvFlags* f, bool with_policy, bool with_quality) 
     }
   }
   std::set<std::string> seen;
-  for (const auto& info : kv::Registry()) {
+  for (const PolicyDescription& info : DescribePolicies()) {
     for (const auto& p : info.params) {
       if (!seen.insert(p.name).second) continue;
       std::string help = p.help + " [policy flag]";

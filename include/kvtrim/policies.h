@@ -1,0 +1,32 @@
+// The registered KV policies as plain descriptions (name, summary, their own
+// flags, what they take), for listings and flag parsers that must not build
+// or read a policy themselves.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace kvtrim {
+
+struct PolicyParam {
+  std::string name;  // the flag: --name
+  double def = 0;
+  std::string help;
+  double lo = 0, hi = 1e9;            // accepted range
+  std::vector<std::string> choices;   // a named choice: the name (or its index) gives the index
+  bool is_flag = false;               // a switch (given: 1)
+};
+
+struct PolicyDescription {
+  std::string name;
+  std::string summary;
+  std::vector<PolicyParam> params;
+  bool adaptive = false;        // takes --head-budget adaptive (scores entries, leaves the allocation)
+  bool prefill_time = true;     // compresses after the prompt's prefill
+  std::string stream_blocker;   // why it cannot take --prefill-chunk (empty: it can)
+  bool costly = false;          // left out of the default eval sweep
+};
+
+// Every registered policy, in the registry's stable order.
+std::vector<PolicyDescription> DescribePolicies();
+
+}  // namespace kvtrim
