@@ -30,4 +30,7 @@ PromptTokens EncodePrompt(const Engine& engine, const PromptRequest& request);
 // SentencePiece piece's leading space is dropped only after BOS or at the start).
 std::string TokenText(const Engine& engine, int prev, int id);
 
+// The text of a run of token ids (no BOS/EOS text).
+std::string DecodeTokens(const Engine& engine, const std::vector<int>& ids);
+
 }  // namespace kvtrim

@@ -29,4 +29,6 @@ PromptTokens EncodePrompt(const Engine& engine, const PromptRequest& r) {
 
 std::string TokenText(const Engine& engine, int prev, int id) { return engine.tokenizer().Piece(prev, id); }
 
+std::string DecodeTokens(const Engine& engine, const std::vector<int>& ids) { return engine.tokenizer().Decode(ids); }
+
 }  // namespace kvtrim

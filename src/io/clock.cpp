@@ -1,4 +1,4 @@
-#include "io/clock.h"
+#include "kvtrim/clock.h"
 
 #include <chrono>
 #include <cstdio>

@@ -104,12 +104,6 @@ const ModelShape* FindModelShape(const std::string& name) {
   return nullptr;
 }
 
-std::string ModelShapeNames() {
-  std::string r;
-  for (const ModelShape& s : kShapes) r += (r.empty() ? "" : ", ") + std::string(s.name);
-  return r;
-}
-
 Expected<GgmlType> ParseShapeModelType(const std::string& name) {
   if (name == "f16") return GgmlType::F16;
   if (name == "q8_0") return GgmlType::Q8_0;

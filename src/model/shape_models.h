@@ -9,6 +9,7 @@
 
 #include "io/ggml_types.h"
 #include "io/gguf_writer.h"
+#include "kvtrim/shape_model.h"
 #include "kvtrim/status.h"
 
 namespace kvtrim::model {
@@ -29,7 +30,7 @@ struct ModelShape {
 
 const std::vector<ModelShape>& ModelShapes();
 const ModelShape* FindModelShape(const std::string& name);
-std::string ModelShapeNames();  // "smollm2-135m, qwen2.5-0.5b, llama3.2-1b"
+using kvtrim::ModelShapeNames;  // kvtrim/shape_model.h
 
 // The --type names: f16, q8_0, q4_0 (matrices and token_embd; norms,
 // biases and rope_freqs stay F32, as llama.cpp's converters keep them).
@@ -40,12 +41,7 @@ int ShapeModelFileType(GgmlType t);
 // Llama 3's per-frequency RoPE factors (llama.cpp's convert_hf_to_gguf.py).
 std::vector<float> Llama3RopeFactors(const ModelShape& s);
 
-struct ShapeModelOptions {
-  std::string shape;
-  std::string type = "q4_0";
-  uint64_t seed = 1;
-  int layers = 0;  // > 0: this many layers instead of the published count (small test files)
-};
+using kvtrim::ShapeModelOptions;  // kvtrim/shape_model.h
 
 // The text written as general.description (and shown by --help).
 std::string ShapeModelDescription();

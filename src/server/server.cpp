@@ -1,4 +1,4 @@
-#include "server/server.h"
+#include "kvtrim/server.h"
 
 #include <chrono>
 #include <ctime>

@@ -6,7 +6,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "io/clock.h"
+#include "kvtrim/clock.h"
 #include "io/gguf.h"
 #include "kernels/cpu.h"
 #include "kernels/qgemm_packed.h"

@@ -12,7 +12,7 @@
 #include "kv_flags.h"
 #include "engine/bench.h"
 #include "kv/policy.h"
-#include "io/clock.h"
+#include "kvtrim/clock.h"
 #include "engine/bench_llama.h"
 #include "kernels/cpu.h"
 #include "kernels/qgemm_packed.h"

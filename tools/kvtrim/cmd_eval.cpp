@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "model_flags.h"
-#include "io/clock.h"
+#include "kvtrim/clock.h"
 #include "commands.h"
 #include "eval/report.h"
 #include "eval/sweep.h"

@@ -12,7 +12,7 @@
 #include "commands.h"
 #include "kv_flags.h"
 #include "kvtrim/engine.h"
-#include "server/server.h"
+#include "kvtrim/server.h"
 
 namespace kvtrim::cli {
 

@@ -16,9 +16,9 @@
 #include <thread>
 
 #include "commands.h"
-#include "io/tokenizer.h"
-#include "io/clock.h"
+#include "kvtrim/clock.h"
 #include "kvtrim/engine.h"
+#include "kvtrim/prompt.h"
 #include "serve_soak.h"
 
 namespace kvtrim::cli {
@@ -74,9 +74,12 @@ Expected<std::string> ContextText(const BenchOpts& o, size_t from = 0) {
   const std::string all = ss.str();
   if (from >= all.size()) from = 0;
   std::string text = all.substr(from, static_cast<size_t>(o.context_tokens) * 8);
-  std::vector<int> ids = e.value()->tokenizer().Encode(text, false);
+  PromptRequest plain;  // the text as it is, no BOS
+  plain.text = text;
+  plain.continues = true;
+  std::vector<int> ids = EncodePrompt(*e.value(), plain).ids;
   ids.resize(std::min<size_t>(ids.size(), static_cast<size_t>(o.context_tokens - 1)));  // BOS is the last one
-  return e.value()->tokenizer().Decode(ids);
+  return DecodeTokens(*e.value(), ids);
 }
 
 std::string Question(int i) {

@@ -1,16 +1,13 @@
 // `kvtrim tokenize`: text to token ids and pieces with a model's tokenizer.
 // Reads only the GGUF metadata, so vocabulary-only files work too.
-#include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "io/clock.h"
 #include "commands.h"
-#include "io/gguf.h"
-#include "io/tokenizer.h"
+#include "kvtrim/clock.h"
+#include "kvtrim/model_file.h"
 
 namespace kvtrim::cli {
 namespace {
@@ -85,43 +82,21 @@ int Run(const TokenizeFlags& o) {
     ss << in.rdbuf();
     text = ss.str();
   }
-  using Clock = std::chrono::steady_clock;
-  const auto t0 = Clock::now();
-  const std::clock_t c0 = std::clock();
-  auto f = io::GgufFile::Open(o.model);
-  if (!f.ok()) {
-    std::fprintf(stderr, "kvtrim tokenize: %s\n", f.error().message.c_str());
+  auto r = TokenizeFile(o.model, text, !o.no_bos, o.special);
+  if (!r.ok()) {
+    std::fprintf(stderr, "kvtrim tokenize: %s\n", r.error().message.c_str());
     return 1;
   }
-  const auto t_open = Clock::now();
-  auto tok = io::Tokenizer::FromGguf(*f.value());
-  if (!tok.ok()) {
-    std::fprintf(stderr, "kvtrim tokenize: %s: %s\n", o.model.c_str(), tok.error().message.c_str());
-    return 1;
-  }
-  const auto t1 = Clock::now();
-  const std::clock_t c1 = std::clock();
-  const std::vector<int> ids = tok->Encode(text, !o.no_bos, o.special);
-  const auto t2 = Clock::now();
-  const std::clock_t c2 = std::clock();
+  const std::vector<int>& ids = r.value().ids;
+  const std::vector<std::string>& pieces = r.value().pieces;
   if (o.timing) {
-    const double open_ms = std::chrono::duration<double, std::milli>(t_open - t0).count();
-    const double build_ms = std::chrono::duration<double, std::milli>(t1 - t_open).count();
-    const double enc_s = std::chrono::duration<double>(t2 - t1).count();
-    auto cpu_ms = [](std::clock_t a, std::clock_t b) { return (b - a) * 1e3 / CLOCKS_PER_SEC; };
+    const Tokenized& t = r.value();
     std::fprintf(stderr,
                  "tokenizer: %s\nload %.1f ms wall (GGUF open %.1f, tokenizer build %.1f), %.1f ms cpu; %zu bytes -> "
                  "%zu tokens in %.1f ms wall, %.1f ms cpu (wall: %s; cpu: %s)\n",
-                 tok->Describe().c_str(), open_ms + build_ms, open_ms, build_ms, cpu_ms(c0, c1), text.size(), ids.size(),
-                 enc_s * 1e3, cpu_ms(c1, c2), io::FormatRate(ids.size(), enc_s, "tokens/s").c_str(),
-                 CpuRate(ids.size(), cpu_ms(c1, c2)).c_str());
-  }
-  // Each token as it prints in context; control tokens by their text.
-  std::vector<std::string> pieces;
-  pieces.reserve(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) {
-    const bool control = tok->type(ids[i]) == io::TokenType::kControl;
-    pieces.push_back(control ? tok->piece_text(ids[i]) : tok->Piece(i ? ids[i - 1] : -1, ids[i]));
+                 t.tokenizer.c_str(), t.open_ms + t.build_ms, t.open_ms, t.build_ms, t.load_cpu_ms, text.size(),
+                 ids.size(), t.encode_s * 1e3, t.encode_cpu_ms, io::FormatRate(ids.size(), t.encode_s, "tokens/s").c_str(),
+                 CpuRate(ids.size(), t.encode_cpu_ms).c_str());
   }
   if (o.json) {
     nlohmann::json j = {{"ids", ids}, {"pieces", nlohmann::json::array()}};
