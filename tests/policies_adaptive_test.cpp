@@ -10,6 +10,7 @@
 #include <random>
 
 #include "policy_keep.h"
+#include "io/tokenizer.h"
 #include "eval/report.h"
 #include "eval/sweep.h"
 #include "kv/budget.h"

@@ -20,6 +20,7 @@
 #include <set>
 
 #include "server/context_backend.h"
+#include "io/tokenizer.h"
 #include "context_round_trip.h"
 #include "server_fixture.h"
 

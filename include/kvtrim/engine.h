@@ -37,6 +37,9 @@ class Engine {
   const model::Transformer& transformer() const { return *transformer_; }
   kernels::ThreadPool& pool() const { return *pool_; }
   int threads() const;
+  // The context length the model is read at (its trained one, or the one
+  // given with RoPE scaling).
+  int context_length() const;
   // File name, size and metadata hash of the model (profiles are checked against it).
   const kv::ModelId& model_id() const { return *id_; }
   // The model profile in `path`, checked against this model; for an empty

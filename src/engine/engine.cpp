@@ -48,4 +48,6 @@ Engine::~Engine() = default;
 
 int Engine::threads() const { return pool_->size(); }
 
+int Engine::context_length() const { return config_->ctx; }
+
 }  // namespace kvtrim

@@ -1,5 +1,7 @@
 #include "eval/calibrate.h"
 
+#include "io/tokenizer.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>

@@ -1,4 +1,5 @@
 #include "eval/sweep.h"
+#include "io/tokenizer.h"
 
 #include "io/clock.h"
 

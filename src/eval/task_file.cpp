@@ -1,5 +1,6 @@
 // RULER and LongBench JSONL task files: reading, prompts, scoring.
 #include "eval/task_file.h"
+#include "io/tokenizer.h"
 
 #include <algorithm>
 #include <cctype>

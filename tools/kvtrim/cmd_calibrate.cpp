@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "commands.h"
-#include "eval/calibrate.h"
+#include "kvtrim/eval_calibrate.h"
 #include "kv_flags.h"
 
 namespace kvtrim::cli {

@@ -11,10 +11,8 @@
 #include "model_flags.h"
 #include "kvtrim/clock.h"
 #include "commands.h"
-#include "eval/report.h"
-#include "eval/sweep.h"
-#include "model/config.h"
-#include "kv/policy.h"
+#include "kvtrim/eval_sweep.h"
+#include "kvtrim/policies.h"
 #include "eval_output.h"
 #include "kv_flags.h"
 
@@ -122,10 +120,10 @@ int EvalAction(const EvalOpts& o) {
   auto engine = Engine::Load({o.model, o.threads, o.rope});
   // --context past the model's context: the sessions get that much room
   // (read it with RoPE scaling, e.g. --rope-scaling yarn --rope-scale 8).
-  if (engine.ok() && o.context + eval::kAnswerRoom > engine.value()->config().ctx && o.context > 0) {
+  if (engine.ok() && o.context + eval::kAnswerRoom > engine.value()->context_length() && o.context > 0) {
     if (!o.rope.any())
       std::fprintf(stderr, "kvtrim eval: warning: --context %d is past the model's context %d and no RoPE scaling "
-                   "is given (--rope-scaling yarn --rope-scale F)\n", o.context, engine.value()->config().ctx);
+                   "is given (--rope-scaling yarn --rope-scale F)\n", o.context, engine.value()->context_length());
     engine = Engine::Load({o.model, o.threads, o.rope, o.context + eval::kAnswerRoom});
   }
   if (!engine.ok()) {
@@ -172,8 +170,8 @@ Command AddEval(CLI::App& app) {
   o->haystack = DefaultHaystackPath();
   // Every policy but the costly ones (`am`: 6-15 prefills per context, more
   // than the rest of the default sweep together); name them to run them.
-  for (const auto& p : kv::Registry())
-    if (!p.traits.costly) o->methods.push_back(p.name);
+  for (const PolicyDescription& p : DescribePolicies())
+    if (!p.costly) o->methods.push_back(p.name);
   // niah-multivalue and niah-multiquery ask for several numbers in one answer,
   // which the default model cannot do (MODELS.md: 0 even with the full
   // cache): they are left out of the default sweep (name them to run them).

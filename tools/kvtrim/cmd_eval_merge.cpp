@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "commands.h"
-#include "eval/report.h"
+#include "kvtrim/eval_report.h"
 #include "eval_output.h"
 
 namespace kvtrim::cli {

@@ -6,8 +6,8 @@
 
 #include "model_flags.h"
 #include "commands.h"
-#include "eval/heatmap.h"
-#include "eval/tasks.h"
+#include "kvtrim/eval_heatmap.h"
+#include "kvtrim/eval_tasks.h"
 #include "io/tokenizer.h"
 #include "kv/head_budgets.h"
 #include "kv/profile.h"

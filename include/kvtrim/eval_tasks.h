@@ -1,0 +1,59 @@
+// Needle tasks (METHODS.md section 7), generated reproducibly from a seed and
+// a haystack text at a context length given in tokens.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kvtrim/status.h"
+
+namespace kvtrim::io { class Tokenizer; }
+
+namespace kvtrim::eval {
+
+enum class TaskKind { kNiah, kMultiKey, kMultiValue, kMultiQuery, kPasskey };
+
+const char* TaskName(TaskKind k);  // "niah", "niah-multikey", "niah-multivalue", "niah-multiquery", "passkey"
+Expected<TaskKind> ParseTask(const std::string& name);
+const std::vector<TaskKind>& AllTasks();
+
+// A haystack: any UTF-8 text file.
+class Haystack {
+ public:
+  static Expected<Haystack> Load(const std::string& path);
+  static Haystack FromText(std::string text, std::string name = "text");
+  const std::string& name() const { return name_; }
+  const std::string& text() const { return text_; }
+  // About n tokens of filler starting at a seeded offset (snapped to a line
+  // start); deterministic for a given (seed, n). No BOS.
+  std::vector<int> Filler(const io::Tokenizer& tok, int n, uint64_t seed) const;
+
+ private:
+  std::string name_, text_;
+};
+
+struct TaskOptions {
+  int context_tokens = 992;  // tokens of context + question (the answer comes after)
+  int needles = 4;           // multikey: needles in all (1 asked); multivalue: values; multiquery: keys
+  int queries = 2;           // multiquery: keys asked
+  uint64_t seed = 1;
+};
+
+struct TaskSample {
+  TaskKind kind = TaskKind::kNiah;
+  int index = 0;
+  std::vector<int> context;   // BOS + haystack with the needles (compressed in query-agnostic mode)
+  std::vector<int> question;  // the question, appended after the context (no BOS)
+  std::vector<std::string> expected;  // values that must all appear in the answer
+  std::vector<int> answer;    // reference answer tokens, teacher-forced for the answer NLL
+  std::vector<double> depths;       // each needle's depth, as a fraction of the context
+  std::vector<int> needle_starts;   // token index of each needle in `context`
+  std::vector<int> needle_lengths;  // its length in tokens
+  int max_answer_tokens = 16;       // greedy tokens to generate for the answer
+};
+
+// Sample `index` of `n_samples` (needle depths spread evenly over samples).
+Expected<TaskSample> MakeSample(const io::Tokenizer& tok, const Haystack& hay, TaskKind kind, const TaskOptions& o,
+                                int index, int n_samples);
+
+}  // namespace kvtrim::eval
