@@ -7,12 +7,9 @@
 #include "model_flags.h"
 #include "commands.h"
 #include "kvtrim/eval_heatmap.h"
-#include "kvtrim/eval_tasks.h"
-#include "io/tokenizer.h"
-#include "kv/head_budgets.h"
-#include "kv/profile.h"
 #include "kvtrim/engine.h"
-#include "model/config.h"
+#include "kvtrim/head_budgets.h"
+#include "kvtrim/profile.h"
 
 namespace kvtrim::cli {
 
@@ -85,29 +82,8 @@ struct HeadBudgetFlags {
   std::string haystack = DefaultProfileHaystack();
 };
 
-// Calibration contexts: BOS + seeded haystack filler, `tokens` of prefix and
-// `continuation` more (teacher-forced), seeds seed, seed + 1, ...
-Expected<std::vector<std::vector<int>>> CalibContexts(const Engine& e, const HeadBudgetFlags& f) {
-  auto hay = eval::Haystack::Load(f.haystack);
-  if (!hay.ok()) return hay.error();
-  const int n = f.tokens + f.continuation;
-  if (f.tokens < 2 || n > e.config().ctx)
-    return MakeError("calibration context of " + std::to_string(n) + " tokens does not fit the model's context of " +
-                     std::to_string(e.config().ctx));
-  std::vector<std::vector<int>> out;
-  for (int k = 0; k < f.contexts; ++k) {
-    std::vector<int> t{e.tokenizer().start()};
-    std::vector<int> fill = hay.value().Filler(e.tokenizer(), n + 32, f.seed + static_cast<uint64_t>(k));
-    t.insert(t.end(), fill.begin(), fill.end());
-    if (static_cast<int>(t.size()) < n) return MakeError("the haystack is too short for the calibration contexts");
-    t.resize(n);
-    out.push_back(std::move(t));
-  }
-  return out;
-}
-
 Status AddHeadBudgets(const Engine& e, const HeadBudgetFlags& f, kv::ModelProfile* p) {
-  auto ctxs = CalibContexts(e, f);
+  auto ctxs = HeadBudgetContexts(e, f.haystack, f.contexts, f.tokens, f.continuation, f.seed);
   if (!ctxs.ok()) return ctxs.error();
   HeadBudgetMeasureOptions mo;
   mo.ratio = f.ratio;
@@ -161,7 +137,7 @@ int ProfileAction(const ProfileOpts& o) {
               p->model.file.c_str(), p->repeats, p->probe_len, static_cast<unsigned long long>(p->seed),
               1 + p->repeats * p->probe_len, p->seconds, engine.value()->threads());
   PrintScores(p.value());
-  PrintHeads(p.value(), o.depth > 0 ? o.depth : engine.value()->config().ctx, o.sinks, o.min_window);
+  PrintHeads(p.value(), o.depth > 0 ? o.depth : engine.value()->context_length(), o.sinks, o.min_window);
   if (o.hb.on) {
     Status hs = AddHeadBudgets(*engine.value(), o.hb, &p.value());
     if (!hs.ok()) {
