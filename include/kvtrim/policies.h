@@ -2,7 +2,9 @@
 // flags, what they take), for listings and flag parsers that must not build
 // or read a policy themselves.
 #pragma once
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kvtrim {
@@ -28,5 +30,11 @@ struct PolicyDescription {
 
 // Every registered policy, in the registry's stable order.
 std::vector<PolicyDescription> DescribePolicies();
+
+// The policy's counter rates in percent (e.g. kvslimmer's fallback rate),
+// for counters summed by the caller; a rate whose denominator is 0 or
+// absent is left out.
+std::vector<std::pair<std::string, double>> PolicyCounterRates(
+    const std::string& policy, const std::vector<std::pair<std::string, int64_t>>& counters);
 
 }  // namespace kvtrim

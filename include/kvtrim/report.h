@@ -41,6 +41,10 @@ struct WeightsReport {
 };
 WeightsReport DescribeWeights(const Engine& engine);
 
+// The kernel paths in use: the dispatched one ("avx512-vnni"), and the
+// repacked products' where the model has Q8_0/Q4_0 repacks.
+std::string KernelPathsLabel(const Engine& engine);
+
 // Peak resident set size of this process so far (VmHWM), in bytes; 0 if unknown.
 size_t PeakRssBytes();
 

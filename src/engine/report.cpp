@@ -2,6 +2,8 @@
 #include "kvtrim/report.h"
 
 #include "io/clock.h"
+#include "kernels/cpu.h"
+#include "kernels/qgemm_packed.h"
 #include "kv/cache.h"
 #include "kv/compressor.h"
 #include "kv/policy.h"
@@ -38,6 +40,13 @@ KvReport DescribeKv(const Session& s) {
 
 WeightsReport DescribeWeights(const Engine& e) {
   return {e.weights().total_bytes, e.weights().packed_bytes, e.weights().released_bytes};
+}
+
+std::string KernelPathsLabel(const Engine& e) {
+  std::string s = kernels::KernelPathName(kernels::ActiveKernelPath());
+  if (e.weights().packed_bytes > 0)  // Q8_0/Q4_0 products on the repack (qgemm_packed.h)
+    s += std::string(", repacked ") + kernels::KernelPathName(kernels::PackedKernelPath());
+  return s;
 }
 
 std::string FormatRate(double count, double seconds, const char* unit) { return io::FormatRate(count, seconds, unit); }

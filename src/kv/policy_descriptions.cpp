@@ -22,4 +22,9 @@ std::vector<PolicyDescription> DescribePolicies() {
   return out;
 }
 
+std::vector<std::pair<std::string, double>> PolicyCounterRates(
+    const std::string& policy, const std::vector<std::pair<std::string, int64_t>>& counters) {
+  return kv::CounterRates(policy, counters);
+}
+
 }  // namespace kvtrim

@@ -3,15 +3,9 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <map>
 #include <nlohmann/json.hpp>
 
 #include "kvtrim/clock.h"
-#include "io/gguf.h"
-#include "kernels/cpu.h"
-#include "kernels/qgemm_packed.h"
-#include "model/weights.h"
-#include "model/config.h"
 
 namespace kvtrim::cli {
 namespace {
@@ -36,28 +30,6 @@ std::string NowUtc() {
 }
 
 }  // namespace
-
-LlamaBenchMeta DescribeForBench(const Engine& e, const std::string& path, const std::string& kv_quant) {
-  LlamaBenchMeta m;
-  m.model_filename = path;
-  std::map<std::string, uint64_t> by_type;  // the weight type holding most parameters names the file
-  for (const auto& t : e.file().tensors()) {
-    m.model_size += t.n_bytes;
-    m.model_n_params += t.n_elements;
-    if (t.shape.size() >= 2) by_type[TypeName(t.type)] += t.n_elements;
-  }
-  std::string main_type = "?";
-  uint64_t best = 0;
-  for (const auto& [name, n] : by_type)
-    if (n > best) best = n, main_type = name;
-  m.model_type = e.config().arch + " " + Fmt("%.1fM", m.model_n_params / 1e6) + " " + main_type;
-  m.n_threads = e.threads();
-  m.type_kv = kv_quant;
-  m.kernels = kernels::KernelPathName(kernels::ActiveKernelPath());
-  if (e.weights().packed_bytes > 0)  // Q8_0/Q4_0 products on the repack (qgemm_packed.h)
-    m.kernels += std::string(", repacked ") + kernels::KernelPathName(kernels::PackedKernelPath());
-  return m;
-}
 
 std::string LlamaBenchMarkdown(const LlamaBenchMeta& m, const std::vector<LlamaBenchTest>& tests) {
   std::string s = "| model                          |       size |     params | backend    | threads |          test |                  t/s |\n"

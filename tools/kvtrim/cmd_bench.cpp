@@ -10,14 +10,11 @@
 #include "bench_llama_output.h"
 #include "commands.h"
 #include "kv_flags.h"
-#include "engine/bench.h"
-#include "kv/policy.h"
+#include "kvtrim/bench.h"
+#include "kvtrim/bench_llama.h"
 #include "kvtrim/clock.h"
-#include "engine/bench_llama.h"
-#include "kernels/cpu.h"
-#include "kernels/qgemm_packed.h"
-#include "model/config.h"
-#include "model/weights.h"
+#include "kvtrim/policies.h"
+#include "kvtrim/report.h"
 
 namespace kvtrim::cli {
 
@@ -36,14 +33,6 @@ struct BenchOpts {
   bool breakdown = false;
 };
 
-// The kernel paths in use: the dispatched one, and the repacked products'
-// where the model has Q8_0/Q4_0 repacks.
-std::string KernelsLabel(const Engine& e) {
-  std::string s = kernels::KernelPathName(kernels::ActiveKernelPath());
-  if (e.weights().packed_bytes > 0) s += std::string(", repacked ") + kernels::KernelPathName(kernels::PackedKernelPath());
-  return s;
-}
-
 // `--time-breakdown`: where a prefill of --prefill tokens spends its time.
 int RunBreakdown(const Engine& e, const BenchOpts& o) {
   SessionOptions so;
@@ -55,7 +44,7 @@ int RunBreakdown(const Engine& e, const BenchOpts& o) {
   }
   const PrefillBreakdown& r = b.value();
   std::printf("prefill of %d tokens, %d threads, kv %s, %s kernels: %.1f ms (%.1f tok/s), mean of %d\n", r.tokens,
-              e.threads(), o.kv.kv.policy.c_str(), KernelsLabel(e).c_str(), r.total_s * 1e3,
+              e.threads(), o.kv.kv.policy.c_str(), KernelPathsLabel(e).c_str(), r.total_s * 1e3,
               r.tokens / r.total_s, o.reps);
   const std::pair<const char*, double> parts[] = {{"matrix products", r.matmul_s}, {"attention", r.attention_s},
                                                   {"statistics taps", r.stats_s}, {"other", r.other_s}};
@@ -83,8 +72,7 @@ int RunLlamaStyle(const Engine& e, const BenchOpts& o) {
   std::fprintf(stderr, 
               "weights: %zu bytes in the file, %zu bytes of Q8_0/Q4_0 repacks (read by every product), "
               "%zu bytes of the repacked matrices' file pages released\n",
-               e.weights().total_bytes, e.weights().packed_bytes,
-              e.weights().released_bytes);
+               DescribeWeights(e).file_bytes, DescribeWeights(e).packed_bytes, DescribeWeights(e).released_bytes);
   if (!o.json.empty()) {
     std::ofstream f(o.json);
     if (!f) {
@@ -105,7 +93,7 @@ void PrintCounters(const BenchRow& r, const std::string& policy) {
   for (size_t i = 0; i < r.counters.size(); ++i)
     std::printf(" %s %lld (decode %lld)", r.counters[i].first.c_str(), static_cast<long long>(r.counters[i].second),
                 static_cast<long long>(r.decode_counters[i].second));
-  for (const auto& [label, pct] : kv::CounterRates(policy, r.counters)) std::printf("; %s %.2f%%", label.c_str(), pct);
+  for (const auto& [label, pct] : PolicyCounterRates(policy, r.counters)) std::printf("; %s %.2f%%", label.c_str(), pct);
   const double step_us = 1e6 / std::max(1e-9, r.decode_tok_s.mean);
   std::printf("; decode-time compression %.2f us of a %.1f us step (%.2f%%)\n", r.evict_us_per_tok, step_us,
               100.0 * r.evict_us_per_tok / step_us);
@@ -156,12 +144,13 @@ bool PrintBench(const Engine& e, const BenchOpts& o, double membw, const std::ve
               kv_peak / 1048576.0);
   std::printf(
               "weights: %zu bytes in the file, %zu bytes of Q8_0/Q4_0 repacks (read by every product), "
-              "%zu bytes of the repacked matrices' file pages released\n", e.weights().total_bytes,
-              e.weights().packed_bytes, e.weights().released_bytes);
+              "%zu bytes of the repacked matrices' file pages released\n", DescribeWeights(e).file_bytes,
+              DescribeWeights(e).packed_bytes, DescribeWeights(e).released_bytes);
   for (auto& row : j) {
-    row["weight_bytes"] = e.weights().total_bytes;
-    row["repacked_weight_bytes"] = e.weights().packed_bytes;
-    row["released_weight_bytes"] = e.weights().released_bytes;
+    const WeightsReport w = DescribeWeights(e);
+    row["weight_bytes"] = w.file_bytes;
+    row["repacked_weight_bytes"] = w.packed_bytes;
+    row["released_weight_bytes"] = w.released_bytes;
   }
   if (!o.json.empty()) {
     std::ofstream f(o.json);
@@ -219,7 +208,7 @@ Command AddBench(CLI::App& app) {
     bo.prefill_tokens = o->prefill;
     bo.session.kv = ToKvOptions(o->kv, o->kv.kv.policy);
     bo.session.ctx = o->ctx;
-    const int ctx = o->ctx > 0 ? o->ctx : e.config().ctx;
+    const int ctx = o->ctx > 0 ? o->ctx : e.context_length();
     bo.depths.clear();
     for (int d : o->depths) {
       int clipped = std::min(d, ctx - o->gen - 1);  // + the untimed first step (BenchRow::first_decode_ms)

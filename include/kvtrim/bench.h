@@ -1,0 +1,77 @@
+// Throughput measurement behind `kvtrim bench`: prefill and decode tokens/s at
+// given context depths (like llama-bench -d), with the bytes read per decoded
+// token, and a memory-bandwidth probe to compare against.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kvtrim/bench_repeat.h"
+#include "kvtrim/clock.h"
+#include "kvtrim/engine.h"
+#include "kvtrim/report.h"
+
+namespace kvtrim {
+
+struct BenchOptions {
+  std::vector<int> depths = {0, 256, 1024};
+  int gen = 32;    // decode steps timed at each depth
+  int reps = 3;
+  int prefill_tokens = 0;  // prompt length timed at depth 0 (0: 128)
+  uint64_t seed = 1;
+  double warmup_s = 0.5;   // untimed warm-up before the first depth
+  SessionOptions session;
+  std::function<void(const std::string&)> progress;  // may be empty
+  // The clock (null: io::SteadyClock()); each repetition runs its prefill
+  // and decode again until both span limits.min_steps clock steps.
+  const io::Clock* clock = nullptr;
+  RepeatLimits limits;
+};
+
+struct Stat {
+  double mean = 0, sd = 0;
+};
+
+struct BenchRow {
+  int depth = 0;
+  int prefill_len = 0;   // tokens in the timed prefill
+  Stat prefill_tok_s;
+  Stat decode_tok_s;
+  size_t kv_bytes = 0;       // held after the decode steps
+  size_t kv_bytes_peak = 0;  // the most held at once (Session::peak_kv_bytes)
+  size_t kv_bytes_full = 0;  // a full cache of the same length
+  double weight_bytes_per_tok = 0;
+  double kv_bytes_per_tok = 0;  // K and V rows read per decode step (mean)
+  double gb_s = 0;              // (weights + KV) bytes per step / step time
+  double compress_ms = 0;       // prefill-time compression (mean), between chunks included
+  // With KvOptions::prefill_chunk: the part of compress_ms spent between
+  // chunks, inside the timed prefill (prefill_tok_s counts it; the forward
+  // passes alone took the prefill's time minus this). 0 without chunks.
+  double prefill_compress_ms = 0;
+  // The first decode step after the prefill, not timed with the others: it
+  // grows every head's storage (the prefill reserves exactly; kv/cache.h's
+  // growth step is 1/16 of the head), a one-off a steady decode amortizes
+  // over n/16 steps. Mean over the repetitions, in ms.
+  double first_decode_ms = 0;
+  double evict_us_per_tok = 0;  // decode-time plan + apply per step (mean)
+  double entries_per_head = 0;  // mean entries held per head after decoding
+  // The policy's counters (Compressor::counters), summed over repetitions:
+  // over the whole run, and over the timed decode steps alone.
+  std::vector<std::pair<std::string, int64_t>> counters, decode_counters;
+  double kv_ratio = 1;          // retention ratio used (mean; r* with a quality target)
+  int inner_reps = 1;            // runs timed together in the last repetition (bench_repeat.h)
+  bool below_resolution = false; // a prefill or decode figure spans fewer than the minimum clock steps
+  bool compress_resolved = true; // compress_ms summed over every run spans the minimum clock steps
+};
+
+// PeakRssBytes: kvtrim/report.h (VmHWM, bytes; 0 if unknown).
+
+Stat MeanSd(const std::vector<double>& xs);
+Expected<std::vector<BenchRow>> RunBench(const Engine& e, const BenchOptions& o);
+// Read bandwidth in GB/s: all pool threads sum their share of a float
+// buffer of `bytes` with vector loads; best of reps. A buffer far larger than
+// the caches gives the DRAM bound, one the size of the weights the bound for
+// a working set that stays in cache.
+double MeasureReadBandwidth(const Engine& e, size_t bytes, int reps);
+
+}  // namespace kvtrim
