@@ -127,6 +127,12 @@ TEST(ServerRequest, ResolveKvOverDefaults) {
   EXPECT_EQ(k->budget_tokens, 40);
   EXPECT_EQ(k->ratio, 0.3);
   EXPECT_EQ(def.head_budget, "uniform");
+  auto th = ParseCompletionRequest(R"({"kv":"h2o","kv_threshold":2})");  // threshold eviction per request
+  ASSERT_TRUE(th.ok()) << th.error().message;
+  k = ResolveKv(def, th->kv);
+  ASSERT_TRUE(k.ok()) << k.error().message;
+  EXPECT_EQ(k->threshold, 2);
+  EXPECT_EQ(def.threshold, 0);
 }
 
 TEST(ServerRequest, EveryRequestFieldOfTheOptionTableIsParsed) {
@@ -138,7 +144,7 @@ TEST(ServerRequest, EveryRequestFieldOfTheOptionTableIsParsed) {
     ASSERT_FALSE(r.ok()) << s.request;
     EXPECT_NE(r.error().message.find("'" + s.request + "'"), std::string::npos) << r.error().message;
   }
-  EXPECT_EQ(fields, 8);
+  EXPECT_EQ(fields, 9);
 }
 
 TEST(ServerStopText, CutsAtStopAndHoldsBackPrefixes) {

@@ -62,6 +62,12 @@ struct KvOptions {
   // min_head_share of the uniform share; policies that score entries only).
   std::string head_budget = "uniform";
   double min_head_share = 0.2;
+  // Threshold eviction (--kv-threshold T > 0): each head keeps the entries
+  // whose normalised score exceeds T times the head's mean (T = 1: the
+  // entries above average; budget::ThresholdHeadBudgets), plus those the policy protects,
+  // after the prefill and at every decode step; the ratio is not used, so
+  // the total follows the context. Policies that score entries only; 0: off.
+  double threshold = 0;
   // Context-calibrated compression: with quality > 0 the ratio is chosen per
   // context at Compress() as r* for this quality target (in (0, 1]) from the
   // policy's fit in the `kvtrim calibrate` file `calibration`.

@@ -91,6 +91,13 @@ std::vector<double> NormalizeHeadScores(const EntryScores& e);
 // Budgets sum to min(T, sum n_h) (more only when the floors exceed T).
 std::vector<int> AdaptiveHeadBudgets(const std::vector<EntryScores>& heads, int b, double min_share);
 
+// Threshold eviction (--kv-threshold): each head keeps its protected entries
+// and every other entry whose normalised score (NormalizeHeadScores, times
+// the head's n: relative to the head's mean) exceeds `t`; the budget is
+// their count, at least 1 for a non-empty head. Relative to the mean, the
+// same t keeps about the same share of a longer context.
+std::vector<int> ThresholdHeadBudgets(const std::vector<EntryScores>& heads, double t);
+
 // Profile units (kvtrim profile --head-budgets, METHODS.md 4): budget_h =
 // base * units_h / mean(units), rounded by largest remainder so they sum to
 // base * heads exactly; each at least `min_entries` (taken from the largest

@@ -55,6 +55,17 @@ std::string AdaptivePolicies() {
   return names;
 }
 
+// A budget that follows a policy's entry scores (AdaKV, threshold eviction)
+// needs a policy that scores entries and leaves the allocation to it.
+Status CheckScoresEntries(const std::string& flag, const Policy& p, const std::string& name) {
+  const budget::Kind k = p.budget().kind;
+  if (k == budget::Kind::kShared || k == budget::Kind::kCastes)
+    return MakeError(flag + ": policy '" + name + "' allocates its own per-head budgets");
+  if (!p.has_entry_scores())
+    return MakeError(flag + " needs a policy that scores entries (" + AdaptivePolicies() + "), not '" + name + "'");
+  return {};
+}
+
 }  // namespace
 
 Status ValidatePlan(const Plan& plan, int n, int d) {
@@ -156,13 +167,15 @@ Expected<std::unique_ptr<Compressor>> Compressor::CreateFor(std::unique_ptr<Poli
   }
   c->group_ = group;
   c->head_dim_ = head_dim;
+  if (o.threshold != 0) {
+    if (!(o.threshold > 0 && o.threshold <= 1e6))
+      return MakeError("--kv-threshold " + std::to_string(o.threshold) + " is outside (0, 1e6]");
+    if (o.head_budget == "adaptive") return MakeError("--kv-threshold and --head-budget adaptive exclude each other");
+    KVTRIM_RETURN_IF_ERROR(CheckScoresEntries("--kv-threshold", *c->policy_, o.policy));
+    c->threshold_ = true;
+  }
   if (o.head_budget == "adaptive") {
-    const budget::Kind k = c->policy_->budget().kind;
-    if (k == budget::Kind::kShared || k == budget::Kind::kCastes)
-      return MakeError("--head-budget adaptive: policy '" + o.policy + "' allocates its own per-head budgets");
-    if (!c->policy_->has_entry_scores())
-      return MakeError("--head-budget adaptive needs a policy that scores entries (" + AdaptivePolicies() + "), not '" +
-                       o.policy + "'");
+    KVTRIM_RETURN_IF_ERROR(CheckScoresEntries("--head-budget adaptive", *c->policy_, o.policy));
     if (!(o.min_head_share >= 0.0 && o.min_head_share <= 1.0))
       return MakeError("--min-head-share " + std::to_string(o.min_head_share) + " is outside [0, 1]");
     c->adaptive_ = true;
@@ -206,6 +219,7 @@ int Compressor::Budget(int layer, int64_t n) const {
 
 Status Compressor::SetHeadUnits(std::vector<int> units) {
   if (!units.empty() && adaptive_) return MakeError("--head-budget adaptive and profile head budgets exclude each other");
+  if (!units.empty() && threshold_) return MakeError("--kv-threshold and profile head budgets exclude each other");
   if (!units.empty() && static_cast<int>(units.size()) != n_layer_ * n_head_kv_)
     return MakeError("head budgets: " + std::to_string(units.size()) + " units for " +
                      std::to_string(n_layer_ * n_head_kv_) + " KV heads");
@@ -334,7 +348,10 @@ Status Compressor::CompressLayerAt(KvCache& cache, int l, int64_t n_budget, kern
     PrepareShared(cache, pool);
   }
   std::vector<int> budgets = HeadBudgets(n_budget);
-  if (adaptive_ && Budget(l, n_budget) < n_budget) {
+  if (threshold_) {  // each head's count over the threshold; the ratio plays no part
+    const std::vector<int> a = budget::ThresholdHeadBudgets(LayerScores(cache, l, Phase::kPrefill, pool), o_.threshold);
+    std::copy(a.begin(), a.end(), budgets.begin() + static_cast<std::ptrdiff_t>(l) * n_head_kv_);
+  } else if (adaptive_ && Budget(l, n_budget) < n_budget) {
     const std::vector<int> a = AdaptiveBudgets(cache, l, Phase::kPrefill, pool, n_budget);
     std::copy(a.begin(), a.end(), budgets.begin() + static_cast<std::ptrdiff_t>(l) * n_head_kv_);
   }
@@ -403,6 +420,12 @@ Status Compressor::AfterDecodeStep(KvCache& cache, kernels::ThreadPool* pool) {
   std::vector<Job> jobs;
   const std::vector<int> budgets = HeadBudgets(cache.logical_length());  // once per step, all heads
   for (int l = 0; l < n_layer_; ++l) {
+    if (threshold_) {  // every step: each head's entries over the threshold
+      const std::vector<int> a = budget::ThresholdHeadBudgets(LayerScores(cache, l, Phase::kDecode, pool), o_.threshold);
+      for (int h = 0; h < n_head_kv_; ++h)
+        if (cache.head(l, h).size() > a[h]) jobs.push_back({l, h, a[h]});
+      continue;
+    }
     if (adaptive_) {  // the layer's total is what is bounded; over it, its heads share it anew
       int64_t held = 0, total = 0;
       for (int h = 0; h < n_head_kv_; ++h) held += cache.head(l, h).size(), total += budgets[static_cast<size_t>(l) * n_head_kv_ + h];

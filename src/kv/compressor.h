@@ -155,6 +155,7 @@ class Compressor {
   std::vector<int> head_units_;
   std::vector<int> shared_;  // [n_layer * n_head_kv] budget::SharedTopK's counts; empty: none
   bool adaptive_ = false;
+  bool threshold_ = false;  // --kv-threshold
   RopeSpec rope_;
   double ref_pass_s_ = -1, prefill_s_ = 0;
   std::atomic<int64_t> evicted_{0};

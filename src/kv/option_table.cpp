@@ -64,6 +64,12 @@ const std::vector<KvOptionSpec>& KvOptionTable() {
           {"min-head-share", "--head-budget adaptive: every head keeps at least this share of the uniform per-head budget",
            &KvOptions::min_head_share, S::kAll, 0.0, 1.0},
           "kv_min_head_share"),
+      PerRequest({"kv-threshold",
+                  "Threshold eviction: keep the entries whose normalised score exceeds T times their head's mean "
+                  "(1: those above average) and those the policy protects, after the prefill and at every decode "
+                  "step; the total follows the context instead of --kv-ratio (policies that score entries; 0: off)",
+                  &KvOptions::threshold, S::kAll, 0.0, 1e6},
+                 "kv_threshold"),
       {"kv-quality",
        "Quality target TAU in (0, 1]: the retention ratio is chosen per context from --calibration (overrides "
        "--kv-ratio)",

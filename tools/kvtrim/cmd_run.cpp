@@ -49,9 +49,11 @@ void PrintRunStats(const Engine& e, const Session& s, const KvOptions& kv, const
                FormatRate(st.decode_steps, st.decode_s).c_str());
   // Like with like: the bytes the entries occupy against an exact full f32
   // cache (so --kv full reads 100%); the allocation, slack included, after.
-  std::fprintf(stderr, "kv: %s ratio %g quant %s: %zu bytes in %zu entries vs full cache %zu bytes (%.1f%%), "
+  char budget[48];  // what sized the heads: the ratio, or the threshold (the total follows the context)
+  std::snprintf(budget, sizeof budget, kv.threshold > 0 ? "threshold %g" : "ratio %g", kv.threshold > 0 ? kv.threshold : r.ratio);
+  std::fprintf(stderr, "kv: %s %s quant %s: %zu bytes in %zu entries vs full cache %zu bytes (%.1f%%), "
                "%zu bytes allocated (peak %zu), %lld tokens, %lld evicted, compression %.3f s\n",
-               kv.policy.c_str(), r.ratio, kv.quant.c_str(), r.bytes_used, r.entries, r.bytes_full,
+               kv.policy.c_str(), budget, kv.quant.c_str(), r.bytes_used, r.entries, r.bytes_full,
                100.0 * r.bytes_used / std::max<size_t>(1, r.bytes_full), r.bytes_held, r.peak_bytes,
                static_cast<long long>(r.logical_length), static_cast<long long>(r.evictions), r.compress_seconds);
   if (r.per_head_budgets) {
