@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 
+#include "one_head.h"
 #include "tap_values.h"
 #include "kv/cache.h"
 #include "kv/compressor.h"
@@ -298,35 +299,18 @@ TEST(PrefillChunk, KvzipPerHeadStreamsWithChunkedReconstruction) {
 
 // --- carried statistics, by hand, on one head of dimension 2 -------------
 
-struct OneHead {
-  kv::KvCache cache{1, 1, 2};
-  std::unique_ptr<kv::Compressor> comp;
-  explicit OneHead(const std::string& policy, int budget, kv::Params params = {}) {
-    KvOptions o;
-    o.policy = policy;
-    o.budget_tokens = budget;
-    o.params = std::move(params);
-    auto c = kv::Compressor::Create(o, 1, 1, 1, 2);
-    EXPECT_TRUE(c.ok()) << c.error().message;
-    comp = std::move(c.value());
-  }
-  // Appends entries at positions [p0, p0 + rows.size()) and feeds query t
-  // (position p0 + t) the probabilities rows[t] over the entries it sees.
-  void Chunk(int p0, const std::vector<std::vector<float>>& rows) {
-    for (size_t t = 0; t < rows.size(); ++t) {
-      const float k[2] = {0.1f * (p0 + t), 1.f}, v[2] = {1.f, 0.f};
-      cache.head(0, 0).Append(k, v, p0 + static_cast<int>(t), 0.f);
-    }
-    cache.AdvanceLogical(static_cast<int>(rows.size()));
-    comp->stats().OnBatch(p0, static_cast<int>(rows.size()));
-    for (size_t t = 0; t < rows.size(); ++t)
-      comp->stats().OnProbs(0, 0, static_cast<int>(t), 0, rows[t].data(), static_cast<int>(rows[t].size()));
-  }
-};
+// The compressor of one head (one_head.h) for `policy` at a token budget.
+test::OneHead OneHeadFor(const std::string& policy, int budget, kv::Params params = {}) {
+  KvOptions o;
+  o.policy = policy;
+  o.budget_tokens = budget;
+  o.params = std::move(params);
+  return test::OneHead(o);
+}
 
 // H2O: the accumulated mass goes on with the entries kept (no reset).
 TEST(PrefillChunk, H2oCarriesTheAccumulatedMass) {
-  OneHead o("h2o", 3, {{"heavy-ratio", 1.0}, {"sink-guard", 0}});
+  test::OneHead o = OneHeadFor("h2o", 3, {{"heavy-ratio", 1.0}, {"sink-guard", 0}});
   o.comp->BeginChunk(4, true);
   o.Chunk(0, {{1.f}, {.2f, .8f}, {.1f, .6f, .3f}, {.1f, .5f, .1f, .3f}});
   // acc = {1.4, 1.9, 0.4, 0.3}: 0 and 1 are heavy, entry 3 the newest (protected)
@@ -351,7 +335,7 @@ TEST(PrefillChunk, H2oCarriesTheAccumulatedMass) {
 
 // SnapKV: each chunk's last window votes afresh over every entry held.
 TEST(PrefillChunk, SnapkvVotesWithEachChunksLastWindow) {
-  OneHead o("snapkv", 3, {{"obs-window", 1}, {"pool-kernel", 1}});
+  test::OneHead o = OneHeadFor("snapkv", 3, {{"obs-window", 1}, {"pool-kernel", 1}});
   o.comp->BeginChunk(4, true);
   o.Chunk(0, {{1.f}, {.5f, .5f}, {.2f, .2f, .6f}, {.1f, .6f, .2f, .1f}});
   const kv::HeadStats& st = o.comp->stats().head(0, 0);

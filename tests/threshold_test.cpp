@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "kv/budget.h"
-#include "kv/cache.h"
 #include "kv/compressor.h"
+#include "one_head.h"
 
 namespace kvtrim::kv {
 namespace {
@@ -26,53 +26,32 @@ TEST(Threshold, HeadBudgetsCountTheSharesOverTheThreshold) {
   EXPECT_EQ(budget::ThresholdHeadBudgets({EntryScores{}}, 0.1), (std::vector<int>{0}));
 }
 
-// One head of dimension 2; query t at position p0 + t sees rows[t].
-struct OneHead {
-  KvCache cache{1, 1, 2};
-  std::unique_ptr<Compressor> comp;
-  explicit OneHead(double threshold) {
-    KvOptions o;
-    o.policy = "h2o";
-    o.params = {{"heavy-ratio", 1}, {"sink-guard", 0}};
-    o.threshold = threshold;
-    auto c = Compressor::Create(o, 1, 1, 1, 2);
-    EXPECT_TRUE(c.ok()) << c.error().message;
-    comp = std::move(c.value());
-  }
-  void Feed(int p0, const std::vector<std::vector<float>>& rows) {
-    for (size_t t = 0; t < rows.size(); ++t) {
-      const float k[2] = {0.1f * (p0 + t), 1.f}, v[2] = {1.f, 0.f};
-      cache.head(0, 0).Append(k, v, p0 + static_cast<int>(t), 0.f);
-    }
-    cache.AdvanceLogical(static_cast<int>(rows.size()));
-    comp->stats().OnBatch(p0, static_cast<int>(rows.size()));
-    for (size_t t = 0; t < rows.size(); ++t)
-      comp->stats().OnProbs(0, 0, static_cast<int>(t), 0, rows[t].data(), static_cast<int>(rows[t].size()));
-  }
-  std::vector<int> Positions() const {
-    std::vector<int> p;
-    for (int i = 0; i < cache.head(0, 0).size(); ++i) p.push_back(static_cast<int>(cache.head(0, 0).pos(i)));
-    return p;
-  }
-};
+// h2o ranking by mass alone (no recent share, no sinks) under threshold T.
+test::OneHead OneHeadAt(double threshold) {
+  KvOptions o;
+  o.policy = "h2o";
+  o.params = {{"heavy-ratio", 1}, {"sink-guard", 0}};
+  o.threshold = threshold;
+  return test::OneHead(o);
+}
 
 TEST(Threshold, PrefillAndDecodeKeepTheEntriesOverIt) {
-  OneHead o(0.6);
+  test::OneHead o = OneHeadAt(0.6);
   // Six prompt entries; only the last query's row carries mass on all of them.
   std::vector<std::vector<float>> rows;
   for (int t = 0; t < 5; ++t) rows.push_back(std::vector<float>(t + 1, 0.f));
   rows.push_back({0.40f, 0.05f, 0.30f, 0.02f, 0.03f, 0.20f});
-  o.Feed(0, rows);
+  o.Chunk(0, rows);
   ASSERT_TRUE(o.comp->CompressPrefill(o.cache).ok());
   // Relative to the mean (x6): 2.4 .3 1.8 .12 .18 1.2: over .6 are 0, 2 and 5 (5 is also the newest, protected).
   EXPECT_EQ(o.Positions(), (std::vector<int>{0, 2, 5}));
   // A decode step: mass .9 .32 .23 and the new entry's .45 (x4 / 1.9: 1.89 .67 .48 .95).
-  o.Feed(6, {{0.50f, 0.02f, 0.03f, 0.45f}});
+  o.Chunk(6, {{0.50f, 0.02f, 0.03f, 0.45f}});
   ASSERT_TRUE(o.comp->AfterDecodeStep(o.cache).ok());
   EXPECT_EQ(o.Positions(), (std::vector<int>{0, 2, 6}));
   // A lower threshold keeps more of the same prompt: the total follows the scores, not a ratio.
-  OneHead low(0.15);
-  low.Feed(0, rows);
+  test::OneHead low = OneHeadAt(0.15);
+  low.Chunk(0, rows);
   ASSERT_TRUE(low.comp->CompressPrefill(low.cache).ok());
   EXPECT_EQ(low.Positions(), (std::vector<int>{0, 1, 2, 4, 5}));
 }

@@ -40,6 +40,10 @@ struct WeightsReport {
   size_t released_bytes = 0;  // the repacked matrices' file pages given back
 };
 WeightsReport DescribeWeights(const Engine& engine);
+// "weights: N bytes in the file, N bytes of Q8_0/Q4_0 repacks (...), N bytes
+// of the repacked matrices' file pages released" (no newline), as run and
+// bench print it.
+std::string FormatWeights(const WeightsReport& w);
 
 // The kernel paths in use: the dispatched one ("avx512-vnni"), and the
 // repacked products' where the model has Q8_0/Q4_0 repacks.

@@ -1,6 +1,8 @@
 // Reports of a session's KV and the engine's weights (include/kvtrim/report.h).
 #include "kvtrim/report.h"
 
+#include <cstdio>
+
 #include "io/clock.h"
 #include "kernels/cpu.h"
 #include "kernels/qgemm_packed.h"
@@ -40,6 +42,15 @@ KvReport DescribeKv(const Session& s) {
 
 WeightsReport DescribeWeights(const Engine& e) {
   return {e.weights().total_bytes, e.weights().packed_bytes, e.weights().released_bytes};
+}
+
+std::string FormatWeights(const WeightsReport& w) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "weights: %zu bytes in the file, %zu bytes of Q8_0/Q4_0 repacks (read by every product), "
+                "%zu bytes of the repacked matrices' file pages released",
+                w.file_bytes, w.packed_bytes, w.released_bytes);
+  return buf;
 }
 
 std::string KernelPathsLabel(const Engine& e) {

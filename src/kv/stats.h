@@ -56,7 +56,8 @@ class AttentionStats : public AttentionTap {
   // Mirror an eviction-only plan on the statistics: keep `keep`.
   void Retain(int layer, int h, const std::vector<int>& keep);
   // Mirror a plan that merges or adds: output entry j combines the original
-  // entries from[j] (mass and votes summed, latest access, history OR-ed).
+  // entries from[j] (each tap decides how: masses summed, the latest access,
+  // history bits OR-ed, ...).
   void Rebuild(int layer, int h, const std::vector<std::vector<int>>& from);
   void DropPrefillQK();
   size_t BytesHeld() const;

@@ -69,10 +69,7 @@ int RunLlamaStyle(const Engine& e, const BenchOpts& o) {
   const std::string out = o.output == "md" ? LlamaBenchMarkdown(m, tests.value()) : LlamaBenchJson(m, tests.value());
   std::fputs(out.c_str(), stdout);
   // stdout stays llama-bench's format; the memory of the repacks goes to stderr.
-  std::fprintf(stderr, 
-              "weights: %zu bytes in the file, %zu bytes of Q8_0/Q4_0 repacks (read by every product), "
-              "%zu bytes of the repacked matrices' file pages released\n",
-               DescribeWeights(e).file_bytes, DescribeWeights(e).packed_bytes, DescribeWeights(e).released_bytes);
+  std::fprintf(stderr, "%s\n", FormatWeights(DescribeWeights(e)).c_str());
   if (!o.json.empty()) {
     std::ofstream f(o.json);
     if (!f) {
@@ -142,12 +139,9 @@ bool PrintBench(const Engine& e, const BenchOpts& o, double membw, const std::ve
   for (const auto& r : rows) kv_peak = std::max(kv_peak, r.kv_bytes_peak);
   std::printf("peak RSS: %.1f MiB; peak KV: %.1f MiB (the largest row's)\n", PeakRssBytes() / 1048576.0,
               kv_peak / 1048576.0);
-  std::printf(
-              "weights: %zu bytes in the file, %zu bytes of Q8_0/Q4_0 repacks (read by every product), "
-              "%zu bytes of the repacked matrices' file pages released\n", DescribeWeights(e).file_bytes,
-              DescribeWeights(e).packed_bytes, DescribeWeights(e).released_bytes);
+  const WeightsReport w = DescribeWeights(e);
+  std::printf("%s\n", FormatWeights(w).c_str());
   for (auto& row : j) {
-    const WeightsReport w = DescribeWeights(e);
     row["weight_bytes"] = w.file_bytes;
     row["repacked_weight_bytes"] = w.packed_bytes;
     row["released_weight_bytes"] = w.released_bytes;

@@ -69,11 +69,7 @@ void PrintRunStats(const Engine& e, const Session& s, const KvOptions& kv, const
     std::fprintf(stderr, "\n");
   }
   std::fprintf(stderr, "peak RSS: %.1f MiB\n", PeakRssBytes() / 1048576.0);
-  const WeightsReport w = DescribeWeights(e);
-  std::fprintf(stderr,
-               "weights: %zu bytes in the file, %zu bytes of Q8_0/Q4_0 repacks (read by every product), "
-               "%zu bytes of the repacked matrices' file pages released\n",
-               w.file_bytes, w.packed_bytes, w.released_bytes);
+  std::fprintf(stderr, "%s\n", FormatWeights(DescribeWeights(e)).c_str());
 }
 
 int RunAction(const RunOpts& o) {
