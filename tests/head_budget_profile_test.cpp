@@ -159,9 +159,25 @@ TEST(HeadBudgetProfile, ProfileRoundTripsHeadBudgetsAndReadersAcceptNone) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("16 units for 32 KV heads"), std::string::npos) << bad.error().message;
   nlohmann::json j = kv::HeadBudgetsToJson(b);
-  j["units"][0] = 40;
+  j["units"][0] = b.units_per_head + 1;  // one unit over a whole head
   EXPECT_FALSE(kv::HeadBudgetsFromJson(j, 16).ok());
   std::remove(path.c_str());
+}
+
+// The skewed units, stored at 0.1 with curves on the default grid whose
+// sensitivity grows with the head's index (another ratio searches them again).
+kv::StoredHeadBudgets SkewedBudgets() {
+  kv::StoredHeadBudgets b;
+  b.ratio = 0.1;
+  b.units = SkewedUnits();
+  b.sensitivity.ratios = kv::DefaultRatioGrid(0.1);
+  b.sensitivity.ratios.push_back(1.0);
+  for (int h = 0; h < 16; ++h) {
+    std::vector<double> l;
+    for (double x : b.sensitivity.ratios) l.push_back((0.2 + h) * (1 - x) * (1 - x));
+    b.sensitivity.loss.push_back(l);
+  }
+  return b;
 }
 
 // A real profile of needle v1 with the skewed units stored (or none).
@@ -170,10 +186,7 @@ std::string WriteNeedleProfile(const Engine& e, bool with_budgets, const std::st
   EXPECT_TRUE(p.ok());
   kv::ModelProfile prof = *p.value();
   if (with_budgets) {
-    kv::StoredHeadBudgets b;
-    b.ratio = 0.1;
-    b.units = SkewedUnits();
-    prof.extra[kv::kHeadBudgetsKey] = kv::HeadBudgetsToJson(b);
+    prof.extra[kv::kHeadBudgetsKey] = kv::HeadBudgetsToJson(SkewedBudgets());
   }
   const std::string path = ::testing::TempDir() + "/" + name;
   EXPECT_TRUE(kv::WriteProfile(path, prof).ok());
@@ -185,8 +198,12 @@ TEST(HeadBudgetProfile, RunHoldsExactlyTheBudgetedEntriesPerHead) {
   ASSERT_TRUE(e);
   const std::string path = WriteNeedleProfile(*e, true, "hb_needle.json");
   const std::vector<int> prompt = Prompt(*e, 600);
-  const std::vector<int> u = SkewedUnits();
   for (double r : {0.25, 0.1}) {
+    // 0.1: the stored units; 0.25: searched again on the stored curves.
+    const std::vector<int> u = r == 0.1 ? SkewedUnits() : kv::UnitsAtRatio(SkewedBudgets(), r).value();
+    if (r != 0.1) {
+      EXPECT_NE(u, SkewedUnits());
+    }
     SessionOptions so;
     so.kv.policy = "snapkv";
     so.kv.ratio = r;
@@ -246,6 +263,15 @@ TEST(HeadBudgetProfile, MissingProfileOrBudgetsIsAClearError) {
   ASSERT_TRUE(s.ok()) << s.error().message;
   EXPECT_FALSE(s.value()->compressor().head_budgets());
   std::remove(path.c_str());
+  // Budgets measured from 0.025 up are not stretched to 0.02: the error names the grid.
+  const std::string with = WriteNeedleProfile(*e, true, "hb_low.json");
+  so.kv.profile = with;
+  so.kv.ratio = 0.02;
+  s = Session::Create(*e, so);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, ErrorCode::kUnreachable);
+  EXPECT_NE(s.error().message.find("below the smallest measured ratio 0.025"), std::string::npos) << s.error().message;
+  std::remove(with.c_str());
 }
 
 TEST(HeadBudgetProfile, MeasuredBaselineIsThePlainCompressedRunsKl) {
@@ -264,7 +290,7 @@ TEST(HeadBudgetProfile, MeasuredBaselineIsThePlainCompressedRunsKl) {
   grid.push_back(1.0);  // measured, not assumed 0: the other heads stay at r
   ASSERT_EQ(b.sensitivity.ratios, grid);
   ASSERT_EQ(b.units.size(), 16u);
-  EXPECT_EQ(std::accumulate(b.units.begin(), b.units.end(), 0), static_cast<int>(std::lround(0.1 * 32 * 16)));
+  EXPECT_EQ(std::accumulate(b.units.begin(), b.units.end(), 0), static_cast<int>(std::lround(0.1 * 128 * 16)));
   for (int u : b.units) EXPECT_GE(u, 1);
   // Reference: every head at r (a plain snapkv run) against the full cache.
   const std::vector<int> prefix(ctx.begin(), ctx.end() - cont), next(ctx.end() - cont, ctx.end());

@@ -124,7 +124,7 @@ TEST(PrefillChunk, PoliciesThatCannotStreamRefuseTheFlag) {
     so.kv.prefill_chunk = 0;  // without the flag it runs
     EXPECT_TRUE(Session::Create(*e, so).ok()) << policy;
   }
-  EXPECT_EQ(refused, 2);  // am, kvzip
+  EXPECT_EQ(refused, 3);  // am, kvzip, kvzip+
   SessionOptions so;
   so.kv.prefill_chunk = -1;
   EXPECT_FALSE(Session::Create(*e, so).ok());
@@ -236,14 +236,14 @@ TEST(PrefillChunk, TheFirstChunkIsCompressedAsAOneShotPrefillOfIt) {
 // only, over that chunk); every head is within its budget after each
 // chunk; the last chunk's entries compete with the carried ones; the
 // shared budget refuses the flag naming the per-head mode.
-TEST(PrefillChunk, KvzipPerHeadStreamsWithChunkedReconstruction) {
+void KvzipPerHeadStreams(const std::string& policy) {
   auto e = test::LoadEngine("stories260K.gguf");
   ASSERT_TRUE(e);
   const int chunk = 200, budget = 160;
   const std::vector<int> t = Tokens(500, 21);
-  auto opts = [](int c) {
+  auto opts = [&policy](int c) {
     SessionOptions so;
-    so.kv.policy = "kvzip";
+    so.kv.policy = policy;
     so.kv.params["kvzip-per-head"] = 1;
     so.kv.budget_tokens = budget;
     so.kv.quant = "f16";
@@ -296,6 +296,10 @@ TEST(PrefillChunk, KvzipPerHeadStreamsWithChunkedReconstruction) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().message.find("--kvzip-per-head streams"), std::string::npos) << refused.error().message;
 }
+
+TEST(PrefillChunk, KvzipPerHeadStreamsWithChunkedReconstruction) { KvzipPerHeadStreams("kvzip"); }
+// KVzip+'s hidden norms and output weights reach every chunk's pass.
+TEST(PrefillChunk, KvzipPlusPerHeadStreamsWithChunkedReconstruction) { KvzipPerHeadStreams("kvzip+"); }
 
 // --- carried statistics, by hand, on one head of dimension 2 -------------
 

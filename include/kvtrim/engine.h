@@ -76,7 +76,7 @@ struct HeadBudgetMeasureOptions {
   double ratio = 0.1;
   KvOptions policy = [] { KvOptions k; k.policy = "am"; return k; }();  // its ratio is ignored
   int continuation = 64;
-  int units_per_head = 32;
+  int units_per_head = 128;
   uint64_t seed = 0;  // recorded only (the contexts carry the randomness)
 };
 Expected<kv::StoredHeadBudgets> MeasureHeadBudgets(const Engine& engine, const std::vector<std::vector<int>>& contexts,

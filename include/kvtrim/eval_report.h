@@ -81,6 +81,7 @@ struct ReportMeta {
   std::vector<std::string> task_file_notes;  // per task file: samples read, skipped, truncated
   double quality_target = 0;         // --kv-quality TAU (0: ratios are fixed)
   std::string kv_storage;            // the KV type and when entries take it (KvStorage)
+  std::vector<std::string> notes;    // e.g. the threshold each POLICY+threshold cell ran at
 };
 
 // The report's line on KV storage, e.g. "f32 (the reference: entries

@@ -25,7 +25,7 @@ struct HeadSensitivity {
 
 struct HeadBudgetOptions {
   double ratio = 0.1;        // target average retention r
-  int units_per_head = 32;   // budget unit = 1/32 of a head's tokens
+  int units_per_head = 128;  // budget unit = 1/128 of a head's tokens (2% is 2.56 units)
   int min_units = 1;         // per-head minimum
 };
 
@@ -34,7 +34,8 @@ struct HeadBudgetOptions {
 std::vector<double> DefaultRatioGrid(double r);
 
 // Loss of head h at retention x: linear interpolation in the grid, 0 at
-// x = 1 (an uncompressed head loses nothing), the first grid value below it.
+// x = 1 (an uncompressed head loses nothing), the first grid value below it
+// (never asked by the search, which keeps every head at or above the grid).
 double InterpolateLoss(const HeadSensitivity& s, int h, double x);
 
 // The least non-increasing majorant of each head's curve over the grid
@@ -46,8 +47,11 @@ HeadSensitivity NonIncreasing(HeadSensitivity s);
 // Units per head: start uniform (round(r * units_per_head) each, the
 // remainder spread over the first heads), then repeatedly make the single
 // move of one unit (donor -> receiver) that lowers the summed interpolated
-// loss most, while it lowers it by more than 1e-12. Never below min_units,
-// never above units_per_head. The sum is preserved. Errors name bad shapes.
+// loss most, while it lowers it by more than 1e-12. Never below min_units
+// nor below the smallest measured share (ceil(ratios[0] * units_per_head):
+// the curve is not known below it), never above units_per_head. The sum is
+// preserved. Errors name bad shapes; a ratio below the smallest measured
+// one is unreachable.
 Expected<std::vector<int>> SearchHeadBudgets(const HeadSensitivity& s, const HeadBudgetOptions& o);
 
 // Applying the units to a sequence: budget::DistributeBudget (kv/budget.h).
@@ -58,7 +62,7 @@ Expected<std::vector<int>> SearchHeadBudgets(const HeadSensitivity& s, const Hea
 // measured curves they came from.
 struct StoredHeadBudgets {
   double ratio = 0;         // the baseline / target ratio of the search
-  int units_per_head = 32;
+  int units_per_head = 128;
   std::vector<int> units;   // [n_layer * n_head_kv]
   HeadSensitivity sensitivity;
   int contexts = 0, context_tokens = 0, continuation_tokens = 0;
@@ -67,6 +71,12 @@ struct StoredHeadBudgets {
 };
 inline constexpr const char* kHeadBudgetsKey = "head_budgets";
 nlohmann::json HeadBudgetsToJson(const StoredHeadBudgets& b);
+// The units for target ratio r: the stored ones at the profile's ratio,
+// else the search run again at r on the stored curves (their non-increasing
+// majorant), so budgets measured at one ratio are never applied unchecked at
+// another; r below the curves' smallest ratio, or a profile without curves,
+// is an error that says what to measure.
+Expected<std::vector<int>> UnitsAtRatio(const StoredHeadBudgets& b, double r);
 // Checks shapes (n_heads units, each in [0, units_per_head], a positive sum) and names the problem.
 Expected<StoredHeadBudgets> HeadBudgetsFromJson(const nlohmann::json& j, int n_heads);
 

@@ -13,6 +13,7 @@
 #include "kv/profile.h"
 #include "kv/numerics/calib_fit.h"
 #include "model/config.h"
+#include "model/output_gram.h"
 #include "model/transformer.h"
 
 namespace kvtrim {
@@ -41,15 +42,29 @@ Status AttachProfile(const Engine& e, kv::Compressor& c, const KvOptions& kv) {
   }
   auto hb = kv::HeadBudgetsFromJson(*it, p.value()->n_layer * p.value()->n_head_kv);
   if (!hb.ok()) return MakeError("'" + kv.profile + "': " + hb.error().message);
-  return c.SetHeadUnits(std::move(hb.value().units));
+  // At the ratio asked for, searched again on the stored curves when it is
+  // not the profile's; a token budget or a quality target (ratio not known
+  // yet) takes the profile's shares as they are.
+  if (kv.budget_tokens > 0 || kv.quality > 0 || kv.ratio >= 1) return c.SetHeadUnits(std::move(hb.value().units));
+  auto units = kv::UnitsAtRatio(hb.value(), kv.ratio);
+  if (!units.ok()) return Error{"'" + kv.profile + "': " + units.error().message, units.error().code};
+  return c.SetHeadUnits(std::move(units.value()));
 }
 
-kv::RopeSpec RopeOf(const model::ModelConfig& c) {
+// What the compressor's policies read of the model: its RoPE, and the
+// output projection's Gram blocks when the policy weighs values by it (KVzip+).
+Status ConnectModel(const Engine& e, kv::Compressor& c) {
+  const auto& cfg = e.config();
   kv::RopeSpec r;
-  r.rot_dims = c.rope_dims > 0 ? c.rope_dims : c.head_dim;
-  r.base = c.rope_base;
-  r.neox = c.rope_mode == kernels::RopeMode::kNeox;
-  return r;
+  r.rot_dims = cfg.rope_dims > 0 ? cfg.rope_dims : cfg.head_dim;
+  r.base = cfg.rope_base;
+  r.neox = cfg.rope_mode == kernels::RopeMode::kNeox;
+  c.SetRope(r);
+  if (!c.policy().reference_pass().output_weights || c.has_output_gram()) return {};
+  c.SetOutputGram(model::OutputGrams(cfg, e.transformer().weights()));
+  if (!c.has_output_gram()) return MakeError("the policy weighs values by the output projection, which is not [dim, n_head*head_dim] "
+                     "in this model");
+  return {};
 }
 
 }  // namespace
@@ -80,7 +95,7 @@ Expected<std::unique_ptr<Session>> Session::Create(const Engine& engine, const S
   if (!type.ok()) return type.error();
   s->cache_ = std::make_unique<kv::KvCache>(c.n_layer, c.n_head_kv, c.head_dim, type.value());
   s->compressor_ = std::move(comp.value());
-  s->compressor_->SetRope(RopeOf(c));
+  KVTRIM_RETURN_IF_ERROR(ConnectModel(engine, *s->compressor_));
   s->chosen_ratio_ = opts.kv.ratio;
   KVTRIM_RETURN_IF_ERROR(s->SetupQuality());
   return s;
@@ -146,7 +161,7 @@ Expected<std::unique_ptr<Session>> Session::Fork(const KvOptions& kv) const {
   s->ubatch_ = ubatch_;
   s->cache_ = std::make_unique<kv::KvCache>(*cache_);
   s->compressor_ = std::move(comp.value());
-  s->compressor_->SetRope(RopeOf(engine_->config()));
+  KVTRIM_RETURN_IF_ERROR(ConnectModel(*engine_, *s->compressor_));
   s->logits_ = logits_;
   s->prefill_s_ = prefill_s_;
   s->nll_sum_ = nll_sum_;

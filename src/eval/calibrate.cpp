@@ -8,6 +8,7 @@
 
 #include "eval/metrics.h"
 #include "eval/sweep.h"
+#include "eval/threshold_match.h"
 #include "kv/compressor.h"
 #include "kv/policy.h"
 #include "model/config.h"
@@ -139,7 +140,8 @@ Expected<std::vector<Context>> MakeContexts(const Engine& e, const CalibrateOpti
 Status Validate(const Engine& e, const CalibrateOptions& o) {
   if (o.methods.empty()) return MakeError("no methods to calibrate");
   for (const auto& m : o.methods)
-    if (!kv::FindPolicy(MethodPolicy(m)) || m == "full") return MakeError("cannot calibrate method '" + m + "'");
+    if (!kv::FindPolicy(MethodPolicy(m)) || m == "full" || MethodThreshold(m))
+      return MakeError("cannot calibrate method '" + m + "'");
   if (o.ratios.empty()) return MakeError("no retention ratios given");
   for (double r : o.ratios)
     if (!(r > 0 && r <= 1)) return MakeError("retention ratio " + std::to_string(r) + " is outside (0, 1]");

@@ -71,6 +71,7 @@ ReportMeta MetaFromJson(const Json& m) {
   r.elapsed_s = Dbl(m.at("elapsed_s"));
   r.clock_step_ns = m.value("clock_step_ns", int64_t{0});  // absent in reports written before it
   r.command = m.at("command").get<std::string>();
+  r.notes = m.value("notes", std::vector<std::string>{});  // absent in reports written before them
   r.tasks = m.at("tasks").get<std::vector<std::string>>();
   r.methods = m.at("methods").get<std::vector<std::string>>();
   r.ratios = m.at("ratios").get<std::vector<double>>();

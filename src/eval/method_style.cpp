@@ -13,7 +13,8 @@ constexpr double kBold = 2.5, kNormal = 1.5, kLight = 1.0;
 
 // Filled markers and solid lines for the seeds' methods and the field's
 // strongest; open markers and dashes for variants; light colours and dots for
-// the baselines. Families share a colour (snapkv/pyramidkv, kvslimmer/merge-mean).
+// the baselines. Families share a colour (snapkv/pyramidkv, kvslimmer/merge-mean,
+// kvzip/kvzip+).
 const std::map<std::string, MethodStyle>& Table() {
   static const std::map<std::string, MethodStyle> t = {
       {"kvzip", {"#d62728", 7, 1, kBold}},               // red, filled circle
@@ -28,6 +29,7 @@ const std::map<std::string, MethodStyle>& Table() {
       {"kvslimmer", {"#1a1a6e", 11, 1, kBold}},          // navy, filled triangle down
       {"quantization", {"#000000", 15, 1, kBold}},       // black, filled pentagon
       {"pyramidkv", {"#1f77b4", 4, 2, kNormal}},         // snapkv's blue, open square, dashed
+      {"kvzip+", {"#d62728", 6, 2, kNormal}},            // kvzip's red, open circle, dashed
       {"merge-mean", {"#1a1a6e", 10, 2, kNormal}},       // kvslimmer's navy, open triangle down, dashed
       {"knorm", {"#8c564b", 6, 4, kNormal}},             // brown, open circle, dash-dot
       {"keydiff", {"#e377c2", 8, 4, kNormal}},           // pink, open triangle, dash-dot

@@ -158,6 +158,7 @@ std::string MetaBlock(const ReportMeta& m) {
     os << "quality target: " << m.quality_target << " (ratio column = the target; r* chosen per context)\n";
   if (!m.shard.empty()) os << "shard:          " << m.shard << " (" << m.units.size() << " of " << m.units_total << " units)\n";
   for (const auto& n : m.task_file_notes) os << "task file:      " << n << "\n";
+  for (const auto& n : m.notes) os << "note:           " << n << "\n";
   if (!m.command.empty()) os << "command:        " << m.command << "\n";
   return os.str();
 }
@@ -506,7 +507,7 @@ Status WriteJson(const Report& r, const std::string& path) {
                 {"units", m.units},       {"fingerprint", m.fingerprint},
                 {"max_context", m.max_context}, {"task_file_notes", m.task_file_notes},
                 {"quality_target", m.quality_target}, {"clock_step_ns", m.clock_step_ns},
-                {"kv_storage", m.kv_storage}};
+                {"kv_storage", m.kv_storage}, {"notes", m.notes}};
   OJson rows = OJson::array();
   for (const auto& group : GroupedCells(r)) {
     for (const Cell* c : group) {

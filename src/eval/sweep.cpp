@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -13,6 +14,7 @@
 #include "eval/metrics.h"
 #include "eval/scoring.h"
 #include "eval/task_file.h"
+#include "eval/threshold_match.h"
 #include "kv/cache.h"
 #include "kv/calibration.h"
 #include "kv/compressor.h"
@@ -110,8 +112,10 @@ std::vector<int> HeadEntries(const kv::KvCache& c) {
 
 class Sweep {
  public:
-  Sweep(const Engine& e, const SweepOptions& o, const kv::Calibration* calib)
-      : e_(e), o_(o), tok_(e.tokenizer()), V_(e.config().vocab), calib_(calib) {
+  // thresholds: T per (method, ratio) of the "POLICY+threshold" methods (MatchThreshold).
+  Sweep(const Engine& e, const SweepOptions& o, const kv::Calibration* calib,
+        std::map<std::pair<std::string, double>, double> thresholds)
+      : e_(e), o_(o), tok_(e.tokenizer()), V_(e.config().vocab), calib_(calib), thresholds_(std::move(thresholds)) {
     for (const auto& m : o.methods) {
       if (m == "full") continue;
       for (double r : o.ratios) targets_.push_back(Options(m, r));
@@ -128,7 +132,11 @@ class Sweep {
     return {};
   }
 
-  KvOptions Options(const std::string& method, double ratio) const { return MethodOptions(o_.kv, method, ratio); }
+  KvOptions Options(const std::string& method, double ratio) const {
+    KvOptions kv = MethodOptions(o_.kv, method, ratio);
+    if (auto it = thresholds_.find({method, ratio}); it != thresholds_.end()) kv.threshold = it->second;
+    return kv;
+  }
 
   std::vector<double> RatiosOf(const std::string& method) const {
     return method == "full" ? std::vector<double>{1.0} : o_.ratios;
@@ -336,9 +344,10 @@ class Sweep {
   const SweepOptions& o_;
   const io::Tokenizer& tok_;
   size_t V_;
+  const kv::Calibration* calib_;  // non-null: --kv-quality
+  std::map<std::pair<std::string, double>, double> thresholds_;
   std::vector<KvOptions> targets_;
   std::vector<SampleRecord> records_;
-  const kv::Calibration* calib_;  // non-null: --kv-quality
   double context_nll_ = NAN;      // NLL(c) of the current unit's context
   double stream_full_bytes_ = NAN;  // --stream-context: the full cache's bytes after streaming
   bool truncating_ = false;  // the current unit's sample was truncated
@@ -395,6 +404,33 @@ Status Check(SweepOptions& o, const Engine& e) {
   return {};
 }
 
+// T for every (POLICY+threshold, ratio), matched on calibration contexts of
+// the sweep's length (seed + 1000: never the samples), each with a note.
+Expected<std::map<std::pair<std::string, double>, double>> MatchThresholds(const Engine& e, const SweepOptions& o,
+                                                                          std::vector<std::string>* notes) {
+  std::map<std::pair<std::string, double>, double> out;
+  std::vector<std::vector<int>> contexts;
+  for (const auto& m : o.methods) {
+    if (!MethodThreshold(m)) continue;
+    if (o.quality > 0) return MakeError("'" + m + "': a threshold method has no ratio for --kv-quality to choose");
+    if (contexts.empty()) {
+      auto c = HeadBudgetContexts(e, o.haystack, kThresholdContexts, o.context_tokens, 0, o.seed + 1000);
+      if (!c.ok()) return c.error();
+      contexts = std::move(c.value());
+    }
+    for (double r : o.ratios) {
+      auto t = MatchThreshold(e, MethodOptions(o.kv, m, r), r, contexts);
+      if (!t.ok()) return Error{"'" + m + "': " + t.error().message, t.error().code};
+      out[{m, r}] = t->threshold;
+      char b[200];
+      std::snprintf(b, sizeof b, "%s at %g: T = %.4g (held %.2f%% of the entries on %d haystack contexts of %d tokens)",
+                    m.c_str(), r, t->threshold, 100 * t->held, kThresholdContexts, o.context_tokens);
+      notes->push_back(b);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 namespace {
@@ -407,6 +443,7 @@ bool MethodAdaptive(const std::string& method) {
 }
 
 std::string MethodPolicy(const std::string& method) {
+  if (MethodThreshold(method)) return method.substr(0, method.size() - (sizeof(kThresholdSuffix) - 1));
   return MethodAdaptive(method) ? method.substr(0, method.size() - (sizeof(kAdaptiveSuffix) - 1)) : method;
 }
 
@@ -482,7 +519,9 @@ Expected<Report> RunSweep(const Engine& e, const SweepOptions& opts) {
                          "' (run `kvtrim calibrate --methods ...` with it)");
     calib = std::move(c.value());
   }
-  Sweep sweep(e, o, calib ? &*calib : nullptr);
+  auto thresholds = MatchThresholds(e, o, &m.notes);
+  if (!thresholds.ok()) return thresholds.error();
+  Sweep sweep(e, o, calib ? &*calib : nullptr, std::move(thresholds.value()));
   int done = 0;
   for (int u : m.units) {
     KVTRIM_RETURN_IF_ERROR(sweep.Run(units[u], u, hay.value(), files));

@@ -35,6 +35,11 @@ class AttentionTap {
   // Pre-RoPE queries [T, n_head*hd] (Expected Attention's query statistics).
   virtual bool WantsQPre() const { return false; }
   virtual void OnQPre(int /*layer*/, const float* /*q_pre*/, int /*T*/) {}
+  // The L2 norm ||h_t|| of each of the batch's T queries' attention input
+  // (the hidden state after the layer's attention norm), before the layer's
+  // tiles are reported (KVzip+'s normalisation).
+  virtual bool WantsHiddenNorms() const { return false; }
+  virtual void OnHiddenNorms(int /*layer*/, const float* /*norms*/, int /*T*/) {}
 };
 
 // Whole probability rows into tiles, for callers that have rows (tests, and

@@ -254,6 +254,10 @@ PolicyContext Compressor::Context(const KvCache& cache, int layer, int h, Phase 
   ctx.all_stats = stats_.get();
   ctx.logical_len = cache.logical_length();
   ctx.rope = &rope_;
+  const size_t block = static_cast<size_t>(group_) * head_dim_ * head_dim_;
+  if (out_gram_.size() == block * n_layer_ * n_head_kv_) {  // this head's G query heads are consecutive
+    ctx.out_gram = out_gram_.data() + (static_cast<size_t>(layer) * n_head_kv_ + h) * block;
+  }
   return ctx;
 }
 

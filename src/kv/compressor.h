@@ -86,6 +86,10 @@ class Compressor {
 
   // The model's RoPE, passed to the policies (Expected Attention).
   void SetRope(const RopeSpec& r) { rope_ = r; }
+  // The output projection's per-query-head Gram blocks [n_layer][n_head][hd][hd]
+  // (model/output_gram.h), for policies that weigh entries by ||W_o v||.
+  void SetOutputGram(std::vector<float> g) { out_gram_ = std::move(g); }
+  bool has_output_gram() const { return !out_gram_.empty(); }
   // Seconds the last reference pass (ReferencePass) took, and the prefill
   // before it: reported as the counters ref-pass-us and prefill-us.
   // A reference pass took pass_s (summed over the passes: one per chunk of
@@ -157,6 +161,7 @@ class Compressor {
   bool adaptive_ = false;
   bool threshold_ = false;  // --kv-threshold
   RopeSpec rope_;
+  std::vector<float> out_gram_;
   double ref_pass_s_ = -1, prefill_s_ = 0;
   std::atomic<int64_t> evicted_{0};
 };

@@ -3,9 +3,20 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <cstdio>
 #include <string>
 
 namespace kvtrim::kv {
+
+namespace {
+
+std::string Num(double x) {  // 0.05, not 0.050000
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", x);
+  return b;
+}
+
+}  // namespace
 
 std::vector<double> DefaultRatioGrid(double r) {
   std::vector<double> g;
@@ -46,6 +57,15 @@ Expected<std::vector<int>> SearchHeadBudgets(const HeadSensitivity& s, const Hea
   const int total = static_cast<int>(std::lround(o.ratio * U * H));
   if (total < o.min_units * H) return MakeUnreachable("head budgets: ratio " + std::to_string(o.ratio) +
                                                       " is below the per-head minimum of " + std::to_string(o.min_units) + " units");
+  // No head goes below the smallest share whose loss was measured: below it
+  // the curve is not known (InterpolateLoss would call it flat, and draining
+  // a head there would look free).
+  if (o.ratio < s.ratios.front() - 1e-12)
+    return MakeUnreachable("head budgets: ratio " + Num(o.ratio) + " is below the smallest measured ratio " +
+                           Num(s.ratios.front()) + " (measure at a lower --head-budget-ratio: the curves start at a "
+                           "quarter of it)");
+  const int floor_units =
+      std::max(o.min_units, std::min(total / H, static_cast<int>(std::ceil(s.ratios.front() * U - 1e-9))));
   std::vector<int> u(H, total / H);
   for (int h = 0; h < total % H; ++h) ++u[h];
   auto cost = [&](int h, int units) { return InterpolateLoss(s, h, static_cast<double>(units) / U); };
@@ -53,7 +73,7 @@ Expected<std::vector<int>> SearchHeadBudgets(const HeadSensitivity& s, const Hea
     double best = -1e-12;
     int from = -1, to = -1;
     for (int d = 0; d < H; ++d) {
-      if (u[d] - 1 < o.min_units) continue;
+      if (u[d] - 1 < floor_units) continue;
       const double give = cost(d, u[d] - 1) - cost(d, u[d]);  // loss added at the donor
       for (int r = 0; r < H; ++r) {
         if (r == d || u[r] + 1 > U) continue;
@@ -66,6 +86,18 @@ Expected<std::vector<int>> SearchHeadBudgets(const HeadSensitivity& s, const Hea
     ++u[to];
   }
   return u;
+}
+
+Expected<std::vector<int>> UnitsAtRatio(const StoredHeadBudgets& b, double r) {
+  if (std::abs(r - b.ratio) <= 1e-9 * std::max(1.0, b.ratio)) return b.units;
+  if (b.sensitivity.ratios.empty())
+    return MakeError("head budgets: the profile's were searched at ratio " + Num(b.ratio) +
+                     " and it stores no loss curves to search again at " + Num(r) +
+                     " (measure again with `kvtrim profile --head-budgets --head-budget-ratio " + Num(r) + "`)");
+  HeadBudgetOptions o;
+  o.ratio = r;
+  o.units_per_head = b.units_per_head;
+  return SearchHeadBudgets(NonIncreasing(b.sensitivity), o);
 }
 
 nlohmann::json HeadBudgetsToJson(const StoredHeadBudgets& b) {

@@ -53,6 +53,10 @@ struct PolicyContext {
   int budget = 0;                          // entries this head may keep
   int64_t logical_len = 0;
   const RopeSpec* rope = nullptr;          // the model's RoPE (Compressor::SetRope), may be null
+  // For a policy whose reference pass asks (ReferencePass::output_weights):
+  // the group's G blocks M_g = W_o,g^T W_o,g [G][hd][hd] of this head's
+  // query heads (model/output_gram.h: ||W_o,g v|| = sqrt(v^T M_g v)); null otherwise.
+  const float* out_gram = nullptr;
 };
 
 // What prefill-time compression is asked to reach, for policies that plan
@@ -76,6 +80,9 @@ struct ReferencePass {
   std::string instruction = "\nRepeat the previous context.\n";  // METHODS.md section 4 (am)
   bool queries = true;        // collect the rotated queries (q_repeat)
   std::vector<TapUse> taps;  // registry taps fed by the pass (HeadStats::reference)
+  // The engine hands Compress the output projection (PolicyContext::out_gram):
+  // KVzip+ weighs each entry by what its value adds to the residual stream.
+  bool output_weights = false;
 };
 
 // Per-entry scores of one head (--head-budget adaptive, KVzip's shared budget).

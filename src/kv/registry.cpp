@@ -15,6 +15,7 @@ const std::vector<PolicyInfo>& Registry() {
       AmPolicyInfo(),
       TovaPolicyInfo(), KnormPolicyInfo(), KeydiffPolicyInfo(),
       KvzipPolicyInfo(),
+      KvzipPlusPolicyInfo(),
       ExpectedAttentionPolicyInfo(),
   };
   return r;

@@ -14,12 +14,26 @@ AttentionStats::AttentionStats(int n_layer, int n_head_kv, int group, int head_d
     for (const TapUse& use : needs_.taps)  // unknown names: refused by Compressor::Create
       if (const TapInfo* info = FindTap(use.name)) h.taps.Add(use.name, info->make({group, head_dim, use.param}));
   }
+  for (const TapUse& use : needs_.taps)
+    if (const TapInfo* info = FindTap(use.name); info && info->hidden_norms) hidden_norm_.resize(n_layer);
+}
+
+TapClock AttentionStats::Clock(int layer) const {
+  TapClock c{pos0_, step_, prompt_end_};
+  if (!hidden_norm_.empty() && !hidden_norm_[layer].empty()) c.hidden_norm = hidden_norm_[layer].data();
+  return c;
+}
+
+void AttentionStats::OnHiddenNorms(int layer, const float* norms, int T) {
+  if (layer < 0 || layer >= static_cast<int>(hidden_norm_.size())) return;
+  hidden_norm_[layer].assign(norms, norms + T);
 }
 
 void AttentionStats::OnBatch(int pos0, int T) {
   // One query step per token: the step of a query is its logical position.
   pos0_ = pos0;
   step_ = pos0 + T - 1;
+  for (auto& v : hidden_norm_) v.clear();  // this batch's come with its layers
 }
 
 void AttentionStats::OnProbs(int layer, int kv_head, int t, int g, const float* p, int n) {
@@ -27,7 +41,7 @@ void AttentionStats::OnProbs(int layer, int kv_head, int t, int g, const float* 
 }
 
 void AttentionStats::OnProbTile(int layer, int kv_head, const ProbTile& tile) {
-  const TapClock clock{pos0_, step_, prompt_end_};
+  const TapClock clock = Clock(layer);
   for (const auto& [name, s] : head(layer, kv_head).taps) s->OnTile(tile, clock);
 }
 

@@ -78,6 +78,9 @@ class AttentionStats : public AttentionTap {
   void OnQK(int layer, const float* k_pre, const float* q_rot, int T) override;
   bool WantsQPre() const override { return needs_.query_window > 0; }
   void OnQPre(int layer, const float* q_pre, int T) override;
+  // Kept per layer for the batch's tiles when a tap reads them (TapInfo::hidden_norms).
+  bool WantsHiddenNorms() const override { return !hidden_norm_.empty(); }
+  void OnHiddenNorms(int layer, const float* norms, int T) override;
 
  private:
   RowsToTile rows_;         // the row convenience's gathering buffer
@@ -87,6 +90,8 @@ class AttentionStats : public AttentionTap {
   int64_t step_ = 0;        // step of the last query of the current batch
   int64_t pos0_ = 0;
   int64_t prompt_end_ = -1;
+  std::vector<std::vector<float>> hidden_norm_;  // [layer][T] of the current batch; empty: no tap reads them
+  TapClock Clock(int layer) const;
 };
 
 }  // namespace kvtrim::kv

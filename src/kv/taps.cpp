@@ -9,6 +9,7 @@
 #include "kv/taps/latest_query.h"
 #include "kv/taps/mass.h"
 #include "kv/taps/max_prob.h"
+#include "kv/taps/max_prob_over_h.h"
 #include "kv/taps/recent_rows.h"
 #include "kv/taps/window_mass.h"
 
@@ -19,7 +20,7 @@ namespace {
 struct Registry {
   Registry() {
     for (TapInfo (*info)() : {MassTapInfo, WindowMassTapInfo, LastAccessTapInfo, HistoryTapInfo, RecentRowsTapInfo,
-                               LatestQueryTapInfo, MaxProbTapInfo})
+                               LatestQueryTapInfo, MaxProbTapInfo, MaxProbOverHTapInfo})
       taps.push_back(std::make_unique<TapInfo>(info()));
   }
   std::mutex mu;

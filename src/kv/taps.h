@@ -19,11 +19,14 @@ namespace kvtrim::kv {
 
 // Where a tile's queries stand: query t of the tile is at logical position
 // pos0 + t, the batch's last query at `latest`; the prompt being prefilled
-// ends at `prompt_end` (-1: not known, e.g. a reference pass).
+// ends at `prompt_end` (-1: not known, e.g. a reference pass). For a tap
+// that asks (TapInfo::hidden_norms), hidden_norm[t] is ||h_t|| of the tile's
+// query t (AttentionTap::OnHiddenNorms); null otherwise.
 struct TapClock {
   int64_t pos0 = 0;
   int64_t latest = 0;
   int64_t prompt_end = -1;
+  const float* hidden_norm = nullptr;
 };
 
 // One (layer, KV head)'s state of one statistic, aligned with its entries.
@@ -100,6 +103,8 @@ struct TapInfo {
   std::function<int64_t(int param, const TapClock& clock)> reads_from = {};
   // What the parameter is, for errors ("observation window"); empty: none.
   std::string param_name = {};
+  // Reads TapClock::hidden_norm (the model then reports the norms).
+  bool hidden_norms = false;
 };
 
 // Registers a tap beside the built-in ones (tests, embedders); a name taken

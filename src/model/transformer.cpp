@@ -21,6 +21,18 @@ void AddBias(float* x, const std::vector<float>& b, int T) {
 
 thread_local ForwardProfile* t_profile = nullptr;
 
+// ||h_t|| of each query's attention input, in double (KVzip+'s row normalisation).
+void ReportHiddenNorms(ForwardObserver& obs, int layer, const float* xb, int T, int D) {
+  std::vector<float> norms(T);
+  for (int t = 0; t < T; ++t) {
+    const float* h = xb + static_cast<size_t>(t) * D;
+    double acc = 0;
+    for (int i = 0; i < D; ++i) acc += static_cast<double>(h[i]) * h[i];
+    norms[t] = static_cast<float>(std::sqrt(acc));
+  }
+  obs.OnHiddenNorms(layer, norms.data(), T);
+}
+
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -195,6 +207,7 @@ Status Transformer::Forward(kernels::ThreadPool& pool, kv::KvCache& cache, const
   for (int l = 0; l < c_.n_layer; ++l) {
     const LayerWeights& L = w_.layers[l];
     for (int t = 0; t < T; ++t) kernels::RmsNorm(&x[t * D], L.attn_norm.data(), D, c_.rms_eps, &xb[t * D]);
+    if (obs && obs->WantsHiddenNorms()) ReportHiddenNorms(*obs, l, xb.data(), T, D);
     matmul(L.wq, xb.data(), T, q.data());
     matmul(L.wk, xb.data(), T, k.data());
     matmul(L.wv, xb.data(), T, v.data());

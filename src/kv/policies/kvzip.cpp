@@ -12,10 +12,20 @@
 // compressed past and the chunk (Session::RunReferencePass), and each entry
 // keeps the largest score any chunk's reconstruction gave it (the kept
 // entries' scores are carried from chunk to chunk).
+// `kvzip+` (KVzip+, kvpress's KVzipPress(kvzip_plus_normalization=True)):
+// the same pass, each probability normalised by what the entry adds to the
+// residual stream relative to the query's input:
+//   s_j = max over queries t and query heads g of p_{t,g,j} ||W_o,g v_j|| / ||h_t||,
+// h_t the query's attention input (after the attention norm), W_o,g the
+// columns of the output projection head g's output multiplies. The tap
+// keeps max_t p / ||h_t|| per (entry, g); Score multiplies by
+// ||W_o,g v_j|| = sqrt(v_j^T M_g v_j) (PolicyContext::out_gram).
 #include "kv/policies/policies.h"
 #include "kv/taps/max_prob.h"
+#include "kv/taps/max_prob_over_h.h"
 
 #include <algorithm>
+#include <cmath>
 #include <mutex>
 
 namespace kvtrim::kv {
@@ -30,9 +40,33 @@ std::vector<double> Scores(const HeadStats* st, int n) {
   return s;
 }
 
+// KVzip+: max over g of ||W_o,g v_j|| max_t p_{t,g,j} / ||h_t||.
+std::vector<double> PlusScores(const PolicyContext& ctx) {
+  const HeadStore& store = *ctx.store;
+  const int n = store.size(), d = store.head_dim();
+  std::vector<double> s(n, 0.0);
+  const auto* m = ctx.stats ? ctx.stats->reference.Get<MaxProbOverHStat>(kMaxProbOverHTap) : nullptr;
+  if (!m || !ctx.out_gram) return s;
+  std::vector<float> v(d);
+  for (int j = 0; j < n && j < m->size(); ++j) {
+    store.ReadValue(j, v.data());
+    for (int g = 0; g < m->group(); ++g) {
+      const float* M = ctx.out_gram + static_cast<size_t>(g) * d * d;
+      double q = 0;  // v^T M_g v
+      for (int a = 0; a < d; ++a) {
+        double row = 0;
+        for (int b = 0; b < d; ++b) row += static_cast<double>(M[a * d + b]) * v[b];
+        q += v[a] * row;
+      }
+      s[j] = std::max(s[j], std::sqrt(std::max(q, 0.0)) * m->at(j, g));
+    }
+  }
+  return s;
+}
+
 class KvzipPolicy : public Policy {
  public:
-  KvzipPolicy(bool per_head, int floor) : per_head_(per_head), floor_(floor) {}
+  KvzipPolicy(bool per_head, int floor, bool plus) : per_head_(per_head), floor_(floor), plus_(plus) {}
   bool decode_time() const override { return false; }
   int protected_entries() const override { return 0; }
   ReferencePass reference_pass() const override {
@@ -41,7 +75,8 @@ class KvzipPolicy : public Policy {
     rp.past_context = true;  // every entry is scored by the reconstruction
     rp.instruction = "\nRepeat the previous context:\n";
     rp.queries = false;
-    rp.taps = {kMaxProbTap};
+    rp.taps = {plus_ ? kMaxProbOverHTap : kMaxProbTap};
+    rp.output_weights = plus_;
     return rp;
   }
   // One top-k over every head of every layer (budget::SharedTopK over
@@ -86,6 +121,7 @@ class KvzipPolicy : public Policy {
  private:
   bool per_head_;
   int floor_;
+  bool plus_;
   std::mutex mu_;
   // Chunked prefill: per head (l * n_head_kv + h), the largest
   // reconstruction score of its first entries (those kept from earlier
@@ -98,12 +134,21 @@ class KvzipPolicy : public Policy {
   }
   // This pass's scores, each raised to what earlier chunks' passes gave it.
   std::vector<double> Combined(const PolicyContext& ctx) {
-    std::vector<double> s = Scores(ctx.stats, ctx.store->size());
+    std::vector<double> s = plus_ ? PlusScores(ctx) : Scores(ctx.stats, ctx.store->size());
     if (const std::vector<double>* c = Carried(ctx))
       for (size_t i = 0; i < s.size() && i < c->size(); ++i) s[i] = std::max(s[i], (*c)[i]);
     return s;
   }
 };
+
+std::vector<ParamSpec> KvzipParams() {
+  return {{"kvzip-per-head", 0, "a fixed share per KV head instead of one budget shared by all heads", 0, 1, {}, true},
+          {"kvzip-floor", 1, "entries every KV head keeps at least under the shared budget", 1, 1e6}};
+}
+
+std::unique_ptr<Policy> MakeKvzip(const Params& p, bool plus) {
+  return std::make_unique<KvzipPolicy>(p.at("kvzip-per-head") >= 0.5, static_cast<int>(p.at("kvzip-floor")), plus);
+}
 
 }  // namespace
 
@@ -111,11 +156,15 @@ PolicyInfo KvzipPolicyInfo() {
   return {"kvzip",
           "KVzip: entries scored by the max attention the context's reconstruction pays them; one top-k over all "
           "heads of all layers. Prefill-time.",
-          {{"kvzip-per-head", 0, "a fixed share per KV head instead of one budget shared by all heads", 0, 1, {}, true},
-           {"kvzip-floor", 1, "entries every KV head keeps at least under the shared budget", 1, 1e6}},
-          [](const Params& p) {
-            return std::make_unique<KvzipPolicy>(p.at("kvzip-per-head") >= 0.5, static_cast<int>(p.at("kvzip-floor")));
-          }};
+          KvzipParams(), [](const Params& p) { return MakeKvzip(p, false); }};
+}
+
+PolicyInfo KvzipPlusPolicyInfo() {
+  return {"kvzip+",
+          "KVzip+ (kvpress): KVzip's reconstruction scores normalised, p ||W_o v|| / ||h|| (what the entry adds to "
+          "the residual stream relative to the query's input); one top-k over all heads of all layers. Prefill-time.",
+          KvzipParams(), [](const Params& p) { return MakeKvzip(p, true); },
+          {.costly = true}};  // not in the default eval sweep (name it): its cells match kvzip's cost
 }
 
 }  // namespace kvtrim::kv

@@ -24,6 +24,7 @@ PolicyInfo TovaPolicyInfo();
 PolicyInfo KnormPolicyInfo();
 PolicyInfo KeydiffPolicyInfo();
 PolicyInfo KvzipPolicyInfo();
+PolicyInfo KvzipPlusPolicyInfo();
 PolicyInfo ExpectedAttentionPolicyInfo();
 
 // SnapKV (snapkv.cpp); PyramidKV is SnapKV with layer budgets.
