@@ -4,6 +4,7 @@
 // reports each column's T.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "eval/sweep.h"
@@ -83,6 +84,14 @@ TEST(EvalThreshold, SweepRunsEachColumnAtItsMatchedThreshold) {
     char t[64];
     std::snprintf(t, sizeof t, "T = %.4g ", m->threshold);
     EXPECT_NE(rep->meta.notes[i].find(t), std::string::npos) << rep->meta.notes[i] << " vs " << t;
+  }
+  // The cells ran at a threshold: heads hold different counts (a ratio
+  // holds ceil(r n) in every head).
+  for (const SampleRecord& r : rep->samples) {
+    if (r.method == "full") continue;
+    ASSERT_EQ(r.head_entries.size(), 16u) << r.ratio;
+    EXPECT_NE(*std::min_element(r.head_entries.begin(), r.head_entries.end()),
+              *std::max_element(r.head_entries.begin(), r.head_entries.end()));
   }
   for (const Cell& c : rep->cells) {
     if (c.method == "full") continue;

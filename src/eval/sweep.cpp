@@ -216,7 +216,8 @@ class Sweep {
           rec.kv_bytes = static_cast<double>(s.value()->cache().BytesUsed());
           rec.kv_bytes_full = full_bytes;
           rec.entries_compressed = static_cast<long long>(s.value()->cache().EntriesHeld());
-          if (s.value()->compressor().adaptive()) rec.head_entries = HeadEntries(s.value()->cache());
+          if (s.value()->compressor().adaptive() || s.value()->compressor().threshold())
+            rec.head_entries = HeadEntries(s.value()->cache());
           Expected<Measured> m = measure(kv, *s.value());
           if (!m.ok()) return m.error();
           rec.accuracy = m->accuracy, rec.kl = m->fidelity.kl, rec.nll_ratio = m->fidelity.nll_ratio;

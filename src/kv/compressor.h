@@ -81,6 +81,7 @@ class Compressor {
   // --head-budget adaptive: the budgets of layer l's heads from the policy's
   // entry scores (budget::AdaptiveHeadBudgets), their sum the uniform layer total.
   bool adaptive() const { return adaptive_; }
+  bool threshold() const { return threshold_; }  // --kv-threshold
   std::vector<int> AdaptiveBudgets(const KvCache& cache, int layer, Phase phase, kernels::ThreadPool* pool = nullptr,
                                    int64_t n_budget = -1);  // n_budget: the length budgeted for (-1: the cache's)
 
