@@ -23,6 +23,7 @@
 #include "model/output_gram.h"
 #include "model/transformer.h"
 #include "io/tokenizer.h"
+#include "global_top.h"
 #include "tiny_llama.h"
 
 namespace kvtrim::kv {
@@ -249,18 +250,7 @@ TEST(KvzipPlusEndToEnd, KeepsTheGlobalTopOfTheNormalisedReconstruction) {
 
   // Each head's best entry (the floor of 1), then the best of the rest.
   const int total = L * H * static_cast<int>(std::ceil(r * n));
-  std::vector<std::tuple<double, int, int>> all;  // score, entry, flat head
-  for (int f = 0; f < L * H; ++f)
-    for (int j = 0; j < n; ++j) all.emplace_back(tap.m_[f][j], j, f);
-  std::sort(all.rbegin(), all.rend());
-  std::vector<std::vector<int>> want(L * H);
-  std::vector<std::tuple<double, int, int>> rest;
-  std::vector<char> has(L * H, 0);
-  for (const auto& t : all) {
-    if (!has[std::get<2>(t)]) has[std::get<2>(t)] = 1, want[std::get<2>(t)].push_back(std::get<1>(t));
-    else rest.push_back(t);
-  }
-  for (int i = 0; i < total - L * H; ++i) want[std::get<2>(rest[i])].push_back(std::get<1>(rest[i]));
+  std::vector<std::vector<int>> want = test::GlobalTopWithFloor(tap.m_, total);
   auto kept = [&](const Session& x, int l, int h) {
     std::vector<int> got;
     for (int i = 0; i < x.cache().head(l, h).size(); ++i) got.push_back(x.cache().head(l, h).pos(i));
@@ -269,8 +259,7 @@ TEST(KvzipPlusEndToEnd, KeepsTheGlobalTopOfTheNormalisedReconstruction) {
   int held = 0;
   for (int l = 0; l < L; ++l)
     for (int h = 0; h < H; ++h) {
-      std::vector<int>& w = want[l * H + h];
-      std::sort(w.begin(), w.end());
+      const std::vector<int>& w = want[l * H + h];
       EXPECT_EQ(kept(*s, l, h), w) << "layer " << l << " head " << h;
       held += s->cache().head(l, h).size();
     }

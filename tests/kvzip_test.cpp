@@ -23,6 +23,7 @@
 #include "model/config.h"
 #include "model/transformer.h"
 #include "io/tokenizer.h"
+#include "global_top.h"
 #include "test_util.h"
 
 namespace kvtrim::kv {
@@ -213,23 +214,11 @@ TEST(KvzipEndToEnd, KeepsTheGlobalTopOfTheReconstructionsAttention) {
   // By a full sort over every (layer, head, entry): each head's best entry
   // (the floor of 1), then the best of the rest up to the uniform total.
   const int total = L * H * static_cast<int>(std::ceil(r * n));
-  std::vector<std::tuple<double, int, int>> all;  // score, entry, flat head
-  for (int f = 0; f < L * H; ++f)
-    for (int j = 0; j < n; ++j) all.emplace_back(tap2.m_[f][j], j, f);
-  std::sort(all.rbegin(), all.rend());  // score, entry, head: all descending
-  std::vector<std::vector<int>> want(L * H);
-  std::vector<std::tuple<double, int, int>> rest;
-  std::vector<char> has(L * H, 0);
-  for (const auto& t : all) {
-    if (!has[std::get<2>(t)]) has[std::get<2>(t)] = 1, want[std::get<2>(t)].push_back(std::get<1>(t));
-    else rest.push_back(t);
-  }
-  for (int i = 0; i < total - L * H; ++i) want[std::get<2>(rest[i])].push_back(std::get<1>(rest[i]));
+  std::vector<std::vector<int>> want = test::GlobalTopWithFloor(tap2.m_, total);
   int held = 0, smallest = n, largest = 0;
   for (int l = 0; l < L; ++l)
     for (int h = 0; h < H; ++h) {
-      std::vector<int>& w = want[l * H + h];
-      std::sort(w.begin(), w.end());
+      const std::vector<int>& w = want[l * H + h];
       const HeadStore& hs = s->cache().head(l, h);
       std::vector<int> got;
       for (int i = 0; i < hs.size(); ++i) got.push_back(hs.pos(i));
