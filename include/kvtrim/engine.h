@@ -195,6 +195,18 @@ class Session {
   // The tokens_ a reference pass repeats: [pass_from_, pass_to_) (pass_to_ 0:
   // to the end); a chunked prefill's pass repeats the chunk that just ended.
   size_t pass_from_ = 0, pass_to_ = 0;
+  // Reference passes already run on this session's state, shared with its
+  // forks: a fork that compresses before changing anything reuses the pass
+  // another fork ran (an eval runs one pass per context, not per ratio).
+  struct RefPassMemo;
+  struct RefPassResult;
+  mutable std::shared_ptr<RefPassMemo> ref_memo_;
+  // This session's state: a new id after every change of its cache (a fork
+  // starts with its parent's, so an unchanged fork shares its passes).
+  uint64_t state_ = NewStateId();
+  static uint64_t NewStateId();
+  void ApplyReferencePass(const RefPassResult& r, bool queries, bool reused);
+  void ShareReferencePasses(Session* fork) const;  // the fork starts in this state, sharing its passes
 };
 
 // What a context file holds, without loading it into an engine (`kvtrim

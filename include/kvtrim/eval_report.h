@@ -60,7 +60,7 @@ struct SampleRecord {
   bool truncated = false;            // task-file sample cut in the middle to fit
   std::vector<std::pair<std::string, double>> counters;  // the policy's counters at the end of the unit
   double chosen_ratio = NAN;         // --kv-quality: the ratio r* chosen for this context
-  std::vector<int> head_entries;     // adaptive or threshold budgets: per KV head right after compression
+  std::vector<int> head_entries;     // budgets that differ per head (adaptive, threshold, profile, KVzip's shared): per KV head after compression
 };
 
 struct ReportMeta {

@@ -162,6 +162,7 @@ Expected<std::unique_ptr<Session>> Session::Fork(const KvOptions& kv) const {
   s->cache_ = std::make_unique<kv::KvCache>(*cache_);
   s->compressor_ = std::move(comp.value());
   KVTRIM_RETURN_IF_ERROR(ConnectModel(*engine_, *s->compressor_));
+  ShareReferencePasses(s.get());
   s->logits_ = logits_;
   s->prefill_s_ = prefill_s_;
   s->nll_sum_ = nll_sum_;
@@ -184,6 +185,7 @@ Status Session::Compress() {
   }
   if (!compressor_->policy().reference_pass().on_policy) {
     KVTRIM_RETURN_IF_ERROR(RunReferencePass());
+    state_ = NewStateId();
     KVTRIM_RETURN_IF_ERROR(compressor_->CompressPrefill(*cache_, &pool()));
     NotePeak();  // quantizing the kept entries may hold more than evicting freed
     return {};
@@ -192,62 +194,11 @@ Status Session::Compress() {
   // whose layers below l are already compressed.
   for (int l = 0; l < engine_->config().n_layer; ++l) {
     KVTRIM_RETURN_IF_ERROR(RunReferencePass());
+    state_ = NewStateId();
     KVTRIM_RETURN_IF_ERROR(compressor_->CompressPrefillLayer(*cache_, l, &pool()));
   }
   compressor_->FinishPrefill(*cache_);
   NotePeak();
-  return {};
-}
-
-// One routine for every policy that asks for a reference pass (am's
-// reference queries, KVzip's reconstruction scores).
-Status Session::RunReferencePass() {
-  const kv::ReferencePass rp = compressor_->policy().reference_pass();
-  if (!rp.repeat || tokens_.empty()) return {};
-  bool compresses = false;  // skip the pass when no layer's budget bites
-  for (int l = 0; l < engine_->config().n_layer; ++l) compresses |= compressor_->Budget(l, position()) < position();
-  if (!compresses) return {};
-  const auto t0 = std::chrono::steady_clock::now();
-  const auto& c = engine_->config();
-  std::vector<int> instr = engine_->tokenizer().Encode(rp.instruction, false);
-  const size_t to = pass_to_ > 0 ? std::min(pass_to_, tokens_.size()) : tokens_.size();
-  const size_t from = std::max<size_t>(std::min(pass_from_, to), tokens_.front() == bos() ? 1 : 0);
-  std::vector<int> again(tokens_.begin() + static_cast<std::ptrdiff_t>(std::min(from, to)),
-                         tokens_.begin() + static_cast<std::ptrdiff_t>(to));
-  // Within the model's trained context unless the policy asks for all of it.
-  const int64_t room = c.ctx - position() - static_cast<int64_t>(instr.size());
-  if (!rp.past_context) again.resize(static_cast<size_t>(std::clamp<int64_t>(room, 0, again.size())));
-  if (again.empty()) return {};
-  KVTRIM_RETURN_IF_ERROR(kv::CheckTaps(rp.taps));
-  kv::KvCache copy(*cache_);
-  kv::StatsNeeds needs;
-  needs.prefill_qk = rp.queries;
-  needs.taps = rp.taps;
-  kv::AttentionStats rep(c.n_layer, c.n_head_kv, c.group(), c.head_dim, needs);
-  std::vector<float> logits;
-  const auto& tf = engine_->transformer();
-  KVTRIM_RETURN_IF_ERROR(tf.Forward(pool(), copy, instr.data(), static_cast<int>(instr.size()), false, &logits));
-  for (size_t i = 0; i < again.size(); i += ubatch_) {
-    int n = static_cast<int>(std::min<size_t>(ubatch_, again.size() - i));
-    KVTRIM_RETURN_IF_ERROR(tf.Forward(pool(), copy, again.data() + i, n, false, &logits, &rep));
-  }
-  NotePeak(copy.BytesHeld());  // the copy and the cache, both held
-  for (int l = 0; l < c.n_layer; ++l)
-    for (int h = 0; h < c.n_head_kv; ++h) {
-      kv::HeadStats& into = compressor_->stats().head(l, h);
-      if (rp.queries) into.q_repeat = std::move(rep.head(l, h).q_rot);
-      std::vector<int> held(static_cast<size_t>(cache_->head(l, h).size()));
-      std::iota(held.begin(), held.end(), 0);  // the entries held before the pass
-      for (const kv::TapUse& use : rp.taps) {
-        std::unique_ptr<kv::EntryStat> s = rep.head(l, h).taps.Take(use.name);
-        if (!s) continue;  // not a registered tap (refused above)
-        s->Retain(held);
-        into.reference.Take(use.name);
-        into.reference.Add(use.name, std::move(s));
-      }
-    }
-  compressor_->AddReferenceTiming(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                                  prefill_s_);
   return {};
 }
 
@@ -293,6 +244,7 @@ Status Session::ForwardPrompt(const int* tokens, size_t count) {
 Status Session::Prefill(const std::vector<int>& tokens) {
   KVTRIM_RETURN_IF_ERROR(CheckRoom(tokens.size()));
   KVTRIM_RETURN_IF_ERROR(CheckTokens(tokens.data(), tokens.size()));
+  state_ = NewStateId();
   const int64_t end = position() + static_cast<int64_t>(tokens.size());
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
   if (tokens.empty()) compressor_->BeginPrompt(end);
@@ -317,6 +269,7 @@ Status Session::Prefill(const std::vector<int>& tokens) {
 Status Session::Decode(int token) {
   KVTRIM_RETURN_IF_ERROR(CheckRoom(1));
   KVTRIM_RETURN_IF_ERROR(CheckTokens(&token, 1));
+  state_ = NewStateId();
   tokens_.push_back(token);
   KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(pool(), *cache_, &token, 1, false, &logits_,
                                                         compressor_->tap()));
@@ -327,6 +280,7 @@ Status Session::Decode(int token) {
 Expected<std::vector<float>> Session::ForwardAll(const std::vector<int>& tokens) {
   KVTRIM_RETURN_IF_ERROR(CheckRoom(tokens.size()));
   KVTRIM_RETURN_IF_ERROR(CheckTokens(tokens.data(), tokens.size()));
+  state_ = NewStateId();
   const size_t V = engine_->config().vocab;
   std::vector<float> all;
   all.reserve(tokens.size() * V);

@@ -302,6 +302,7 @@ std::vector<std::pair<std::string, int64_t>> Compressor::counters() const {
   if (ref_pass_s_ >= 0) {
     c.emplace_back("ref-pass-us", std::llround(ref_pass_s_ * 1e6));
     c.emplace_back("prefill-us", std::llround(prefill_s_ * 1e6));
+    if (reused_pass_s_ > 0) c.emplace_back("ref-pass-reused-us", std::llround(reused_pass_s_ * 1e6));
     // Either interval spanning fewer than io::kMinClockSteps steps of the
     // wall clock (20 ms on some machines) is below its resolution: say so.
     const double min_s = io::SteadyClock().Span() * 1e-9;

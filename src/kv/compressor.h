@@ -50,6 +50,7 @@ class Compressor {
     o_.budget_tokens = 0;
   }
   Policy& policy() { return *policy_; }
+  const Policy& policy() const { return *policy_; }
   // Compress with this policy object instead (a policy outside the registry:
   // tests, embedders), reported under `name`; the statistics stay those of
   // the policy the compressor was created with.
@@ -95,10 +96,15 @@ class Compressor {
   // before it: reported as the counters ref-pass-us and prefill-us.
   // A reference pass took pass_s (summed over the passes: one per chunk of
   // a chunked prefill, one per layer on-policy); prefill_s: the prefill's time so far.
-  void AddReferenceTiming(double pass_s, double prefill_s) {
+  // reused: the pass was another fork's (Session's memo), not run here; its
+  // time is still charged (counter ref-pass-reused-us: what Compress() did
+  // not spend on it, for callers timing Compress themselves).
+  void AddReferenceTiming(double pass_s, double prefill_s, bool reused = false) {
     ref_pass_s_ = std::max(ref_pass_s_, 0.0) + pass_s;
     prefill_s_ = prefill_s;
+    if (reused) reused_pass_s_ += pass_s;
   }
+  double reused_pass_seconds() const { return reused_pass_s_; }
 
   // The prompt will end at this logical length (SnapKV's observation window).
   void BeginPrompt(int64_t prompt_end) { stats_->SetPromptEnd(prompt_end); }
@@ -163,7 +169,7 @@ class Compressor {
   bool threshold_ = false;  // --kv-threshold
   RopeSpec rope_;
   std::vector<float> out_gram_;
-  double ref_pass_s_ = -1, prefill_s_ = 0;
+  double ref_pass_s_ = -1, prefill_s_ = 0, reused_pass_s_ = 0;
   std::atomic<int64_t> evicted_{0};
 };
 

@@ -1,0 +1,148 @@
+// The reference pass (kv::ReferencePass: Attention Matching's repeat-prefill,
+// KVzip's reconstruction), one routine for every policy that asks for one,
+// and its memo: forks of one session that compress before changing anything
+// share one pass of each kind (an eval's cells of one context at every
+// ratio), each charged the pass's time and its copy's bytes as if it had run
+// it alone.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <string>
+
+#include "io/tokenizer.h"
+#include "kv/cache.h"
+#include "kv/compressor.h"
+#include "kv/policy.h"
+#include "kv/stats.h"
+#include "kvtrim/engine.h"
+#include "model/config.h"
+#include "model/transformer.h"
+
+namespace kvtrim {
+
+struct Session::RefPassResult {
+  std::vector<std::vector<float>> q_repeat;  // per head (l * n_head_kv + h), when the pass collects queries
+  std::vector<kv::TapSet> taps;               // per head, over the entries held before the pass
+  double seconds = 0;                         // what the pass took
+  size_t copy_bytes = 0;                      // the cache copy it held
+};
+
+struct Session::RefPassMemo {
+  std::mutex mu;
+  uint64_t state = 0;  // the session state the results belong to (Session::state_)
+  std::map<std::string, RefPassResult> results;  // by the pass's settings
+};
+
+uint64_t Session::NewStateId() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Session::ShareReferencePasses(Session* fork) const {
+  if (!ref_memo_) ref_memo_ = std::make_shared<RefPassMemo>();
+  fork->ref_memo_ = ref_memo_;
+  fork->state_ = state_;
+}
+
+namespace {
+
+// What a pass's result depends on besides the session's state.
+std::string PassKey(const kv::ReferencePass& rp, size_t from, size_t to, int ubatch) {
+  std::string k = rp.instruction + '\x1f' + std::to_string(rp.past_context) + std::to_string(rp.queries) +
+                  std::to_string(rp.output_weights) + '\x1f' + std::to_string(from) + ':' + std::to_string(to) +
+                  ':' + std::to_string(ubatch);
+  for (const kv::TapUse& u : rp.taps) k += '\x1f' + u.name + '=' + std::to_string(u.param);
+  return k;
+}
+
+}  // namespace
+
+// Hands a result to the compressor's statistics (copies: the memo keeps its own).
+void Session::ApplyReferencePass(const RefPassResult& r, bool queries, bool reused) {
+  const auto& c = engine_->config();
+  for (int l = 0; l < c.n_layer; ++l)
+    for (int h = 0; h < c.n_head_kv; ++h) {
+      const size_t f = static_cast<size_t>(l) * c.n_head_kv + h;
+      kv::HeadStats& into = compressor_->stats().head(l, h);
+      if (queries) into.q_repeat = r.q_repeat[f];
+      for (const auto& [name, stat] : r.taps[f]) {
+        into.reference.Take(name);
+        into.reference.Add(name, stat->Clone());
+      }
+    }
+  NotePeak(r.copy_bytes);  // the copy and the cache, both held
+  compressor_->AddReferenceTiming(r.seconds, prefill_s_, reused);
+}
+
+Status Session::RunReferencePass() {
+  const kv::ReferencePass rp = compressor_->policy().reference_pass();
+  if (!rp.repeat || tokens_.empty()) return {};
+  bool compresses = false;  // skip the pass when no layer's budget bites
+  for (int l = 0; l < engine_->config().n_layer; ++l) compresses |= compressor_->Budget(l, position()) < position();
+  if (!compresses) return {};
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto& c = engine_->config();
+  std::vector<int> instr = engine_->tokenizer().Encode(rp.instruction, false);
+  const size_t to = pass_to_ > 0 ? std::min(pass_to_, tokens_.size()) : tokens_.size();
+  const size_t from = std::max<size_t>(std::min(pass_from_, to), tokens_.front() == bos() ? 1 : 0);
+  std::vector<int> again(tokens_.begin() + static_cast<std::ptrdiff_t>(std::min(from, to)),
+                         tokens_.begin() + static_cast<std::ptrdiff_t>(to));
+  // Within the model's trained context unless the policy asks for all of it.
+  const int64_t room = c.ctx - position() - static_cast<int64_t>(instr.size());
+  if (!rp.past_context) again.resize(static_cast<size_t>(std::clamp<int64_t>(room, 0, again.size())));
+  if (again.empty()) return {};
+  KVTRIM_RETURN_IF_ERROR(kv::CheckTaps(rp.taps));
+  // Shared with the session's other forks only for a whole prompt's pass on
+  // an unchanged state (on-policy passes follow this fork's own compression).
+  const bool memo = ref_memo_ && !rp.on_policy && pass_to_ == 0;
+  const std::string key = PassKey(rp, from, to, ubatch_);
+  if (memo) {
+    std::lock_guard<std::mutex> lock(ref_memo_->mu);
+    if (ref_memo_->state == state_)
+      if (auto it = ref_memo_->results.find(key); it != ref_memo_->results.end()) {
+        ApplyReferencePass(it->second, rp.queries, true);
+        return {};
+      }
+  }
+  kv::KvCache copy(*cache_);
+  kv::StatsNeeds needs;
+  needs.prefill_qk = rp.queries;
+  needs.taps = rp.taps;
+  kv::AttentionStats rep(c.n_layer, c.n_head_kv, c.group(), c.head_dim, needs);
+  std::vector<float> logits;
+  const auto& tf = engine_->transformer();
+  KVTRIM_RETURN_IF_ERROR(tf.Forward(pool(), copy, instr.data(), static_cast<int>(instr.size()), false, &logits));
+  for (size_t i = 0; i < again.size(); i += ubatch_) {
+    int n = static_cast<int>(std::min<size_t>(ubatch_, again.size() - i));
+    KVTRIM_RETURN_IF_ERROR(tf.Forward(pool(), copy, again.data() + i, n, false, &logits, &rep));
+  }
+  RefPassResult r;
+  r.copy_bytes = copy.BytesHeld();
+  r.q_repeat.resize(static_cast<size_t>(c.n_layer) * c.n_head_kv);
+  r.taps.resize(r.q_repeat.size());
+  for (int l = 0; l < c.n_layer; ++l)
+    for (int h = 0; h < c.n_head_kv; ++h) {
+      const size_t f = static_cast<size_t>(l) * c.n_head_kv + h;
+      if (rp.queries) r.q_repeat[f] = std::move(rep.head(l, h).q_rot);
+      std::vector<int> held(static_cast<size_t>(cache_->head(l, h).size()));
+      std::iota(held.begin(), held.end(), 0);  // the entries held before the pass
+      for (const kv::TapUse& use : rp.taps)
+        if (std::unique_ptr<kv::EntryStat> s = rep.head(l, h).taps.Take(use.name)) {  // registered (checked above)
+          s->Retain(held);
+          r.taps[f].Add(use.name, std::move(s));
+        }
+    }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ApplyReferencePass(r, rp.queries, false);
+  if (memo) {
+    std::lock_guard<std::mutex> lock(ref_memo_->mu);
+    if (ref_memo_->state != state_) ref_memo_->results.clear(), ref_memo_->state = state_;
+    ref_memo_->results[key] = std::move(r);
+  }
+  return {};
+}
+
+}  // namespace kvtrim
