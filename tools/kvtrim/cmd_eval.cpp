@@ -178,7 +178,9 @@ Command AddEval(CLI::App& app) {
   o->tasks = {"niah", "niah-multikey", "passkey"};
   CLI::App* sub = app.add_subcommand("eval", "Judge KV policies side by side: needle accuracy, KL, NLL ratio, memory");
   sub->add_option("-m,--model", o->model, "GGUF model file")->capture_default_str();
-  sub->add_option("--methods", o->methods, "Policies to compare (full is always the reference)")
+  sub->add_option("--methods", o->methods,
+                  "Policies to compare (full is always the reference); POLICY+adaptive: under adaptive head "
+                  "budgets; POLICY+threshold: threshold eviction at the T that holds each ratio's bytes")
       ->delimiter(',')->capture_default_str();
   sub->add_option("--ratios", o->ratios, "Retention ratios")->delimiter(',')->capture_default_str();
   sub->add_option("--tasks", o->tasks, "Needle tasks: niah, niah-multikey, niah-multivalue, niah-multiquery, passkey "
