@@ -20,6 +20,7 @@
 // columns of the output projection head g's output multiplies. The tap
 // keeps max_t p / ||h_t|| per (entry, g); Score multiplies by
 // ||W_o,g v_j|| = sqrt(v_j^T M_g v_j) (PolicyContext::out_gram).
+#include "kv/numerics/eigen.h"  // first: before anything that pulls in <immintrin.h>
 #include "kv/policies/policies.h"
 #include "kv/taps/max_prob.h"
 #include "kv/taps/max_prob_over_h.h"
@@ -40,26 +41,26 @@ std::vector<double> Scores(const HeadStats* st, int n) {
   return s;
 }
 
-// KVzip+: max over g of ||W_o,g v_j|| max_t p_{t,g,j} / ||h_t||.
+// KVzip+: max over g of ||W_o,g v_j|| max_t p_{t,g,j} / ||h_t||, the norms
+// as row quadratic forms sqrt(v_j^T M_g v_j) (as numerics' k^T S k).
 std::vector<double> PlusScores(const PolicyContext& ctx) {
   const HeadStore& store = *ctx.store;
-  const int n = store.size(), d = store.head_dim();
-  std::vector<double> s(n, 0.0);
+  const int d = store.head_dim();
   const auto* m = ctx.stats ? ctx.stats->reference.Get<MaxProbOverHStat>(kMaxProbOverHTap) : nullptr;
+  std::vector<double> s(store.size(), 0.0);
   if (!m || !ctx.out_gram) return s;
+  const int n = std::min(store.size(), m->size());
+  Eigen::MatrixXd V(n, d);
   std::vector<float> v(d);
-  for (int j = 0; j < n && j < m->size(); ++j) {
+  for (int j = 0; j < n; ++j) {
     store.ReadValue(j, v.data());
-    for (int g = 0; g < m->group(); ++g) {
-      const float* M = ctx.out_gram + static_cast<size_t>(g) * d * d;
-      double q = 0;  // v^T M_g v
-      for (int a = 0; a < d; ++a) {
-        double row = 0;
-        for (int b = 0; b < d; ++b) row += static_cast<double>(M[a * d + b]) * v[b];
-        q += v[a] * row;
-      }
-      s[j] = std::max(s[j], std::sqrt(std::max(q, 0.0)) * m->at(j, g));
-    }
+    for (int a = 0; a < d; ++a) V(j, a) = v[a];
+  }
+  using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  for (int g = 0; g < m->group(); ++g) {
+    const Eigen::MatrixXd M = Eigen::Map<const RowMajor>(ctx.out_gram + static_cast<size_t>(g) * d * d, d, d).cast<double>();
+    const Eigen::VectorXd norm = (V * M).cwiseProduct(V).rowwise().sum().cwiseMax(0.0).cwiseSqrt();
+    for (int j = 0; j < n; ++j) s[j] = std::max(s[j], norm(j) * m->at(j, g));
   }
   return s;
 }
