@@ -46,15 +46,16 @@ TEST(EvalThreshold, MatchedThresholdHoldsTheRatioOnItsContexts) {
   ASSERT_TRUE(contexts.ok()) << contexts.error().message;
   const KvOptions kv = MethodOptions({}, "snapkv+threshold", 0.1);
   EXPECT_EQ(kv.policy, "snapkv");
-  auto m = MatchThreshold(*e, kv, 0.1, contexts.value());
-  ASSERT_TRUE(m.ok()) << m.error().message;
+  auto matched = MatchThreshold(*e, kv, {0.1}, contexts.value());
+  ASSERT_TRUE(matched.ok()) << matched.error().message;
+  const ThresholdMatch* m = &matched.value()[0];
   EXPECT_NEAR(m->held, 0.1, 0.01) << "T " << m->threshold;
   // What plain sessions at that T hold, and the share falls as T grows.
   EXPECT_NEAR(HeldShare(*e, kv, m->threshold, contexts.value()), m->held, 1e-12);
   EXPECT_GT(HeldShare(*e, kv, m->threshold / 2, contexts.value()), m->held);
   EXPECT_LT(HeldShare(*e, kv, m->threshold * 2, contexts.value()), m->held);
   // A policy without entry scores is refused, naming the flag.
-  auto bad = MatchThreshold(*e, MethodOptions({}, "window+threshold", 0.1), 0.1, contexts.value());
+  auto bad = MatchThreshold(*e, MethodOptions({}, "window+threshold", 0.1), {0.1}, contexts.value());
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("--kv-threshold"), std::string::npos) << bad.error().message;
 }
@@ -78,11 +79,11 @@ TEST(EvalThreshold, SweepRunsEachColumnAtItsMatchedThreshold) {
   auto contexts = HeadBudgetContexts(*e, o.haystack, kThresholdContexts, 400, 0, o.seed + 1000);
   ASSERT_TRUE(contexts.ok());
   double share[2] = {0, 0};
+  auto matched = MatchThreshold(*e, MethodOptions({}, "snapkv+threshold", 1.0), o.ratios, contexts.value());
+  ASSERT_TRUE(matched.ok());
   for (int i = 0; i < 2; ++i) {
-    auto m = MatchThreshold(*e, MethodOptions({}, "snapkv+threshold", o.ratios[i]), o.ratios[i], contexts.value());
-    ASSERT_TRUE(m.ok());
     char t[64];
-    std::snprintf(t, sizeof t, "T = %.4g ", m->threshold);
+    std::snprintf(t, sizeof t, "T = %.4g ", matched.value()[i].threshold);
     EXPECT_NE(rep->meta.notes[i].find(t), std::string::npos) << rep->meta.notes[i] << " vs " << t;
   }
   // The cells ran at a threshold: heads hold different counts (a ratio

@@ -423,13 +423,16 @@ Expected<std::map<std::pair<std::string, double>, double>> MatchThresholds(const
       if (!c.ok()) return c.error();
       contexts = std::move(c.value());
     }
-    for (double r : o.ratios) {
-      auto t = MatchThreshold(e, MethodOptions(o.kv, m, r), r, contexts);
-      if (!t.ok()) return Error{"'" + m + "': " + t.error().message, t.error().code};
-      out[{m, r}] = t->threshold;
+    // The method's options but for the ratio, which the threshold replaces.
+    auto t = MatchThreshold(e, MethodOptions(o.kv, m, 1.0), o.ratios, contexts);
+    if (!t.ok()) return Error{"'" + m + "': " + t.error().message, t.error().code};
+    for (size_t i = 0; i < o.ratios.size(); ++i) {
+      const double r = o.ratios[i];
+      out[{m, r}] = t.value()[i].threshold;
       char b[200];
       std::snprintf(b, sizeof b, "%s at %g: T = %.4g (held %.2f%% of the entries on %d haystack contexts of %d tokens)",
-                    m.c_str(), r, t->threshold, 100 * t->held, kThresholdContexts, o.context_tokens);
+                    m.c_str(), r, t.value()[i].threshold, 100 * t.value()[i].held, kThresholdContexts,
+                    o.context_tokens);
       notes->push_back(b);
     }
   }

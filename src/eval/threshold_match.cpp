@@ -22,20 +22,32 @@ Expected<double> HeldAt(const std::vector<std::unique_ptr<Session>>& bases, KvOp
     if (!s.ok()) return s.error();
     KVTRIM_RETURN_IF_ERROR(s.value()->Compress());
     const kv::KvCache& c = s.value()->cache();
-    double held = 0, all = 0;
-    for (int l = 0; l < c.n_layer(); ++l)
-      for (int h = 0; h < c.n_head_kv(); ++h) held += c.head(l, h).size(), all += static_cast<double>(b->position());
-    sum += held / all;
+    sum += static_cast<double>(c.EntriesHeld()) / (static_cast<double>(c.n_layer()) * c.n_head_kv() * b->position());
   }
   return sum / static_cast<double>(bases.size());
 }
 
+// Bisection in log T over [1e-4, 1e4]: the held share falls as T grows.
+Expected<ThresholdMatch> Bisect(const std::vector<std::unique_ptr<Session>>& bases, const KvOptions& kv, double ratio) {
+  double lo = std::log(1e-4), hi = std::log(1e4);
+  ThresholdMatch best{std::exp(hi), 2.0};
+  for (int it = 0; it < 28; ++it) {
+    const double mid = 0.5 * (lo + hi);
+    auto held = HeldAt(bases, kv, std::exp(mid));
+    if (!held.ok()) return held.error();
+    if (std::abs(held.value() - ratio) < std::abs(best.held - ratio)) best = {std::exp(mid), held.value()};
+    (held.value() > ratio ? lo : hi) = mid;
+  }
+  return best;
+}
+
 }  // namespace
 
-Expected<ThresholdMatch> MatchThreshold(const Engine& e, KvOptions kv, double ratio,
-                                        const std::vector<std::vector<int>>& contexts) {
+Expected<std::vector<ThresholdMatch>> MatchThreshold(const Engine& e, KvOptions kv, const std::vector<double>& ratios,
+                                                     const std::vector<std::vector<int>>& contexts) {
   if (contexts.empty()) return MakeError("threshold matching: no calibration contexts");
-  if (!(ratio > 0 && ratio <= 1)) return MakeError("threshold matching: ratio outside (0, 1]");
+  for (double r : ratios)
+    if (!(r > 0 && r <= 1)) return MakeError("threshold matching: ratio outside (0, 1]");
   kv.ratio = 1, kv.ratio_explicit = false;  // the threshold decides
   std::vector<std::unique_ptr<Session>> bases;
   for (const auto& t : contexts) {
@@ -47,17 +59,13 @@ Expected<ThresholdMatch> MatchThreshold(const Engine& e, KvOptions kv, double ra
     KVTRIM_RETURN_IF_ERROR(s.value()->Prefill(t));
     bases.push_back(std::move(s.value()));
   }
-  // Bisection in log T over [1e-4, 1e4]: the held share falls as T grows.
-  double lo = std::log(1e-4), hi = std::log(1e4);
-  ThresholdMatch best{std::exp(hi), 2.0};
-  for (int it = 0; it < 28; ++it) {
-    const double mid = 0.5 * (lo + hi);
-    auto held = HeldAt(bases, kv, std::exp(mid));
-    if (!held.ok()) return held.error();
-    if (std::abs(held.value() - ratio) < std::abs(best.held - ratio)) best = {std::exp(mid), held.value()};
-    (held.value() > ratio ? lo : hi) = mid;
+  std::vector<ThresholdMatch> out;
+  for (double r : ratios) {
+    auto m = Bisect(bases, kv, r);
+    if (!m.ok()) return m.error();
+    out.push_back(m.value());
   }
-  return best;
+  return out;
 }
 
 }  // namespace kvtrim::eval

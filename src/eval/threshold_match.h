@@ -24,9 +24,10 @@ struct ThresholdMatch {
   double held = 0;       // the mean share of the entries held at T on the contexts
 };
 
-// kv: the method's options (its policy and flags; ratio and threshold
-// unused). Contexts: prefilled once each, forked at every T tried.
-Expected<ThresholdMatch> MatchThreshold(const Engine& e, KvOptions kv, double ratio,
-                                        const std::vector<std::vector<int>>& contexts);
+// One match per ratio. kv: the method's options (its policy and flags;
+// ratio and threshold unused). Contexts: prefilled once each for every
+// ratio, forked at every T tried.
+Expected<std::vector<ThresholdMatch>> MatchThreshold(const Engine& e, KvOptions kv, const std::vector<double>& ratios,
+                                                     const std::vector<std::vector<int>>& contexts);
 
 }  // namespace kvtrim::eval
