@@ -45,8 +45,8 @@ void AttentionStats::OnProbTile(int layer, int kv_head, const ProbTile& tile) {
   for (const auto& [name, s] : head(layer, kv_head).taps) s->OnTile(tile, clock);
 }
 
-int64_t AttentionStats::ProbsFrom(int) const {
-  const TapClock clock{pos0_, step_, prompt_end_};
+int64_t AttentionStats::ProbsFrom(int layer) const {
+  const TapClock clock = Clock(layer);
   int64_t first = std::numeric_limits<int64_t>::max();  // nothing read
   for (const TapUse& use : needs_.taps) {
     const TapInfo* info = FindTap(use.name);
