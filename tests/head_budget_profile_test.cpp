@@ -16,6 +16,7 @@
 #include "kv/profile.h"
 #include "kvtrim/engine.h"
 #include "model/config.h"
+#include "prose_prompt.h"
 #include "test_util.h"
 
 namespace kvtrim {
@@ -32,15 +33,6 @@ double RefKl(const float* p, const float* q, size_t V) {  // the textbook sum, i
     if (pp > 0) kl += pp * std::log(pp / qq);
   }
   return static_cast<double>(kl);
-}
-
-std::vector<int> Prompt(const Engine& e, int n) {
-  std::string text;
-  while (static_cast<int>(e.tokenizer().Encode(text, true).size()) < n)
-    text += "The quick brown fox jumps over the lazy dog while the river runs past the old mill and the town. ";
-  std::vector<int> t = e.tokenizer().Encode(text, true);
-  t.resize(n);
-  return t;
 }
 
 // Closed form: head i's share of the uniform total base * 16 is
@@ -197,7 +189,7 @@ TEST(HeadBudgetProfile, RunHoldsExactlyTheBudgetedEntriesPerHead) {
   auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
   ASSERT_TRUE(e);
   const std::string path = WriteNeedleProfile(*e, true, "hb_needle.json");
-  const std::vector<int> prompt = Prompt(*e, 600);
+  const std::vector<int> prompt = test::ProsePrompt(*e, 600);
   for (double r : {0.25, 0.1}) {
     // 0.1: the stored units; 0.25: searched again on the stored curves.
     const std::vector<int> u = r == 0.1 ? SkewedUnits() : kv::UnitsAtRatio(SkewedBudgets(), r).value();
@@ -278,7 +270,7 @@ TEST(HeadBudgetProfile, MeasuredBaselineIsThePlainCompressedRunsKl) {
   auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
   ASSERT_TRUE(e);
   const int cont = 12;
-  const std::vector<int> ctx = Prompt(*e, 600 + cont);
+  const std::vector<int> ctx = test::ProsePrompt(*e, 600 + cont);
   HeadBudgetMeasureOptions mo;
   mo.ratio = 0.1;
   mo.policy.policy = "snapkv";

@@ -10,19 +10,11 @@
 #include "kv/compressor.h"
 #include "io/tokenizer.h"
 #include "kvtrim/engine.h"
+#include "prose_prompt.h"
 #include "test_util.h"
 
 namespace kvtrim {
 namespace {
-
-std::vector<int> Prompt(const Engine& e, int n) {
-  std::string text;
-  while (static_cast<int>(e.tokenizer().Encode(text, true).size()) < n)
-    text += "The quick brown fox jumps over the lazy dog while the river runs past the old mill and the town. ";
-  std::vector<int> t = e.tokenizer().Encode(text, true);
-  t.resize(n);
-  return t;
-}
 
 // Every head's kept positions, and the counter ref-pass-us.
 std::pair<std::vector<std::vector<int>>, int64_t> Kept(const Session& s) {
@@ -55,7 +47,7 @@ std::pair<std::vector<std::vector<int>>, int64_t> Alone(const Engine& e, const K
 TEST(ReferencePassMemo, ForksShareOnePassAndKeepWhatTheirOwnWouldKeep) {
   auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
   ASSERT_TRUE(e);
-  const std::vector<int> prompt = Prompt(*e, 400);
+  const std::vector<int> prompt = test::ProsePrompt(*e, 400);
   std::vector<KvOptions> kvs;
   for (const char* p : {"kvzip", "kvzip+", "am"})
     for (double r : {0.1, 0.05}) {
