@@ -255,7 +255,7 @@ Status Session::Prefill(const std::vector<int>& tokens) {
   for (size_t c0 = 0; c0 < tokens.size(); c0 += chunk) {
     const size_t n = std::min(chunk, tokens.size() - c0);
     if (chunk < tokens.size()) pass_from_ = first + c0, pass_to_ = first + c0 + n;  // chunked: its chunk only
-    compressor_->BeginChunk(position() + static_cast<int64_t>(n), c0 == 0);
+    compressor_->BeginChunk(position() + static_cast<int64_t>(n), c0 == 0, chunk < tokens.size() ? position() : -1);
     KVTRIM_RETURN_IF_ERROR(ForwardPrompt(tokens.data() + c0, n));
     if (c0 + n == tokens.size()) break;  // the last chunk: Compress() takes it
     if (compressor_->policy().prefill_time()) KVTRIM_RETURN_IF_ERROR(RunReferencePass());

@@ -311,10 +311,11 @@ std::vector<std::pair<std::string, int64_t>> Compressor::counters() const {
   return c;
 }
 
-Status Compressor::CompressHead(KvCache& cache, int layer, int h, Phase phase, int budget) {
+Status Compressor::CompressHead(KvCache& cache, int layer, int h, Phase phase, int budget, int64_t budget_len) {
   HeadStore& hs = cache.head(layer, h);
   PolicyContext ctx = Context(cache, layer, h, phase);
   ctx.budget = budget;
+  if (phase == Phase::kPrefill && chunk_from_ >= 0) ctx.chunk_from = chunk_from_, ctx.budget_len = budget_len;
   Plan plan = policy_->Compress(ctx);
   if (plan.noop) return {};
   KVTRIM_RETURN_IF_ERROR(ValidatePlan(plan, hs.size(), hs.head_dim()));
@@ -362,11 +363,12 @@ Status Compressor::CompressLayerAt(KvCache& cache, int l, int64_t n_budget, kern
   }
   // Heads are independent (plans, rows and statistics are per head).
   std::vector<Status> st(n_head_kv_);
+  const bool each_chunk = chunk_from_ >= 0 && policy_->compresses_each_chunk();
   auto run = [&](int64_t a, int64_t e) {
     for (int64_t h = a; h < e; ++h) {
       const int b = budgets[static_cast<size_t>(l) * n_head_kv_ + h];
-      if (cache.head(l, static_cast<int>(h)).size() > b)
-        st[h] = CompressHead(cache, l, static_cast<int>(h), Phase::kPrefill, b);
+      if (cache.head(l, static_cast<int>(h)).size() > b || each_chunk)
+        st[h] = CompressHead(cache, l, static_cast<int>(h), Phase::kPrefill, b, n_budget);
     }
   };
   if (pool) pool->ParallelFor(n_head_kv_, run);
@@ -377,7 +379,8 @@ Status Compressor::CompressLayerAt(KvCache& cache, int l, int64_t n_budget, kern
   return {};
 }
 
-void Compressor::BeginChunk(int64_t chunk_end, bool first) {
+void Compressor::BeginChunk(int64_t chunk_end, bool first, int64_t chunk_from) {
+  chunk_from_ = chunk_from;
   stats_->SetPromptEnd(chunk_end);
   if (!first) stats_->StartChunk();
 }
@@ -413,6 +416,7 @@ Status Compressor::CompressChunk(KvCache& cache, int64_t prompt_end, kernels::Th
 
 void Compressor::FinishPrefill(KvCache& cache) {
   auto t0 = std::chrono::steady_clock::now();
+  chunk_from_ = -1;
   stats_->DropPrefillQK();
   cache.Convert(quant_);  // evict first, then quantize what stays
   compress_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

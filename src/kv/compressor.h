@@ -112,7 +112,10 @@ class Compressor {
   // logical length `chunk_end`, so SnapKV's window is that chunk's last w
   // positions; after the first chunk the window mass of the one before is
   // cleared (each chunk's window votes afresh over every entry held).
-  void BeginChunk(int64_t chunk_end, bool first);
+  // chunk_from: the chunk's first logical position when the prompt is
+  // prefilled in more than one chunk, -1 for a single chunk
+  // (PolicyContext::chunk_from, until FinishPrefill).
+  void BeginChunk(int64_t chunk_end, bool first, int64_t chunk_from = -1);
   // After every chunk of a chunked prefill but the last: each head over its
   // budget for the whole prompt (logical length prompt_end) is brought back
   // within it (Policy::EndChunk on every head first), then the chunk's
@@ -153,7 +156,7 @@ class Compressor {
   std::vector<EntryScores> LayerScores(const KvCache& cache, int layer, Phase phase, kernels::ThreadPool* pool);
   // The shared allocator's counts (KVzip), before any head changes.
   void PrepareShared(const KvCache& cache, kernels::ThreadPool* pool);
-  Status CompressHead(KvCache& cache, int layer, int h, Phase phase, int budget);
+  Status CompressHead(KvCache& cache, int layer, int h, Phase phase, int budget, int64_t budget_len = 0);
   CompressionOptions o_;
   std::unique_ptr<Policy> policy_;
   std::unique_ptr<AttentionStats> stats_;
@@ -171,6 +174,7 @@ class Compressor {
   std::vector<float> out_gram_;
   double ref_pass_s_ = -1, prefill_s_ = 0, reused_pass_s_ = 0;
   std::atomic<int64_t> evicted_{0};
+  int64_t chunk_from_ = -1;  // BeginChunk's, -1 outside a prefill in several chunks
 };
 
 }  // namespace kvtrim::kv

@@ -57,6 +57,13 @@ struct PolicyContext {
   // the group's G blocks M_g = W_o,g^T W_o,g [G][hd][hd] of this head's
   // query heads (model/output_gram.h: ||W_o,g v|| = sqrt(v^T M_g v)); null otherwise.
   const float* out_gram = nullptr;
+  // A prompt prefilled in more than one chunk (KvOptions::prefill_chunk):
+  // the first logical position of the chunk being compressed, and the length
+  // the budget is for (the prompt's end); -1 and 0 otherwise (one-shot, a
+  // single chunk, decode). A policy compacting each chunk to its share of
+  // the budget (Attention Matching) reads them.
+  int64_t chunk_from = -1;
+  int64_t budget_len = 0;
 };
 
 // What prefill-time compression is asked to reach, for policies that plan
@@ -126,6 +133,10 @@ class Policy {
   // keys and queries are dropped: a policy scoring from those folds what it
   // needs into state it carries (Compactor's scores).
   virtual void EndChunk(const PolicyContext& /*ctx*/) {}
+  // Chunked prefill: compress every head after every chunk, within budget or
+  // not (PolicyContext::chunk_from says which entries are the chunk's), for a
+  // policy that compacts each chunk to its share as it streams in.
+  virtual bool compresses_each_chunk() const { return false; }
 };
 
 // A rate between two of a policy's counters, printed beside them

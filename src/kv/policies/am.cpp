@@ -304,40 +304,75 @@ ReferencePass AmPolicy::reference_pass() const {
   return rp;
 }
 
+// The entries this call compacts and how many they keep. One-shot: every
+// entry, to the head's budget. A prompt prefilled in chunks: the entries of
+// the chunk being compressed (positions >= chunk_from, the last ones held),
+// to the chunk's share of the budget, ceil(B c1 / N) - ceil(B c0 / N) for the
+// chunk [c0, c1) of a prompt ending at N; the entries compacted with the
+// chunks before stay as they are (METHODS.md section 4's chunked compaction,
+// each chunk with its own reference queries).
+struct CompactRange {
+  int from = 0, t = 0;
+};
+
+CompactRange RangeToCompact(const PolicyContext& ctx) {
+  const HeadStore& s = *ctx.store;
+  if (ctx.chunk_from < 0 || ctx.budget_len <= 0) return {0, ctx.budget};
+  int from = s.size();
+  while (from > 0 && s.pos(from - 1) >= ctx.chunk_from) --from;
+  auto share = [&](int64_t c) {
+    return static_cast<int>(std::ceil(static_cast<double>(ctx.budget) * std::min(c, ctx.budget_len) / ctx.budget_len - 1e-9));
+  };
+  return {from, std::max(0, share(ctx.logical_len) - share(ctx.chunk_from))};
+}
+
 Plan AmPolicy::Compress(const PolicyContext& ctx) {
   const HeadStore& s = *ctx.store;
   const int n = s.size(), d = s.head_dim();
   if (ctx.budget <= 0) return {};
-  const MatrixXd Q = ReferenceQueries(ctx, *c_);
-  std::vector<float> row(d);
+  const CompactRange range = RangeToCompact(ctx);
+  const int span = n - range.from;
   Plan plan;
   plan.noop = false;
-  for (int c0 = 0; c0 < n; c0 += c_->chunk) {  // chunks compacted independently
-    const int c1 = std::min(n, c0 + c_->chunk);
-    const int t = static_cast<int>(std::ceil(static_cast<double>(ctx.budget) * c1 / n - 1e-9)) -
-                  static_cast<int>(std::ceil(static_cast<double>(ctx.budget) * c0 / n - 1e-9));
+  for (int i = 0; i < range.from; ++i) plan.keep.push_back(i);  // compacted with earlier chunks
+  if (ctx.chunk_from >= 0 && span <= range.t) {  // the chunk fits its share: kept whole
+    for (int i = range.from; i < n; ++i) plan.keep.push_back(i);
+    return plan;
+  }
+  const MatrixXd Q = ReferenceQueries(ctx, *c_);
+  std::vector<float> row(d);
+  for (int c0 = 0; c0 < span; c0 += c_->chunk) {  // blocks compacted independently
+    const int c1 = std::min(span, c0 + c_->chunk);
+    const int t = static_cast<int>(std::ceil(static_cast<double>(range.t) * c1 / span - 1e-9)) -
+                  static_cast<int>(std::ceil(static_cast<double>(range.t) * c0 / span - 1e-9));
     if (t <= 0) continue;
     MatrixXd K(c1 - c0, d), V(c1 - c0, d);  // [nc, d]
     VectorXd b0(c1 - c0);
     for (int i = c0; i < c1; ++i) {
-      s.ReadKey(i, row.data());
+      s.ReadKey(range.from + i, row.data());
       for (int k = 0; k < d; ++k) K(i - c0, k) = row[k];
-      s.ReadValue(i, row.data());
+      s.ReadValue(range.from + i, row.data());
       for (int k = 0; k < d; ++k) V(i - c0, k) = row[k];
-      b0(i - c0) = s.logw(i);
+      b0(i - c0) = s.logw(range.from + i);
     }
     BlockFit f = FitBlock(Q, K, V, b0, t, *c_);
     dropped_ += f.dropped;
     refilled_ += f.refilled;
     filled_plain_ += f.filled_plain;
     for (size_t a = 0; a < f.keep.size(); ++a) {
-      const int i = c0 + f.keep[a];
+      const int i = range.from + c0 + f.keep[a];
       plan.keep.push_back(i);
       plan.set_logw.push_back({i, f.logw[a]});
       if (!f.values.empty()) plan.set_value.push_back({i, f.values[a]});
     }
   }
   return plan;
+}
+
+std::string AmPolicy::StreamBlocker() const {
+  if (c_->repeat && c_->onpolicy)
+    return "--am-onpolicy re-runs the repeat pass layer by layer over the whole context";
+  return {};
 }
 
 PolicyInfo AmPolicyInfo() {

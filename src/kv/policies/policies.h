@@ -53,13 +53,12 @@ class AmPolicy : public Policy {
   bool decode_time() const override { return false; }
   ReferencePass reference_pass() const override;
   Plan Compress(const PolicyContext& ctx) override;
-  // Compaction as the prompt streams in (each chunk compacted with its own
-  // reference queries, earlier compacted entries left alone) is not built:
-  // its chunks are compacted once, after the whole prefill.
-  std::string StreamBlocker() const override {
-    return "its compaction of fixed chunks runs once over the whole prefilled context (compacting as the prompt "
-           "streams in is not built yet)";
-  }
+  // A prompt prefilled in chunks: each chunk is compacted to its share of
+  // the budget with its own reference queries (its prefill queries and its
+  // repeat pass), the entries of earlier chunks left as they are; not with
+  // --am-onpolicy.
+  std::string StreamBlocker() const override;
+  bool compresses_each_chunk() const override { return true; }
   // Picked keys dropped because NNLS gave them weight 0 (or < 1e-12 max w).
   int64_t dropped() const { return dropped_.load(); }
   // am-dropped, am-refilled (keys the refill rounds added that kept a
