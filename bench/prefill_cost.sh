@@ -16,7 +16,9 @@
 # chunked mode. Past the model's context, -c D+2 with linear RoPE scaling
 # (the speed does not depend on the rotation).
 # `kvzip-per-head` runs kvzip with --kvzip-per-head (the mode that
-# streams, with chunked reconstruction).
+# streams, with chunked reconstruction); `am-q1024` runs am with
+# --am-max-queries 1024 (bounded reference queries), `am-ctxq` with
+# --am-queries 0 (the context's own queries, no repeat pass).
 # bench/prefill_cost.py turns the log into the table and the plot.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,6 +55,8 @@ for d in $DEPTHS; do
     for mode in $MODES; do
       flags=(--kv "$method")
       [[ $method == kvzip-per-head ]] && flags=(--kv kvzip --kvzip-per-head)
+      [[ $method == am-q1024 ]] && flags=(--kv am --am-max-queries 1024)
+      [[ $method == am-ctxq ]] && flags=(--kv am --am-queries 0)
       [[ $method == full ]] || flags+=(--kv-ratio "$RATIO")
       if [[ $mode == chunked ]]; then
         [[ $method == full ]] && continue

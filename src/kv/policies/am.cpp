@@ -25,6 +25,7 @@
 #include "kv/numerics/lstsq.h"
 #include "kv/numerics/nnls.h"
 #include "kv/numerics/omp.h"
+#include "kv/numerics/vexp.h"
 #include "kv/policies/policies.h"
 
 namespace kvtrim::kv {
@@ -32,6 +33,7 @@ namespace kvtrim::kv {
 namespace {
 
 using Eigen::MatrixXd;
+using Eigen::MatrixXf;
 using Eigen::VectorXd;
 
 }  // namespace
@@ -59,10 +61,11 @@ uint64_t Mix(uint64_t z) {  // splitmix64 finalizer
   return z ^ (z >> 31);
 }
 
-// Reference queries [M, d], scaled by 1/sqrt(d): every row of the prefill
+// Reference queries [M, d] (float, as the cache holds them), scaled by
+// 1/sqrt(d): every row of the prefill
 // and repeat queries, a seeded sample of max_queries when there are more.
 // Without any (no statistics), the keys themselves probe the head.
-MatrixXd ReferenceQueries(const PolicyContext& ctx, const AmConfig& c) {
+MatrixXf ReferenceQueries(const PolicyContext& ctx, const AmConfig& c) {
   const int d = ctx.store->head_dim();
   std::vector<const float*> rows;
   if (ctx.stats) {
@@ -85,10 +88,10 @@ MatrixXd ReferenceQueries(const PolicyContext& ctx, const AmConfig& c) {
     }
     rows.resize(c.max_queries);
   }
-  MatrixXd Q(rows.size(), d);  // [M, d]
+  MatrixXf Q(rows.size(), d);  // [M, d]
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   for (size_t r = 0; r < rows.size(); ++r)
-    for (int k = 0; k < d; ++k) Q(r, k) = rows[r][k] * scale;
+    for (int k = 0; k < d; ++k) Q(r, k) = static_cast<float>(rows[r][k] * scale);
   return Q;
 }
 
@@ -104,40 +107,46 @@ struct BlockFit {
 
 // Unique keys of the block: rep[u] = first entry of the u-th distinct key,
 // of[i] = u for each entry.
-void UniqueKeys(const MatrixXd& K, std::vector<int>* rep, std::vector<int>* of) {
+void UniqueKeys(const MatrixXf& K, std::vector<int>* rep, std::vector<int>* of) {
   std::unordered_map<std::string, int> seen;
   of->resize(K.rows());
   for (int i = 0; i < K.rows(); ++i) {
-    std::string bytes(reinterpret_cast<const char*>(K.row(i).eval().data()), sizeof(double) * K.cols());
+    std::string bytes(reinterpret_cast<const char*>(K.row(i).eval().data()), sizeof(float) * K.cols());
     auto [it, fresh] = seen.emplace(bytes, static_cast<int>(rep->size()));
     if (fresh) rep->push_back(i);
     (*of)[i] = it->second;
   }
 }
 
-// Top t by root-mean-square attention weight over the queries (the weight of
-// a distinct key sums over its copies).
-std::vector<int> HighestAttention(const MatrixXd& Afull, const VectorXd& mass, const std::vector<int>& of, int nu, int t) {
-  MatrixXd W = MatrixXd::Zero(Afull.rows(), nu);  // [M, nu] attention weight per distinct key
-  for (int i = 0; i < Afull.cols(); ++i) W.col(of[i]) += Afull.col(i).cwiseQuotient(mass);
-  VectorXd score = W.colwise().squaredNorm().transpose();  // monotone in the RMS
+// Distinct keys by root-mean-square attention weight over the queries,
+// highest first (the weight of a distinct key sums over its copies; ties
+// keep the earlier key). The top t are highest-attn's pick; the rest is the
+// order in which Refill offers keys.
+std::vector<int> AttentionRanking(const MatrixXd& Afull, const VectorXd& mass, const std::vector<int>& of, int nu) {
+  VectorXd score;  // [nu] monotone in the RMS
+  if (nu == Afull.cols()) {  // every key distinct (of[i] == i): no [M, nu] copy
+    score = (Afull.array().colwise() / mass.array()).square().colwise().sum().transpose();
+  } else {
+    MatrixXd W = MatrixXd::Zero(Afull.rows(), nu);  // [M, nu] attention weight per distinct key
+    for (int i = 0; i < Afull.cols(); ++i) W.col(of[i]) += Afull.col(i).cwiseQuotient(mass);
+    score = W.colwise().squaredNorm().transpose();
+  }
   std::vector<int> idx(nu);
   std::iota(idx.begin(), idx.end(), 0);
   std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return score(a) > score(b); });
-  idx.resize(std::min(t, nu));
   return idx;
 }
 
 // Keys picked (distinct-key indices) and their NNLS weights on the mass target.
-void SelectAndWeigh(const MatrixXd& A, const VectorXd& mass, const MatrixXd& Afull, const VectorXd& safe,
-                    const std::vector<int>& of, int t, const AmConfig& c, std::vector<int>* sel, VectorXd* w) {
+void SelectAndWeigh(const MatrixXd& A, const VectorXd& mass, const std::vector<int>& ranking, int t, const AmConfig& c,
+                    std::vector<int>* sel, VectorXd* w) {
   if (c.omp) {
     numerics::OmpResult r = numerics::OmpNnls(A, mass, t, c.omp_step);
     *sel = r.support;
     *w = r.w;
   }
   if (sel->empty()) {  // highest attention (or OMP found nothing to pick: no query has mass)
-    *sel = HighestAttention(Afull, safe, of, static_cast<int>(A.cols()), t);
+    sel->assign(ranking.begin(), ranking.begin() + std::min<size_t>(t, ranking.size()));
     MatrixXd As(A.rows(), sel->size());  // [M, t]
     for (size_t a = 0; a < sel->size(); ++a) As.col(a) = A.col((*sel)[a]);
     const MatrixXd P = As.transpose() * As;  // [t, t]
@@ -166,11 +175,9 @@ std::vector<int> Positive(const VectorXd& w) {
 // the rounds or the candidates run out. Keys still missing after the rounds
 // are the next-ranked ones with their own cardinality (`plain`, counted), so
 // a head holds exactly min(t, distinct keys) entries.
-void Refill(const MatrixXd& A, const VectorXd& mass, const MatrixXd& Afull, const VectorXd& safe,
-            const std::vector<int>& of, int t, int rounds, std::vector<int>* sel, VectorXd* w, std::vector<int>* plain,
-            int* refilled) {
+void Refill(const MatrixXd& A, const VectorXd& mass, const std::vector<int>& ranking, int t, int rounds,
+            std::vector<int>* sel, VectorXd* w, std::vector<int>* plain, int* refilled) {
   const int nu = static_cast<int>(A.cols());
-  const std::vector<int> ranking = HighestAttention(Afull, safe, of, nu, nu);
   std::vector<char> tried(nu, 0), picked(nu, 0);
   for (int u : *sel) tried[u] = picked[u] = 1;
   size_t next = 0;
@@ -221,8 +228,7 @@ void FitValues(const MatrixXd& S, const VectorXd& shift, const MatrixXd& Y, cons
                double ridge, BlockFit* f) {
   MatrixXd X(S.rows(), kept.size());  // [M, k]
   for (size_t a = 0; a < kept.size(); ++a) X.col(a) = (S.col(kept[a].first) - shift).array() + kept[a].second;
-  const VectorXd xmax = X.rowwise().maxCoeff();
-  X = (X.colwise() - xmax).array().exp().matrix();
+  numerics::ExpShiftRowsInPlace(&X, X.rowwise().maxCoeff());
   X = X.array().colwise() / X.rowwise().sum().array();
   const MatrixXd Vt = numerics::RidgeLstsq(X, Y, ridge);  // [k, d]
   const bool finite = Vt.allFinite();  // else the original values stay
@@ -237,30 +243,49 @@ void FitValues(const MatrixXd& S, const VectorXd& shift, const MatrixXd& Y, cons
   }
 }
 
-BlockFit FitBlock(const MatrixXd& Q, const MatrixXd& K, const MatrixXd& V, const VectorXd& b0, int t, const AmConfig& c) {
+// The two [M, n] x [n, d]-sized products (the scores, the full outputs)
+// are most of a fit's arithmetic: they run in float, as the cache's keys,
+// values and queries are (relative error ~1e-7 on the scores' exponent and
+// the outputs); everything after them is double.
+BlockFit FitBlock(const MatrixXf& Q, const MatrixXf& K, const MatrixXf& V, const VectorXd& b0, int t, const AmConfig& c) {
   const int n = static_cast<int>(K.rows());
-  const MatrixXd S = Q * K.transpose();  // [M, n] scores q.k/sqrt(d)
-  const MatrixXd Sb = S.rowwise() + b0.transpose();
+  const MatrixXd S = (Q * K.transpose()).cast<double>();  // [M, n] scores q.k/sqrt(d)
+  // Entries not compacted before (every b0 = 0, a fresh prefill) need no
+  // second [M, n] score matrix: with b0 the scores are S itself.
+  const bool plain_b = (b0.array() == 0.0).all();
+  MatrixXd Sb_own;
+  if (!plain_b) Sb_own = S.rowwise() + b0.transpose();
+  const MatrixXd& Sb = plain_b ? S : Sb_own;
   // s_q: the largest score with or without the entries' own b, so neither
   // the target nor a candidate column can overflow (entries already
   // compacted may carry any b).
-  const VectorXd shift = Sb.rowwise().maxCoeff().cwiseMax(S.rowwise().maxCoeff());  // [M]
-  const MatrixXd Afull = (Sb.colwise() - shift).array().exp().matrix();  // [M, n] with the entries' own b
+  const VectorXd shift = plain_b ? VectorXd(S.rowwise().maxCoeff())
+                                 : VectorXd(Sb.rowwise().maxCoeff().cwiseMax(S.rowwise().maxCoeff()));  // [M]
+  MatrixXd Afull = Sb;  // [M, n] with the entries' own b
+  numerics::ExpShiftRowsInPlace(&Afull, shift);
   const VectorXd mass = Afull.rowwise().sum();  // [M] m(q), 0 only if every b underflows
   const VectorXd safe = mass.cwiseMax(std::numeric_limits<double>::min());
-  const MatrixXd Y = (Afull * V).array().colwise() / safe.array();  // [M, d] full outputs (0 for a massless query)
+  const MatrixXd Y = (Afull.cast<float>() * V).cast<double>().array().colwise() / safe.array();  // [M, d] full outputs (0 for a massless query)
   std::vector<int> rep, of;
   UniqueKeys(K, &rep, &of);
   const int nu = static_cast<int>(rep.size());
-  MatrixXd A(Q.rows(), nu);  // [M, nu] A_qj = exp(q k_j/sqrt d - s_q), one column per distinct key
-  for (int u = 0; u < nu; ++u) A.col(u) = (S.col(rep[u]) - shift).array().exp().matrix();
+  // A_qj = exp(q k_j/sqrt d - s_q), one column per distinct key [M, nu]: the
+  // columns of Afull themselves when every key is distinct and b0 = 0.
+  MatrixXd A_own;
+  if (!plain_b || nu != n) {
+    A_own.resize(Q.rows(), nu);
+    for (int u = 0; u < nu; ++u) A_own.col(u) = S.col(rep[u]);
+    numerics::ExpShiftRowsInPlace(&A_own, shift);
+  }
+  const MatrixXd& A = A_own.size() ? A_own : Afull;
+  const std::vector<int> ranking = AttentionRanking(Afull, safe, of, nu);
   std::vector<int> sel;
   VectorXd w;
-  SelectAndWeigh(A, mass, Afull, safe, of, t, c, &sel, &w);
+  SelectAndWeigh(A, mass, ranking, t, c, &sel, &w);
   BlockFit f;
   std::vector<int> plain;  // refill's keys with their own cardinality
   const std::vector<int> first = sel;
-  if (c.refill) Refill(A, mass, Afull, safe, of, t, c.refill_rounds, &sel, &w, &plain, &f.refilled);
+  if (c.refill) Refill(A, mass, ranking, t, c.refill_rounds, &sel, &w, &plain, &f.refilled);
   auto own_b = [&](int u) {  // log of the tokens a distinct key stands for
     double card = 0;
     for (int i = 0; i < n; ++i) card += of[i] == u ? std::exp(b0(i)) : 0.0;
@@ -339,14 +364,14 @@ Plan AmPolicy::Compress(const PolicyContext& ctx) {
     for (int i = range.from; i < n; ++i) plan.keep.push_back(i);
     return plan;
   }
-  const MatrixXd Q = ReferenceQueries(ctx, *c_);
+  const MatrixXf Q = ReferenceQueries(ctx, *c_);
   std::vector<float> row(d);
   for (int c0 = 0; c0 < span; c0 += c_->chunk) {  // blocks compacted independently
     const int c1 = std::min(span, c0 + c_->chunk);
     const int t = static_cast<int>(std::ceil(static_cast<double>(range.t) * c1 / span - 1e-9)) -
                   static_cast<int>(std::ceil(static_cast<double>(range.t) * c0 / span - 1e-9));
     if (t <= 0) continue;
-    MatrixXd K(c1 - c0, d), V(c1 - c0, d);  // [nc, d]
+    MatrixXf K(c1 - c0, d), V(c1 - c0, d);  // [nc, d]
     VectorXd b0(c1 - c0);
     for (int i = c0; i < c1; ++i) {
       s.ReadKey(range.from + i, row.data());
