@@ -26,13 +26,24 @@ std::string Timestamp() {
   return buf;
 }
 
-// A progress bar on stderr, redrawn in place; silent when stderr is not a terminal.
+// Progress on stderr: a bar redrawn in place on a terminal; otherwise (a
+// log file, a pipe) one plain line at most every kLogEvery seconds, so a
+// long run shows it is alive without filling the log.
 std::function<void(int, int)> ProgressBar() {
-  if (!isatty(fileno(stderr))) return nullptr;
+  constexpr double kLogEvery = 60.0;
+  const bool tty = isatty(fileno(stderr));
   auto start = std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
-  return [start](int done, int total) {
+  auto last = std::make_shared<double>(0.0);
+  return [start, last, tty](int done, int total) {
     double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - *start).count();
     double eta = done > 0 ? el / done * (total - done) : 0;
+    if (!tty) {
+      if (el - *last < kLogEvery || done == total) return;
+      *last = el;
+      std::fprintf(stderr, "kvtrim eval: %d/%d samples, %.0f s, ETA %.0f s\n", done, total, el, eta);
+      std::fflush(stderr);
+      return;
+    }
     int w = 30, fill = total > 0 ? w * done / total : w;
     std::fprintf(stderr, "\r[%s%s] %d/%d samples, %.0f s, ETA %.0f s ", std::string(fill, '#').c_str(),
                  std::string(w - fill, '.').c_str(), done, total, el, eta);
