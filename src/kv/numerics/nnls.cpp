@@ -9,8 +9,11 @@ namespace kvtrim::kv::numerics {
 namespace {
 
 // Unconstrained least squares restricted to the passive set: P_SS z_S = c_S,
-// z = 0 elsewhere. The COD gives the minimum-norm solution when P_SS is
-// singular (duplicate columns).
+// z = 0 elsewhere. A pivoted LDL^T (Cholesky-like, a third of a QR's work)
+// when P_SS is clearly positive definite; otherwise the COD, which gives the
+// minimum-norm solution when P_SS is singular (duplicate columns). The
+// inner loop solves once per variable it adds or drops: the solves were most
+// of Attention Matching's NNLS time with the COD alone (round 5 profile).
 Eigen::VectorXd SolvePassive(const Eigen::MatrixXd& P, const Eigen::VectorXd& c, const std::vector<int>& S) {
   const int k = static_cast<int>(S.size());
   Eigen::MatrixXd Pss(k, k);  // [k, k]
@@ -21,7 +24,11 @@ Eigen::VectorXd SolvePassive(const Eigen::MatrixXd& P, const Eigen::VectorXd& c,
   }
   Eigen::VectorXd z = Eigen::VectorXd::Zero(c.size());
   if (k == 0) return z;
-  Eigen::VectorXd zs = Pss.completeOrthogonalDecomposition().solve(cs);
+  constexpr double kMinPivot = 1e-10;  // relative to the largest: below it, rank is in doubt
+  Eigen::LDLT<Eigen::MatrixXd> ldlt(Pss);
+  const Eigen::VectorXd D = ldlt.vectorD();
+  const bool definite = ldlt.info() == Eigen::Success && D.minCoeff() > kMinPivot * D.cwiseAbs().maxCoeff();
+  Eigen::VectorXd zs = definite ? Eigen::VectorXd(ldlt.solve(cs)) : Eigen::VectorXd(Pss.completeOrthogonalDecomposition().solve(cs));
   for (int a = 0; a < k; ++a) z(S[a]) = zs(a);
   return z;
 }

@@ -6,9 +6,11 @@
 // Why not Eigen's: Debian's Eigen 3.4 has no unsupported/Eigen/NNLS (it
 // arrived after 3.4), so this is the same standard, finite-step algorithm on
 // top of Eigen's solvers: every subproblem is an unconstrained least squares
-// on the passive set, solved by a complete orthogonal decomposition (rank
-// revealing, so duplicate or collinear columns give a finite minimum-norm
-// answer). No projected gradient, no step sizes to tune.
+// on the passive set, solved by a pivoted LDL^T when that block is clearly
+// positive definite (smallest pivot above 1e-10 of the largest), otherwise by
+// a complete orthogonal decomposition (rank revealing, so duplicate or
+// collinear columns give a finite minimum-norm answer). No projected
+// gradient, no step sizes to tune.
 #pragma once
 #include "kv/numerics/eigen.h"
 

@@ -224,10 +224,11 @@ void Refill(const MatrixXd& A, const VectorXd& mass, const std::vector<int>& ran
 
 // Values of the kept entries by ridge least squares: softmax over the kept
 // keys with their fitted b, X [M, k], against the full outputs Y [M, d].
-void FitValues(const MatrixXd& S, const VectorXd& shift, const MatrixXd& Y, const std::vector<std::pair<int, double>>& kept,
+void FitValues(const MatrixXf& S, const VectorXd& shift, const MatrixXd& Y, const std::vector<std::pair<int, double>>& kept,
                double ridge, BlockFit* f) {
   MatrixXd X(S.rows(), kept.size());  // [M, k]
-  for (size_t a = 0; a < kept.size(); ++a) X.col(a) = (S.col(kept[a].first) - shift).array() + kept[a].second;
+  for (size_t a = 0; a < kept.size(); ++a)
+    X.col(a) = (S.col(kept[a].first).cast<double>() - shift).array() + kept[a].second;
   numerics::ExpShiftRowsInPlace(&X, X.rowwise().maxCoeff());
   X = X.array().colwise() / X.rowwise().sum().array();
   const MatrixXd Vt = numerics::RidgeLstsq(X, Y, ridge);  // [k, d]
@@ -243,29 +244,41 @@ void FitValues(const MatrixXd& S, const VectorXd& shift, const MatrixXd& Y, cons
   }
 }
 
+// The full outputs Y = A V / m [M, d], A's columns in float blocks of 256
+// (a [M, 256] float copy at a time, not a second [M, n] matrix).
+MatrixXd FullOutputs(const MatrixXd& Afull, const MatrixXf& V, const VectorXd& safe) {
+  constexpr int kCols = 256;
+  MatrixXf Yf = MatrixXf::Zero(Afull.rows(), V.cols());
+  for (int j = 0; j < Afull.cols(); j += kCols) {
+    const int w = std::min<int>(kCols, static_cast<int>(Afull.cols()) - j);
+    Yf.noalias() += Afull.middleCols(j, w).cast<float>() * V.middleRows(j, w);
+  }
+  return Yf.cast<double>().array().colwise() / safe.array();
+}
+
 // The two [M, n] x [n, d]-sized products (the scores, the full outputs)
 // are most of a fit's arithmetic: they run in float, as the cache's keys,
 // values and queries are (relative error ~1e-7 on the scores' exponent and
 // the outputs); everything after them is double.
 BlockFit FitBlock(const MatrixXf& Q, const MatrixXf& K, const MatrixXf& V, const VectorXd& b0, int t, const AmConfig& c) {
   const int n = static_cast<int>(K.rows());
-  const MatrixXd S = (Q * K.transpose()).cast<double>();  // [M, n] scores q.k/sqrt(d)
-  // Entries not compacted before (every b0 = 0, a fresh prefill) need no
-  // second [M, n] score matrix: with b0 the scores are S itself.
-  const bool plain_b = (b0.array() == 0.0).all();
-  MatrixXd Sb_own;
-  if (!plain_b) Sb_own = S.rowwise() + b0.transpose();
-  const MatrixXd& Sb = plain_b ? S : Sb_own;
+  // The two [M, n]-sized matrices of a block: the scores S = q.k/sqrt(d) in
+  // float (as computed) and Afull = exp(S + b0 - s_q) in double.
+  const MatrixXf S = Q * K.transpose();  // [M, n]
+  const bool plain_b = (b0.array() == 0.0).all();  // fresh entries (a prefill's): S + b0 is S
+  MatrixXd Afull = S.cast<double>();  // [M, n] S, then S + b0, then its exp
   // s_q: the largest score with or without the entries' own b, so neither
   // the target nor a candidate column can overflow (entries already
   // compacted may carry any b).
-  const VectorXd shift = plain_b ? VectorXd(S.rowwise().maxCoeff())
-                                 : VectorXd(Sb.rowwise().maxCoeff().cwiseMax(S.rowwise().maxCoeff()));  // [M]
-  MatrixXd Afull = Sb;  // [M, n] with the entries' own b
+  VectorXd shift = Afull.rowwise().maxCoeff();  // [M]
+  if (!plain_b) {
+    Afull.rowwise() += b0.transpose();
+    shift = shift.cwiseMax(Afull.rowwise().maxCoeff());
+  }
   numerics::ExpShiftRowsInPlace(&Afull, shift);
   const VectorXd mass = Afull.rowwise().sum();  // [M] m(q), 0 only if every b underflows
   const VectorXd safe = mass.cwiseMax(std::numeric_limits<double>::min());
-  const MatrixXd Y = (Afull.cast<float>() * V).cast<double>().array().colwise() / safe.array();  // [M, d] full outputs (0 for a massless query)
+  const MatrixXd Y = FullOutputs(Afull, V, safe);  // [M, d] full outputs (0 for a massless query)
   std::vector<int> rep, of;
   UniqueKeys(K, &rep, &of);
   const int nu = static_cast<int>(rep.size());
@@ -274,7 +287,7 @@ BlockFit FitBlock(const MatrixXf& Q, const MatrixXf& K, const MatrixXf& V, const
   MatrixXd A_own;
   if (!plain_b || nu != n) {
     A_own.resize(Q.rows(), nu);
-    for (int u = 0; u < nu; ++u) A_own.col(u) = S.col(rep[u]);
+    for (int u = 0; u < nu; ++u) A_own.col(u) = S.col(rep[u]).cast<double>();
     numerics::ExpShiftRowsInPlace(&A_own, shift);
   }
   const MatrixXd& A = A_own.size() ? A_own : Afull;
