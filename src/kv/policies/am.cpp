@@ -138,8 +138,10 @@ std::vector<int> AttentionRanking(const MatrixXd& Afull, const VectorXd& mass, c
 }
 
 // Keys picked (distinct-key indices) and their NNLS weights on the mass target.
+// gram: the picks' Gram matrix As^T As when it was formed (highest
+// attention), for Refill's first round; left empty otherwise.
 void SelectAndWeigh(const MatrixXd& A, const VectorXd& mass, const std::vector<int>& ranking, int t, const AmConfig& c,
-                    std::vector<int>* sel, VectorXd* w) {
+                    std::vector<int>* sel, VectorXd* w, MatrixXd* gram) {
   if (c.omp) {
     numerics::OmpResult r = numerics::OmpNnls(A, mass, t, c.omp_step);
     *sel = r.support;
@@ -149,12 +151,13 @@ void SelectAndWeigh(const MatrixXd& A, const VectorXd& mass, const std::vector<i
     sel->assign(ranking.begin(), ranking.begin() + std::min<size_t>(t, ranking.size()));
     MatrixXd As(A.rows(), sel->size());  // [M, t]
     for (size_t a = 0; a < sel->size(); ++a) As.col(a) = A.col((*sel)[a]);
-    const MatrixXd P = As.transpose() * As;  // [t, t]
+    MatrixXd P = As.transpose() * As;  // [t, t]
     const VectorXd rhs = As.transpose() * mass;
     // Warm start from the positive part of the unconstrained fit: most
     // weights are positive, so Lawson-Hanson needs a few solves, not t.
     const VectorXd x0 = P.completeOrthogonalDecomposition().solve(rhs).cwiseMax(0.0);
     *w = numerics::NnlsGram(P, rhs, &x0).x;
+    *gram = std::move(P);
   }
 }
 
@@ -176,7 +179,7 @@ std::vector<int> Positive(const VectorXd& w) {
 // are the next-ranked ones with their own cardinality (`plain`, counted), so
 // a head holds exactly min(t, distinct keys) entries.
 void Refill(const MatrixXd& A, const VectorXd& mass, const std::vector<int>& ranking, int t, int rounds,
-            std::vector<int>* sel, VectorXd* w, std::vector<int>* plain, int* refilled) {
+            MatrixXd gram, std::vector<int>* sel, VectorXd* w, std::vector<int>* plain, int* refilled) {
   const int nu = static_cast<int>(A.cols());
   std::vector<char> tried(nu, 0), picked(nu, 0);
   for (int u : *sel) tried[u] = picked[u] = 1;
@@ -189,7 +192,7 @@ void Refill(const MatrixXd& A, const VectorXd& mass, const std::vector<int>& ran
   // keys it keeps and computes only the added keys' columns (M k added
   // products, not M k^2).
   const VectorXd Am = A.transpose() * mass;  // [nu]
-  MatrixXd P;
+  MatrixXd P = std::move(gram);  // of the current picks, when SelectAndWeigh formed it
   for (int r = 0; r < rounds; ++r) {
     const std::vector<int> pos = Positive(*w);
     if (static_cast<int>(pos.size()) >= t || next_untried() < 0) break;
@@ -294,11 +297,12 @@ BlockFit FitBlock(const MatrixXf& Q, const MatrixXf& K, const MatrixXf& V, const
   const std::vector<int> ranking = AttentionRanking(Afull, safe, of, nu);
   std::vector<int> sel;
   VectorXd w;
-  SelectAndWeigh(A, mass, ranking, t, c, &sel, &w);
+  MatrixXd gram;
+  SelectAndWeigh(A, mass, ranking, t, c, &sel, &w, &gram);
   BlockFit f;
   std::vector<int> plain;  // refill's keys with their own cardinality
   const std::vector<int> first = sel;
-  if (c.refill) Refill(A, mass, ranking, t, c.refill_rounds, &sel, &w, &plain, &f.refilled);
+  if (c.refill) Refill(A, mass, ranking, t, c.refill_rounds, std::move(gram), &sel, &w, &plain, &f.refilled);
   auto own_b = [&](int u) {  // log of the tokens a distinct key stands for
     double card = 0;
     for (int i = 0; i < n; ++i) card += of[i] == u ? std::exp(b0(i)) : 0.0;
