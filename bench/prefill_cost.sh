@@ -18,7 +18,8 @@
 # `kvzip-per-head` runs kvzip with --kvzip-per-head (the mode that
 # streams, with chunked reconstruction); `am-q1024` runs am with
 # --am-max-queries 1024 (bounded reference queries), `am-ctxq` with
-# --am-queries 0 (the context's own queries, no repeat pass).
+# --am-queries 0 (the context's own queries, no repeat pass), `am-lite`
+# with both.
 # bench/prefill_cost.py turns the log into the table and the plot.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,6 +58,7 @@ for d in $DEPTHS; do
       [[ $method == kvzip-per-head ]] && flags=(--kv kvzip --kvzip-per-head)
       [[ $method == am-q1024 ]] && flags=(--kv am --am-max-queries 1024)
       [[ $method == am-ctxq ]] && flags=(--kv am --am-queries 0)
+      [[ $method == am-lite ]] && flags=(--kv am --am-queries 0 --am-max-queries 1024)
       [[ $method == full ]] || flags+=(--kv-ratio "$RATIO")
       if [[ $mode == chunked ]]; then
         [[ $method == full ]] && continue
