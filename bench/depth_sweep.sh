@@ -23,7 +23,9 @@
 # llama-batched-bench), SHAPES (/work/models-shape), OUT (bench/results),
 # LLAMA_KV (the llama.cpp KV types, default "f16 q8_0"; empty: no llama.cpp
 # rows), KV_SETTINGS (default "full 0.25 0.1": kvtrim's full f16 cache and
-# snapkv at those ratios).
+# snapkv at those ratios), PREFILL_CHUNK (empty: the compressed settings
+# prefill the prompt whole, then compress; N: `--prefill-chunk N`, which
+# keeps the same number of entries and prefills long prompts faster).
 # Appends one JSON line per measurement to $OUT/depth-sweep.jsonl;
 # bench/depth_sweep.py turns it into the table and the plot.
 set -euo pipefail
@@ -39,6 +41,9 @@ THREADS=2
 TYPE=q8_0
 LLAMA_KV=${LLAMA_KV-f16 q8_0}
 KV_SETTINGS=${KV_SETTINGS-full 0.25 0.1}
+PREFILL_CHUNK=${PREFILL_CHUNK-}
+CHUNK_FLAGS=()
+[[ -n $PREFILL_CHUNK ]] && CHUNK_FLAGS=(--prefill-chunk "$PREFILL_CHUNK")
 while getopts "m:d:g:t:T:" opt; do
   case $opt in
     m) MODELS=$OPTARG ;; d) DEPTHS=$OPTARG ;; g) GEN=$OPTARG ;; t) THREADS=$OPTARG ;; T) TYPE=$OPTARG ;;
@@ -96,7 +101,7 @@ for name in $MODELS; do
     for kt in $LLAMA_KV; do llama_row "$m" "$d" "$kt" >> "$LOG"; done
     for s in $KV_SETTINGS; do
       if [[ $s == full ]]; then kvtrim_row "$m" "$d" "full f16" >> "$LOG"
-      else kvtrim_row "$m" "$d" "snapkv $s" --kv snapkv --kv-ratio "$s" >> "$LOG"; fi
+      else kvtrim_row "$m" "$d" "snapkv $s" --kv snapkv --kv-ratio "$s" "${CHUNK_FLAGS[@]}" >> "$LOG"; fi
     done
   done
 done

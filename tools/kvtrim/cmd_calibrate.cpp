@@ -1,15 +1,14 @@
 // `kvtrim calibrate`: fit the per-method quality curve f(r; alpha NLL(c) + beta)
 // on needle and plain-text contexts (METHODS.md section 3), check it on
 // held-out contexts, and write the fit file that --kv-quality reads.
-#include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 
 #include "commands.h"
 #include "kvtrim/eval_calibrate.h"
 #include "kv_flags.h"
+#include "progress.h"
 
 namespace kvtrim::cli {
 namespace {
@@ -53,8 +52,7 @@ int Run(const CalibOpts& o) {
   co.taus = o.taus;
   co.penalty = o.penalty;
   co.kv = ToKvOptions(o.kv, "full");
-  if (isatty(fileno(stderr)))
-    co.progress = [](int done, int total) { std::fprintf(stderr, "\r%d/%d contexts%s", done, total, done == total ? "\n" : ""); };
+  co.progress = CountProgress("kvtrim calibrate", "contexts");
   auto res = eval::RunCalibrate(*engine.value(), co);
   if (!res.ok()) {
     std::fprintf(stderr, "kvtrim calibrate: %s\n", res.error().message.c_str());

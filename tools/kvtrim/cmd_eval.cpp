@@ -1,8 +1,6 @@
 // `kvtrim eval`: every method side by side on the same model and samples:
 // needle-task accuracy, KL and NLL ratios, KV bytes; table, JSON, CSV, plots.
-#include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -15,6 +13,7 @@
 #include "kvtrim/policies.h"
 #include "eval_output.h"
 #include "kv_flags.h"
+#include "progress.h"
 
 namespace kvtrim::cli {
 namespace {
@@ -24,32 +23,6 @@ std::string Timestamp() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", std::localtime(&t));
   return buf;
-}
-
-// Progress on stderr: a bar redrawn in place on a terminal; otherwise (a
-// log file, a pipe) one plain line at most every kLogEvery seconds, so a
-// long run shows it is alive without filling the log.
-std::function<void(int, int)> ProgressBar() {
-  constexpr double kLogEvery = 60.0;
-  const bool tty = isatty(fileno(stderr));
-  auto start = std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
-  auto last = std::make_shared<double>(0.0);
-  return [start, last, tty](int done, int total) {
-    double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - *start).count();
-    double eta = done > 0 ? el / done * (total - done) : 0;
-    if (!tty) {
-      if (el - *last < kLogEvery || done == total) return;
-      *last = el;
-      std::fprintf(stderr, "kvtrim eval: %d/%d samples, %.0f s, ETA %.0f s\n", done, total, el, eta);
-      std::fflush(stderr);
-      return;
-    }
-    int w = 30, fill = total > 0 ? w * done / total : w;
-    std::fprintf(stderr, "\r[%s%s] %d/%d samples, %.0f s, ETA %.0f s ", std::string(fill, '#').c_str(),
-                 std::string(w - fill, '.').c_str(), done, total, el, eta);
-    if (done == total) std::fprintf(stderr, "\n");
-    std::fflush(stderr);
-  };
 }
 
 struct EvalOpts {
@@ -147,7 +120,7 @@ int EvalAction(const EvalOpts& o) {
     return 1;
   }
   eval::SweepOptions so = std::move(so_or.value());
-  so.progress = ProgressBar();
+  so.progress = CountProgress("kvtrim eval", "samples");
   std::fprintf(stderr, "kvtrim eval: %zu methods x %zu ratios, %zu needle tasks, %zu task files%s%s, %d samples "
                "each, %s%s; clock step %s\n", so.methods.size(), so.ratios.size(), so.tasks.size(), so.task_files.size(),
                so.fidelity ? " + fidelity" : "", so.fidelity_decode ? " + fidelity-decode" : "", so.samples,
