@@ -40,6 +40,10 @@ struct Cell {
   // --head-budget adaptive: entries each KV head kept right after compression
   // (flat l * n_head_kv + h), mean over the samples; empty otherwise.
   std::vector<double> head_entries;
+  // Needle tasks: SampleRecord::needle_kept, mean per KV head over the
+  // samples, and its mean over the heads (NaN: not a needle task).
+  std::vector<double> needle_kept;
+  double needle_kept_mean = NAN;
 };
 
 // One (unit, method, ratio) measurement; cells are summaries of these. A unit
@@ -61,6 +65,10 @@ struct SampleRecord {
   std::vector<std::pair<std::string, double>> counters;  // the policy's counters at the end of the unit
   double chosen_ratio = NAN;         // --kv-quality: the ratio r* chosen for this context
   std::vector<int> head_entries;     // budgets that differ per head (adaptive, threshold, profile, KVzip's shared): per KV head after compression
+  // Needle tasks: per KV head (flat layer * n_head_kv + head), the share of
+  // the asked needles' tokens whose entries the head holds right after
+  // compression (1 for the full cache); empty for other tasks.
+  std::vector<double> needle_kept;
 };
 
 struct ReportMeta {

@@ -49,6 +49,7 @@ struct TaskSample {
   std::vector<double> depths;       // each needle's depth, as a fraction of the context
   std::vector<int> needle_starts;   // token index of each needle in `context`
   std::vector<int> needle_lengths;  // its length in tokens
+  std::vector<int> asked_needles;   // indices of the needles the question asks about
   int max_answer_tokens = 16;       // greedy tokens to generate for the answer
 };
 

@@ -31,7 +31,8 @@ Json ToJson(const SampleRecord& s) {
           {"compress_ms", Num(s.compress_ms)},
           {"entries_compressed", s.entries_compressed}, {"entries_end", s.entries_end},
           {"truncated", s.truncated}, {"note", s.note}, {"counters", CountersJson(s.counters)},
-          {"chosen_ratio", Num(s.chosen_ratio)}, {"head_entries", s.head_entries}};
+          {"chosen_ratio", Num(s.chosen_ratio)}, {"head_entries", s.head_entries},
+          {"needle_kept", s.needle_kept}};
 }
 
 SampleRecord FromJson(const Json& j) {
@@ -54,6 +55,7 @@ SampleRecord FromJson(const Json& j) {
   s.note = j.at("note").get<std::string>();
   if (j.contains("chosen_ratio")) s.chosen_ratio = Dbl(j.at("chosen_ratio"));
   if (j.contains("head_entries")) s.head_entries = j.at("head_entries").get<std::vector<int>>();
+  if (j.contains("needle_kept")) s.needle_kept = j.at("needle_kept").get<std::vector<double>>();
   if (j.contains("counters"))
     for (const auto& [k, v] : j.at("counters").items()) s.counters.emplace_back(k, v.get<double>());
   return s;

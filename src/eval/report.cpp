@@ -523,6 +523,10 @@ Status WriteJson(const Report& r, const std::string& path) {
       for (const auto& [name, v] : c->counters) counters[name] = Num(v);
       rows.back()["counters"] = counters;
       if (!c->head_entries.empty()) rows.back()["head_entries"] = c->head_entries;
+      if (!c->needle_kept.empty()) {
+        rows.back()["needle_kept"] = c->needle_kept_mean;
+        rows.back()["needle_kept_heads"] = c->needle_kept;
+      }
       if (!Bad(c->chosen_ratio)) {
         rows.back()["chosen_ratio"] = c->chosen_ratio;
         rows.back()["chosen_ratio_min"] = c->chosen_min;

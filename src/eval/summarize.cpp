@@ -45,6 +45,8 @@ std::vector<Cell> SummarizeCells(const ReportMeta& meta, std::vector<SampleRecor
         int noted = 0;
         std::vector<std::pair<std::string, double>> counters;  // summed, in first-seen order
         std::vector<double> heads;                             // summed per KV head
+        std::vector<double> kept;                              // needle_kept, summed per KV head
+        int kept_n = 0;
         for (const SampleRecord* s : it->second) {
           if (!s->note.empty()) {
             if (note.empty()) note = s->note;
@@ -60,6 +62,11 @@ std::vector<Cell> SummarizeCells(const ReportMeta& meta, std::vector<SampleRecor
           }
           if (heads.size() < s->head_entries.size()) heads.resize(s->head_entries.size(), 0.0);
           for (size_t h = 0; h < s->head_entries.size(); ++h) heads[h] += s->head_entries[h];
+          if (!s->needle_kept.empty()) {
+            if (kept.size() < s->needle_kept.size()) kept.resize(s->needle_kept.size(), 0.0);
+            for (size_t h = 0; h < s->needle_kept.size(); ++h) kept[h] += s->needle_kept[h];
+            ++kept_n;
+          }
           for (const auto& [name, v] : s->counters) {
             auto at = std::find_if(counters.begin(), counters.end(), [&](const auto& c) { return c.first == name; });
             if (at == counters.end()) counters.emplace_back(name, v);
@@ -83,6 +90,9 @@ std::vector<Cell> SummarizeCells(const ReportMeta& meta, std::vector<SampleRecor
         c.note = note;
         for (auto& [name, v] : counters) c.counters.emplace_back(name, v / c.n);
         for (double v : heads) c.head_entries.push_back(v / c.n);
+        for (double v : kept) c.needle_kept.push_back(v / kept_n);
+        if (!c.needle_kept.empty())
+          c.needle_kept_mean = SumOf(c.needle_kept) / static_cast<double>(c.needle_kept.size());
         if (!chosen.empty()) {
           const MeanSe ch = Summarize(chosen), q = Summarize(quality);
           c.chosen_ratio = ch.mean;

@@ -110,6 +110,25 @@ std::vector<int> HeadEntries(const kv::KvCache& c) {
   return n;
 }
 
+// Per KV head (flat l * n_head_kv + h), the share of the token positions in
+// `spans` ([start, start + length) of the prompt) that the head holds an
+// entry for. Where a method's accuracy goes: does any head still hold the
+// needle the question asks about?
+std::vector<double> NeedleKept(const kv::KvCache& c, const std::vector<std::pair<int, int>>& spans) {
+  long long total = 0;
+  for (const auto& [start, len] : spans) total += len;
+  std::vector<double> kept;
+  for (int l = 0; l < c.n_layer(); ++l)
+    for (int h = 0; h < c.n_head_kv(); ++h) {
+      const auto& head = c.head(l, h);
+      long long in = 0;
+      for (int i = 0; i < head.size(); ++i)
+        for (const auto& [start, len] : spans) in += head.pos(i) >= start && head.pos(i) < start + len;
+      kept.push_back(total > 0 ? static_cast<double>(in) / static_cast<double>(total) : 0.0);
+    }
+  return kept;
+}
+
 class Sweep {
  public:
   // thresholds: T per (method, ratio) of the "POLICY+threshold" methods (MatchThreshold).
@@ -222,6 +241,7 @@ class Sweep {
           if (comp.adaptive() || comp.threshold() || comp.head_budgets() ||
               comp.policy().budget().kind == kv::budget::Kind::kShared)
             rec.head_entries = HeadEntries(s.value()->cache());
+          if (!needle_spans_.empty() && !o_.stream_context) rec.needle_kept = NeedleKept(s.value()->cache(), needle_spans_);
           Expected<Measured> m = measure(kv, *s.value());
           if (!m.ok()) return m.error();
           rec.accuracy = m->accuracy, rec.kl = m->fidelity.kl, rec.nll_ratio = m->fidelity.nll_ratio;
@@ -286,8 +306,12 @@ class Sweep {
     auto ts = MakeSample(tok_, hay, o_.tasks[u.index], o_.task, u.sample, o_.samples);
     if (!ts.ok()) return ts.error();
     const TaskSample& t = ts.value();
-    return RunQa(u, t.context, t.question, t.answer, t.max_answer_tokens,
-                 [&](const std::string& out) { return ScoreAnswer(t.kind, out, t.expected) ? 1.0 : 0.0; });
+    needle_spans_.clear();
+    for (int a : t.asked_needles) needle_spans_.emplace_back(t.needle_starts[a], t.needle_lengths[a]);
+    Status st = RunQa(u, t.context, t.question, t.answer, t.max_answer_tokens,
+                      [&](const std::string& out) { return ScoreAnswer(t.kind, out, t.expected) ? 1.0 : 0.0; });
+    needle_spans_.clear();
+    return st;
   }
 
   Status RunExternal(const Unit& u, const TaskFile& tf) {
@@ -356,6 +380,7 @@ class Sweep {
   double context_nll_ = NAN;      // NLL(c) of the current unit's context
   double stream_full_bytes_ = NAN;  // --stream-context: the full cache's bytes after streaming
   bool truncating_ = false;  // the current unit's sample was truncated
+  std::vector<std::pair<int, int>> needle_spans_;  // the current needle unit's asked needles: (start, length)
   int unit_ = 0;
 };
 

@@ -109,6 +109,7 @@ struct Plan {
   std::vector<std::string> needles;
   std::string question;
   std::vector<std::string> expected;
+  std::vector<int> asked;  // the needles whose values the question asks for
 };
 
 std::string NeedleText(const std::string& key, const std::string& value) {
@@ -133,6 +134,7 @@ Plan MakePlan(TaskKind kind, const TaskOptions& o, Rng& rng) {
     p.needles = {"The pass key is " + v + ". Remember it. " + v + " is the pass key."};
     p.question = "What is the pass key? The pass key is";
     p.expected = {v};
+    p.asked = {0};
     return p;
   }
   const int n = kind == TaskKind::kNiah ? 1 : o.needles;
@@ -143,6 +145,7 @@ Plan MakePlan(TaskKind kind, const TaskOptions& o, Rng& rng) {
   if (kind == TaskKind::kMultiValue) {
     p.question = QuestionAll(keys[0]);
     p.expected = values;
+    for (int j = 0; j < n; ++j) p.asked.push_back(j);
   } else if (kind == TaskKind::kMultiQuery) {
     std::vector<int> order(n);
     for (int j = 0; j < n; ++j) order[j] = j;
@@ -151,12 +154,14 @@ Plan MakePlan(TaskKind kind, const TaskOptions& o, Rng& rng) {
     for (int j = 0; j < o.queries; ++j) {
       asked.push_back(keys[order[j]]);
       p.expected.push_back(values[order[j]]);
+      p.asked.push_back(order[j]);
     }
     p.question = QuestionAll(JoinList(asked));
   } else {  // niah, multikey: one key asked
     const int a = static_cast<int>(rng.Int(0, n - 1));
     p.question = QuestionOne(keys[a]);
     p.expected = {values[a]};
+    p.asked = {a};
   }
   return p;
 }
@@ -304,6 +309,7 @@ Expected<TaskSample> MakeSample(const io::Tokenizer& tok, const Haystack& hay, T
   s.kind = kind;
   s.index = index;
   s.expected = plan.expected;
+  s.asked_needles = plan.asked;
   s.question = EncodeAfterSpace(tok, plan.question);
   s.answer = EncodeAfterSpace(tok, AnswerText(plan.expected));
   s.max_answer_tokens = plan.expected.size() == 1 ? 12 : 10 * static_cast<int>(plan.expected.size()) + 4;
