@@ -19,6 +19,10 @@
 # kvtrim also scales RoPE linearly (`--rope-scaling linear --rope-scale F`:
 # the speed does not depend on the rotation).
 #
+# Run it on a quiet machine: a `nice -n 19` job beside a 2-thread decode
+# halves it here (its time slices stall every layer's barrier); stop such
+# jobs (kill -STOP) while it runs.
+#
 # Environment: KVTRIM (build/kvtrim), LLAMA_BB (/work/llama.cpp/build/bin/
 # llama-batched-bench), SHAPES (/work/models-shape), OUT (bench/results),
 # LLAMA_KV (the llama.cpp KV types, default "f16 q8_0"; empty: no llama.cpp
