@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Where a method loses the needle: `needle_kept` from `kvtrim eval` runs.
 
-    python3 bench/needle_kept.py RUN_DIR [RUN_DIR ...] [--layers L --kv-heads H]
+    python3 bench/needle_kept.py RUN_DIR [RUN_DIR ...] [--layers L --kv-heads H --head FLAT]
 
 For each (task, method, ratio) over the samples in each RUN_DIR's
 samples.jsonl: accuracy, the mean share of the asked needle's tokens held
-(over heads and samples), the share of samples where some head still holds
-the whole needle, the mean share per layer, and accuracy split by whether
-some head kept at least 90% of the needle. Markdown on stdout.
+(over heads and samples), the share held by the head that holds the most
+of it (mean over samples), the mean share per layer, one head's share
+(--head FLAT = layer * kv_heads + head; the default model's copy head is
+12: layer 3, KV head 0), and accuracy split by whether that head kept at
+least half of the needle. Markdown on stdout.
 """
 import argparse
 import json
