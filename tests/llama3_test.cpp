@@ -21,6 +21,7 @@
 #include "model/config.h"
 #include "model/rope.h"
 #include "model/transformer.h"
+#include "sampler_reference.h"
 #include "tiny_llama.h"
 
 namespace kvtrim {
@@ -483,74 +484,7 @@ TEST(Llama3, GenerateStopsAtStopIdsUnlessIgnoringEos) {
 }
 
 // ---- sampling on a large vocabulary --------------------------------------
-
-// The sampler as it was: a full sort of the vocabulary every step.
-int FullSortSample(const std::vector<float>& logits, float temp, float top_p, double u) {
-  const int n = static_cast<int>(logits.size());
-  std::vector<double> p(n);
-  double m = *std::max_element(logits.begin(), logits.end()), sum = 0;
-  for (int i = 0; i < n; ++i) sum += (p[i] = std::exp((logits[i] - m) / temp));
-  for (double& x : p) x /= sum;
-  std::vector<int> idx(n);
-  std::iota(idx.begin(), idx.end(), 0);
-  std::sort(idx.begin(), idx.end(), [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
-  int keep = 0;
-  double cum = 0;
-  while (keep < n) {
-    cum += p[idx[keep++]];
-    if (cum >= top_p) break;
-  }
-  double mass = 0;
-  for (int i = 0; i < keep; ++i) mass += p[idx[i]];
-  double r = u * mass;
-  for (int i = 0; i < keep; ++i) {
-    r -= p[idx[i]];
-    if (r <= 0) return idx[i];
-  }
-  return idx[keep - 1];
-}
-
-// The uniform draws a Sampler with `seed` makes (its splitmix64 stream).
-double DrawOf(uint64_t seed, int k) {
-  uint64_t state = seed ^ 0x9E3779B97F4A7C15ull, z = 0;
-  for (int i = 0; i <= k; ++i) {
-    z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-  }
-  return static_cast<double>(z >> 11) * 0x1.0p-53;
-}
-
-TEST(Llama3, PartialNucleusSamplesExactlyAsTheFullSort) {
-  uint64_t rng = 5;
-  int checked = 0, beyond64 = 0;
-  for (int n : {7, 300, 20000}) {
-    for (float spread : {0.5f, 4.f, 20.f}) {  // flat (large nucleus) to peaked (tiny one)
-      std::vector<float> logits(n);
-      for (float& x : logits) x = spread * static_cast<float>(test::SplitMixUniform(&rng));
-      for (int i = 0; i < n; i += 5) logits[i] = logits[i / 5];  // ties
-      for (auto [temp, top_p] : {std::pair{0.8f, 0.9f}, std::pair{1.0f, 0.5f}, std::pair{1.3f, 0.99f}}) {
-        Sampler s({temp, top_p, 11});
-        for (int k = 0; k < 4; ++k) {
-          EXPECT_EQ(s.Sample(logits), FullSortSample(logits, temp, top_p, DrawOf(11, k))) << n << " " << spread;
-          ++checked;
-        }
-        // How many tokens this nucleus needs (the growing top-k goes past 64).
-        std::vector<double> p(n);
-        for (int i = 0; i < n; ++i) p[i] = logits[i] / temp;
-        std::sort(p.begin(), p.end(), std::greater<>());
-        double z = 0, cum = 0;
-        for (double x : p) z += std::exp(x - p[0]);
-        int need = 0;
-        while (need < n && cum < top_p) cum += std::exp(p[need++] - p[0]) / z;
-        beyond64 += need > 64;
-      }
-    }
-  }
-  EXPECT_EQ(checked, 108);
-  EXPECT_GT(beyond64, 3);  // the prefix extension is exercised
-}
+// (the chain against its reference on random logits: sampler_test.cpp)
 
 TEST(Llama3, LargeVocabularyModelDecodesGreedyAsArgmax) {
   TinySpec s = Llama3Spec();
@@ -571,7 +505,7 @@ TEST(Llama3, LargeVocabularyModelDecodesGreedyAsArgmax) {
     const auto& lg = sess.value()->logits();
     const int g = greedy.Sample(lg);
     EXPECT_EQ(g, static_cast<int>(std::max_element(lg.begin(), lg.end()) - lg.begin()));
-    EXPECT_EQ(nucleus.Sample(lg), FullSortSample(lg, 0.8f, 0.9f, DrawOf(3, step)));
+    EXPECT_EQ(nucleus.Sample(lg), test::ReferenceSample(lg, {0.8f, 0.9f, 3}, {}, test::DrawOf(3, step)));
     ASSERT_TRUE(sess.value()->Decode(g).ok());
   }
 }

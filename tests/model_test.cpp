@@ -160,7 +160,6 @@ TEST(CliErrors, ClearMessagesAndNonZeroExit) {
   const std::vector<Case> cases = {
       {"run -m /nonexistent.gguf", "cannot open"},
       {"run -m " + test::ModelPath("stories260K.gguf") + " -n 600", "exceeds the context length"},
-      {"run -m " + test::ModelPath("stories260K.gguf") + " -c 4096", "exceeds the model's trained context"},
       {"run --no-such-flag", "no-such-flag"},
       {"run -m " + test::ModelPath("stories260K.gguf") + " --temp -1", "temp"},
       {"inspect " + test::ModelPath("MODELS.md"), "not a GGUF file"},
@@ -179,6 +178,14 @@ TEST(CliErrors, ClearMessagesAndNonZeroExit) {
     EXPECT_NE(r.code, 0) << c.args;
     EXPECT_NE(r.out.find(c.needle), std::string::npos) << c.args << "\n" << r.out;
   }
+  // A context past the trained one without RoPE scaling runs, as llama.cpp's
+  // and the eval's do, with a warning that says which flags scale positions.
+  auto past = test::RunCommand(Cli() + " run -m " + test::ModelPath("stories260K.gguf") + " -c 4096 -n 4 2>&1");
+  EXPECT_EQ(past.code, 0) << past.out;
+  EXPECT_NE(past.out.find("warning: context 4096 is past the model's trained context 512 and positions are not scaled "
+                          "(add --rope-scaling yarn --rope-scale 8 --yarn-orig-ctx 512)"),
+            std::string::npos)
+      << past.out;
 }
 
 TEST(CliRun, PoliciesListsEveryPolicyWithFlags) {
@@ -223,14 +230,15 @@ TEST(CliRun, FullCacheReportsExactlyFull) {
     auto r = test::RunCommand(Cli() + " run -m " + test::ModelPath("stories260K.gguf") + " -p '" + p +
                               "' -n 7 --temp 0 --kv full --kv-quant f32 2>&1 >/dev/null");
     EXPECT_EQ(r.code, 0);
-    EXPECT_NE(r.out.find("(100.0%)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("100.0% of a full f32 cache"), std::string::npos) << r.out;
     // run's default KV type is f16 (llama.cpp's): an entry of head dim 8 is
     // 2 x 16 + 8 bytes against f32's 2 x 32 + 8, so 40 / 72 of the full cache.
     auto d = test::RunCommand(Cli() + " run -m " + test::ModelPath("stories260K.gguf") + " -p '" + p +
                               "' -n 7 --temp 0 --kv full 2>&1 >/dev/null");
     EXPECT_EQ(d.code, 0);
     EXPECT_NE(d.out.find("quant f16"), std::string::npos) << d.out;
-    EXPECT_NE(d.out.find("(55.6%)"), std::string::npos) << d.out;
+    EXPECT_NE(d.out.find("100.0% of a full f16 cache"), std::string::npos) << d.out;
+    EXPECT_NE(d.out.find("55.6% of a full f32 cache"), std::string::npos) << d.out;
   }
 }
 

@@ -108,9 +108,11 @@ class ServerTest : public ::testing::Test {
     EXPECT_TRUE(s.value()->Compress().ok());
     EXPECT_TRUE(s.value()->Prefill(tok.Encode(question, false)).ok());
     Sampler sampler(so);
+    AcceptHistory(*s.value(), sampler);  // the repetition penalty's look-back
     std::vector<int> out;
     for (int i = 0; i < n; ++i) {
       int id = sampler.Sample(s.value()->logits());
+      sampler.Accept(id);
       if (id == tok.eos() || id == tok.bos()) break;
       out.push_back(id);
       if (i + 1 < n) {

@@ -40,6 +40,11 @@ class Engine {
   // The context length the model is read at (its trained one, or the one
   // given with RoPE scaling).
   int context_length() const;
+  // The file's context_length, and whether positions are scaled (the file's
+  // rope.scaling or the RoPE overrides): past the trained context an
+  // unscaled model reads positions it never saw.
+  int trained_context_length() const;
+  bool rope_scaled() const;
   // File name, size and metadata hash of the model (profiles are checked against it).
   const kv::ModelId& model_id() const { return *id_; }
   // The model profile in `path`, checked against this model; for an empty
@@ -225,18 +230,44 @@ Expected<ContextFileInfo> InspectContextFile(const std::string& path);
 // shared by servers of different models or options never confuses them.
 std::string ContextIdentity(const Engine& engine, const KvOptions& kv);
 
-// Picks the next token from logits: greedy at temp 0, else temperature and
-// nucleus (top-p) sampling from a seeded generator.
+// Picks the next token from logits with SamplingOptions' chain (llama.cpp's
+// default order): penalties, top-k, top-p, min-p, temperature, a seeded
+// draw; greedy (after the penalties) at temp 0. Its cost is linear in the
+// vocabulary and never sorts it (src/engine/sampler.cpp).
 class Sampler {
  public:
   explicit Sampler(const SamplingOptions& o);
+  // A token of the sequence (prompt or generated): the repetition penalty
+  // looks back over the last repeat_last_n of them.
+  void Accept(int id);
   int Sample(const std::vector<float>& logits);
 
  private:
   double Uniform();  // [0, 1)
+  void WeighTopK(const float* l, int n, float top);
+  void WeighAll(const float* l, int n, float top);
+  double Weight(float logit, float top) const;
   SamplingOptions o_;
   uint64_t state_;
+  std::vector<int> recent_;  // the last repeat_last_n accepted tokens, oldest first
+  std::vector<float> work_;  // penalized logits
+
+ public:
+  // A token still in the chain (scratch of Sample, reused across calls).
+  struct Candidate {
+    double p;  // its probability at temperature 1 among the tokens still in
+    float logit;
+    int id;
+  };
+
+ private:
+  std::vector<Candidate> cand_;
+  std::vector<double> prob_;
 };
+
+// Gives the sampler the session's tokens so far (prompt, stored context):
+// the repetition penalty looks back over them, as llama.cpp's does.
+void AcceptHistory(const Session& s, Sampler& sampler);
 
 struct GenerateStats {
   int prompt_tokens = 0;
@@ -244,6 +275,7 @@ struct GenerateStats {
   int decode_steps = 0;  // single-token forward passes
   double prefill_s = 0;
   double decode_s = 0;
+  double sample_s = 0;   // of decode_s, in the sampler (every token's Sample)
 };
 
 // What Generate does with the prompt before sampling: compress it (prefill-

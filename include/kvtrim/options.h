@@ -99,12 +99,21 @@ struct SessionOptions {
   std::function<void(int64_t done, int64_t total)> on_chunk;
 };
 
+// Sampling, applied in llama.cpp's default chain order: repetition penalty
+// over the last repeat_last_n tokens, top-k, top-p, min-p (each on the
+// temperature-1 distribution of the tokens still in), then temperature and
+// a seeded draw (greedy at temp 0). The fields, their flags, request fields
+// and ranges are declared once in kvtrim/sampling.h.
 struct SamplingOptions {
   float temp = 0.8f;  // 0: greedy
-  float top_p = 0.9f;
+  float top_p = 0.9f;  // 1: off
   uint64_t seed = 42;
   bool ignore_eos = false;  // keep generating past EOS/BOS (fixed-length runs)
   std::vector<int> stop_ids = {};  // more tokens that end generation (e.g. EOT), unless ignore_eos
+  int top_k = 40;                  // 0: off (llama.cpp's default 40)
+  float min_p = 0.f;               // 0: off (llama.cpp's default is 0.05)
+  float repeat_penalty = 1.f;      // 1: off; a seen token's logit is divided (> 0) or multiplied (< 0) by it
+  int repeat_last_n = 64;          // tokens the penalty looks back over (0: none)
 };
 
 }  // namespace kvtrim

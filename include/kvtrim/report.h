@@ -19,6 +19,7 @@ struct KvReport {
   double ratio = 1;               // the retention ratio of the last compression (Session::chosen_ratio)
   size_t bytes_used = 0;          // bytes the entries occupy (KvCache::BytesUsed)
   size_t bytes_full = 0;          // an exact full f32 cache of the same length
+  size_t bytes_full_same_type = 0;  // ... with its rows in the entries' storage type (quant)
   size_t bytes_held = 0;          // allocated, slack included (KvCache::BytesHeld)
   size_t peak_bytes = 0;          // Session::peak_kv_bytes
   size_t entries = 0;             // entries held over every head

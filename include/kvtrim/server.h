@@ -25,9 +25,13 @@ struct ServerOptions {
   std::string context_store;
   uint64_t context_store_disk_bytes = 0;  // a directory's bound (0: none), LRU
   int ctx = 0;              // context length of every session (0: the model's)
+  size_t max_body_bytes = size_t{64} << 20;  // a request body over this is refused (413)
   KvOptions kv;             // defaults for requests that leave KV fields out
   std::string model_name;   // reported by /v1/models and in responses
 };
+
+// Every field of a request, as Markdown (docs/request-fields.md).
+std::string RequestFieldsMarkdown();
 
 class Server {
  public:

@@ -49,5 +49,7 @@ Engine::~Engine() = default;
 int Engine::threads() const { return pool_->size(); }
 
 int Engine::context_length() const { return config_->ctx; }
+int Engine::trained_context_length() const { return config_->trained_ctx; }
+bool Engine::rope_scaled() const { return config_->rope_scaling != "none"; }
 
 }  // namespace kvtrim

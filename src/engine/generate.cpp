@@ -6,6 +6,10 @@
 
 namespace kvtrim {
 
+void AcceptHistory(const Session& s, Sampler& sampler) {
+  for (int t : s.tokens()) sampler.Accept(t);  // the sampler keeps the last repeat_last_n
+}
+
 Expected<GenerateStats> Generate(Session& s, const std::vector<int>& prompt, int n, const SamplingOptions& so,
                                  const std::function<void(int)>& on_token, const PromptStep& step) {
   using Clock = std::chrono::steady_clock;
@@ -20,9 +24,13 @@ Expected<GenerateStats> Generate(Session& s, const std::vector<int>& prompt, int
   auto t1 = Clock::now();
   st.prefill_s = std::chrono::duration<double>(t1 - t0).count();
   Sampler sampler(so);
+  AcceptHistory(s, sampler);
   const int bos = s.bos(), eos = s.eos();
   for (int i = 0; i < n; ++i) {
+    const auto ts = Clock::now();
     int tok = sampler.Sample(s.logits());
+    st.sample_s += std::chrono::duration<double>(Clock::now() - ts).count();
+    sampler.Accept(tok);
     const bool stop_id = std::find(so.stop_ids.begin(), so.stop_ids.end(), tok) != so.stop_ids.end();
     if (!so.ignore_eos && (tok == eos || tok == bos || stop_id)) break;  // end of text (llama2.c stops at BOS) or turn
     ++st.generated;

@@ -23,6 +23,8 @@ KvReport DescribeKv(const Session& s) {
   r.ratio = s.chosen_ratio();
   r.bytes_used = cache.BytesUsed();
   r.bytes_full = cache.BytesFull();
+  auto type = kv::ParseKvQuant(r.quant);
+  r.bytes_full_same_type = type.ok() ? cache.BytesFull(type.value()) : r.bytes_full;
   r.bytes_held = cache.BytesHeld();
   r.peak_bytes = s.peak_kv_bytes();
   r.entries = cache.EntriesHeld();

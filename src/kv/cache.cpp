@@ -215,6 +215,11 @@ size_t KvCache::BytesFull() const {
   return per_entry * static_cast<size_t>(n_logical_) * heads_.size();
 }
 
+size_t KvCache::BytesFull(GgmlType type) const {
+  size_t per_entry = 2 * kernels::RowBytesPadded(type, head_dim_) + sizeof(int32_t) + sizeof(float);
+  return per_entry * static_cast<size_t>(n_logical_) * heads_.size();
+}
+
 size_t KvCache::EntriesHeld() const {
   size_t s = 0;
   for (const auto& h : heads_) s += h.size();

@@ -92,6 +92,8 @@ class KvCache {
   // length would hold (keys + values + positions + log-weights).
   size_t BytesHeld() const;
   size_t BytesFull() const;
+  // A full cache of the logical length with its rows in `type`.
+  size_t BytesFull(GgmlType type) const;
   // Bytes the entries themselves occupy: BytesHeld without the allocation
   // slack, so a full f32 cache uses exactly BytesFull.
   size_t BytesUsed() const;

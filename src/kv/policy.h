@@ -29,7 +29,20 @@ struct ParamSpec {
   // policy gets the index as the value.
   std::vector<std::string> choices = {};
   bool is_flag = false;     // a CLI switch (given: 1) rather than an option taking a value
+  // The values it takes: whole numbers (the default: counts, positions,
+  // switches, choices), any real in range, or odd whole numbers.
+  enum class Kind { kInteger, kReal, kOdd };
+  Kind kind = Kind::kInteger;
 };
+// A parameter that takes any real in its range / odd whole numbers only.
+inline ParamSpec Real(ParamSpec s) {
+  s.kind = ParamSpec::Kind::kReal;
+  return s;
+}
+inline ParamSpec Odd(ParamSpec s) {
+  s.kind = ParamSpec::Kind::kOdd;
+  return s;
+}
 using Params = std::map<std::string, double>;
 
 enum class Phase { kPrefill, kDecode };
@@ -173,6 +186,8 @@ const std::vector<PolicyInfo>& Registry();
 const PolicyInfo* FindPolicy(const std::string& name);
 // OK for a registered policy; otherwise an error naming the known ones.
 Status CheckPolicyName(const std::string& name);
+// A value of the parameter: in range, whole where the kind says so, odd where it must be.
+Status CheckParam(const ParamSpec& s, double v);
 // The policy's counter rates (PolicyTraits::rates) in percent, for counters
 // summed by the caller; a rate whose denominator is 0 or absent is left out.
 std::vector<std::pair<std::string, double>> CounterRates(const std::string& policy,

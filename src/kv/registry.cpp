@@ -1,4 +1,6 @@
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 #include "kv/policies/policies.h"
 #include "kv/policy.h"
@@ -53,6 +55,19 @@ std::vector<std::pair<std::string, double>> CounterRates(const std::string& poli
   return out;
 }
 
+Status CheckParam(const ParamSpec& s, double v) {
+  auto num = [](double x) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.10g", x);
+    return std::string(b);
+  };
+  const std::string flag = "flag --" + s.name + " = " + num(v);
+  if (!(v >= s.lo && v <= s.hi)) return MakeError(flag + " is outside [" + num(s.lo) + ", " + num(s.hi) + "]");
+  if (s.kind != ParamSpec::Kind::kReal && v != std::floor(v)) return MakeError(flag + " must be a whole number");
+  if (s.kind == ParamSpec::Kind::kOdd && std::fmod(v, 2.0) == 0) return MakeError(flag + " must be odd");
+  return {};
+}
+
 Status CheckPolicyName(const std::string& name) {
   if (FindPolicy(name)) return {};
   std::string known;
@@ -68,10 +83,7 @@ Expected<std::unique_ptr<Policy>> MakePolicy(const std::string& name, const Para
   for (const auto& [k, v] : given) {
     auto spec = std::find_if(info->params.begin(), info->params.end(), [&k = k](const ParamSpec& s) { return s.name == k; });
     if (spec == info->params.end()) return MakeError("flag --" + k + " does not apply to policy '" + name + "'");
-    if (!(v >= spec->lo && v <= spec->hi)) {
-      return MakeError("flag --" + k + " = " + std::to_string(v) + " is outside [" + std::to_string(spec->lo) + ", " +
-                       std::to_string(spec->hi) + "]");
-    }
+    KVTRIM_RETURN_IF_ERROR(CheckParam(*spec, v));
     full[k] = v;
   }
   return info->make(full);

@@ -54,6 +54,7 @@ Status ReadRope(const io::GgufFile& f, const std::string& p, ModelConfig* c) {
   c->rope_scaling = type == "yarn" ? "yarn" : type == "none" || factor == 0 || factor == 1 ? "none" : "linear";
   c->rope_freq_scale = type != "none" && factor != 0 ? static_cast<float>(1.0 / factor) : 1.f;
   c->rope_orig_ctx = c->ctx;  // llama.cpp's n_ctx_orig_yarn default: the trained context
+  c->trained_ctx = c->ctx;
   if (f.Find(p + "rope.scaling.original_context_length")) {
     auto v = f.GetInt(p + "rope.scaling.original_context_length");
     if (!v.ok()) return v.error();

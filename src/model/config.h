@@ -19,7 +19,8 @@ struct ModelConfig {
   int head_dim = 0;
   int ffn_dim = 0;
   int vocab = 0;
-  int ctx = 0;  // trained context length
+  int ctx = 0;  // context length the model is read at: the trained one unless EngineOptions::ctx says otherwise
+  int trained_ctx = 0;  // the file's context_length
   int rope_dims = 0;
   float rope_base = 10000.f;
   float rms_eps = 1e-5f;

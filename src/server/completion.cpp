@@ -295,9 +295,9 @@ void RespondStream(Server::Impl& im, std::shared_ptr<const Prepared> p, std::sha
 
 }  // namespace
 
-void Server::Impl::Completion(const httplib::Request& req, httplib::Response& res, bool chat) {
+void Server::Impl::Completion(const std::string& body, httplib::Response& res, bool chat) {
   auto p = std::make_shared<Prepared>();
-  if (!Prepare(*this, req.body, chat, p.get(), res)) return;
+  if (!Prepare(*this, body, chat, p.get(), res)) return;
   std::shared_ptr<Scheduler::Lease> lease = sched.Acquire();
   if (!lease) return SendError(res, 503, "server busy: the request queue is full, retry later");
   std::shared_ptr<Session> s = OpenSession(*this, *p, res);

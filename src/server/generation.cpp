@@ -77,6 +77,7 @@ Status SampleAnswer(Session& s, const io::Tokenizer& tok, int prev, const Comple
   const auto t1 = Clock::now();
   // The loop of Generate (src/engine/generate.cpp): n sampled, n - 1 fed back.
   Sampler sampler(r.sampling);
+  AcceptHistory(s, sampler);
   StopText text(r.stop);
   const int bos = s.bos(), eos = s.eos();
   bool client_gone = false;
@@ -86,6 +87,7 @@ Status SampleAnswer(Session& s, const io::Tokenizer& tok, int prev, const Comple
       break;
     }
     const int id = sampler.Sample(s.logits());
+    sampler.Accept(id);
     if (!r.sampling.ignore_eos && (id == eos || id == bos)) {
       g->finish_reason = "stop";
       break;

@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -30,8 +31,9 @@ struct Server::Impl {
   int port = -1;
 
   void Routes();
-  void Completion(const httplib::Request& req, httplib::Response& res, bool chat);
-  void CreateContext(const httplib::Request& req, httplib::Response& res);
+  void Completion(const std::string& body, httplib::Response& res, bool chat);
+  void CreateContext(const std::string& body, httplib::Response& res);
+  httplib::Server::HandlerWithContentReader WithBody(std::function<void(const std::string&, httplib::Response&)> handle);
   Expected<std::shared_ptr<StoredContext>> LoadStored(const std::string& bytes, const std::string& name);
   int Ctx() const;  // context length of every session
   Metrics::Gauges Gauges() const;

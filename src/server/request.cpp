@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <variant>
 #include <nlohmann/json.hpp>
 
 #include "kv/option_table.h"
 #include "kv/policy.h"
+#include "kvtrim/sampling.h"
 
 namespace kvtrim::server {
 
@@ -157,6 +159,23 @@ Status ParseStop(const json& j, std::vector<std::string>* stop) {
   return {};
 }
 
+// One sampling option from its request field (kvtrim/sampling.h), in range.
+Status GetSampling(const json& j, const SamplingOptionSpec& s, SamplingOptions* out) {
+  const char* key = s.request.c_str();
+  if (s.integer()) {
+    std::optional<int64_t> x;
+    KVTRIM_RETURN_IF_ERROR(GetInt(j, key, s.int_lo(), s.int_hi(), &x));
+    if (x) std::visit([&](auto f) { out->*f = static_cast<std::remove_reference_t<decltype(out->*f)>>(*x); }, s.field);
+    return {};
+  }
+  std::optional<double> x;
+  KVTRIM_RETURN_IF_ERROR(GetNumber(j, key, s.lo, s.hi, &x));
+  if (x && s.lo_open && *x <= s.lo)
+    return MakeError("field '" + s.request + "' = " + json(*x).dump() + " is outside " + SamplingOptionRange(s));
+  if (x) out->*std::get<float SamplingOptions::*>(s.field) = static_cast<float>(*x);
+  return {};
+}
+
 // The fields both completion endpoints share.
 Status ParseCommon(const json& j, CompletionRequest* r) {
   std::optional<int64_t> i;
@@ -165,15 +184,7 @@ Status ParseCommon(const json& j, CompletionRequest* r) {
   i.reset();
   KVTRIM_RETURN_IF_ERROR(GetInt(j, "n", 1, 1 << 20, &i));
   if (i && *i != 1) return MakeError("field 'n': only one choice per request (n = 1) is served");
-  std::optional<double> x;
-  KVTRIM_RETURN_IF_ERROR(GetNumber(j, "temperature", 0, 100, &x));
-  if (x) r->sampling.temp = static_cast<float>(*x);
-  x.reset();
-  KVTRIM_RETURN_IF_ERROR(GetNumber(j, "top_p", 0, 1, &x));
-  if (x) r->sampling.top_p = static_cast<float>(*x);
-  i.reset();
-  KVTRIM_RETURN_IF_ERROR(GetInt(j, "seed", 0, INT64_MAX, &i));
-  if (i) r->sampling.seed = static_cast<uint64_t>(*i);
+  for (const SamplingOptionSpec& s : SamplingOptionTable()) KVTRIM_RETURN_IF_ERROR(GetSampling(j, s, &r->sampling));
   KVTRIM_RETURN_IF_ERROR(GetBool(j, "ignore_eos", &r->sampling.ignore_eos));
   KVTRIM_RETURN_IF_ERROR(GetBool(j, "stream", &r->stream));
   KVTRIM_RETURN_IF_ERROR(GetBool(j, "return_tokens", &r->return_tokens));

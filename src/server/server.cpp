@@ -89,8 +89,8 @@ std::shared_ptr<StoredContext> StoredFrom(std::unique_ptr<Session> s, const KvOp
 }
 
 // POST /v1/contexts: prefill BOS + text, compress once, store.
-void Server::Impl::CreateContext(const httplib::Request& req, httplib::Response& res) {
-  auto r = ParseContextRequest(req.body);
+void Server::Impl::CreateContext(const std::string& body, httplib::Response& res) {
+  auto r = ParseContextRequest(body);
   if (!r.ok()) return SendError(res, 400, r.error().message);
   auto kv = ResolveKv(o.kv, r->kv);
   if (!kv.ok()) return SendError(res, 400, kv.error().message);
@@ -136,6 +136,51 @@ Expected<std::shared_ptr<StoredContext>> Server::Impl::LoadStored(const std::str
   return StoredFrom(std::move(s.value()), kv);
 }
 
+namespace {
+
+// What cpp-httplib refused a request for, before any handler ran, in words.
+std::string RefusalReason(const httplib::Request& req, int status, size_t max_body) {
+  switch (status) {
+    case 404:
+      return "no route " + req.method + " " + req.path +
+             " (routes: GET /health, /metrics, /v1/models, /v1/contexts[/ID]; POST /v1/completions, "
+             "/v1/chat/completions, /v1/contexts; DELETE /v1/contexts/ID)";
+    case 413:
+      return "request body over the limit of " + std::to_string(max_body) + " bytes (kvtrim serve --max-body-mib)";
+    case 414:
+      return "request line too long";
+    case 400:
+      return "malformed HTTP request";
+    default:
+      return "HTTP error " + std::to_string(status) + " on " + req.method + " " + req.path;
+  }
+}
+
+}  // namespace
+
+// A POST handler that reads the body whatever its Content-Type says.
+// cpp-httplib parses a form-encoded body (curl -d's default type) into
+// parameters itself and refuses one over 8 KB, a limit compiled into
+// Debian's library, before any plain handler runs; a handler with a content
+// reader gets the raw bytes instead, within set_payload_max_length.
+httplib::Server::HandlerWithContentReader Server::Impl::WithBody(
+    std::function<void(const std::string&, httplib::Response&)> handle) {
+  return [this, handle](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
+    if (req.is_multipart_form_data())
+      return SendError(res, 415, "a multipart body is not read: send the JSON object itself as the body "
+                                 "(curl -d @file.json or --data-binary @file.json)");
+    std::string body;
+    if (!read([&body](const char* data, size_t n) {
+          body.append(data, n);
+          return true;
+        })) {
+      const int status = res.status >= 400 ? res.status : 400;
+      return SendError(res, status, RefusalReason(req, status, o.max_body_bytes));
+    }
+    handle(body, res);
+  };
+}
+
 void Server::Impl::Routes() {
   http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"status":"ok"})", "application/json");
@@ -148,9 +193,9 @@ void Server::Impl::Routes() {
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics.Render(Gauges()), "text/plain; version=0.0.4");
   });
-  http.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) { Completion(q, r, false); });
-  http.Post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& r) { Completion(q, r, true); });
-  http.Post("/v1/contexts", [this](const httplib::Request& q, httplib::Response& r) { CreateContext(q, r); });
+  http.Post("/v1/completions", WithBody([this](const std::string& b, httplib::Response& r) { Completion(b, r, false); }));
+  http.Post("/v1/chat/completions", WithBody([this](const std::string& b, httplib::Response& r) { Completion(b, r, true); }));
+  http.Post("/v1/contexts", WithBody([this](const std::string& b, httplib::Response& r) { CreateContext(b, r); }));
   http.Get("/v1/contexts", [this](const httplib::Request&, httplib::Response& res) {
     json data = json::array();
     for (const auto& id : store.Ids())  // those only in the backend (--context-store) are listed, not loaded
@@ -178,8 +223,8 @@ void Server::Impl::Routes() {
     }
     SendError(res, 500, what);
   });
-  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (res.body.empty()) SendError(res, res.status, "no route " + req.method + " " + req.path);
+  http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (res.body.empty()) SendError(res, res.status, RefusalReason(req, res.status, o.max_body_bytes));
   });
   http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     std::string route = req.path.rfind("/v1/contexts/", 0) == 0 ? "/v1/contexts/{id}" : req.path;
@@ -192,6 +237,7 @@ void Server::Impl::Routes() {
 
 Expected<std::unique_ptr<Server>> Server::Create(const Engine& engine, const ServerOptions& o) {
   if (o.parallel < 1) return MakeError("--parallel must be >= 1");
+  if (o.max_body_bytes < 1) return MakeError("the request body limit must be at least 1 byte");
   if (o.queue < 0) return MakeError("--queue must be >= 0");
   if (o.ctx < 0 || o.ctx > engine.config().ctx)
     return MakeError("context length must be in [0, " + std::to_string(engine.config().ctx) + "]");
@@ -226,7 +272,7 @@ Expected<std::unique_ptr<Server>> Server::Create(const Engine& engine, const Ser
     res.set_header("Connection", "close");
     return httplib::Server::HandlerResponse::Handled;
   });
-  im.http.set_payload_max_length(size_t{64} << 20);
+  im.http.set_payload_max_length(o.max_body_bytes);
   im.http.set_keep_alive_max_count(100);
   im.http.set_keep_alive_timeout(o.keep_alive_s);
   return s;

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "checks.h"
 #include "model_flags.h"
 #include "bench_llama_output.h"
 #include "commands.h"
@@ -166,18 +167,17 @@ Command AddBench(CLI::App& app) {
   sub->add_option("-m,--model", o->model, "GGUF model file")->capture_default_str();
   sub->add_option("-d,--depth", o->depths, "Context depths (tokens already in the cache); depths beyond "
                   "the context are clipped")->capture_default_str()->delimiter(',');
-  sub->add_option("--gen", o->gen, "Decode steps timed at each depth")->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("--reps", o->reps, "Repetitions (mean and sd)")->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("--prefill", o->prefill, "Prompt tokens timed at depth 0")->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
-  sub->add_option("-c,--ctx", o->ctx, "Context length of the sessions (0: the model's; longer depths need it)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--gen", o->gen, "Decode steps timed at each depth")->capture_default_str()->check(Positive());
+  sub->add_option("--reps", o->reps, "Repetitions (mean and sd)")->capture_default_str()->check(Positive());
+  sub->add_option("--prefill", o->prefill, "Prompt tokens timed at depth 0")->capture_default_str()->check(Positive());
+  sub->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str()->check(NonNegative());
+  AddCtxFlag(sub, &o->ctx, "Context length of the sessions (0: the model's; longer depths need it)");
   AddRopeFlags(sub, &o->rope);
   UseServingDefaults(&o->kv);
   AddKvFlags(sub, &o->kv, true, true);
+  AddCacheTypeFlags(sub, &o->kv);
   sub->add_option("--membw", o->membw_mib, "Also measure read bandwidth over a buffer of this many MiB (0: off)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(NonNegative());
   sub->add_option("--json", o->json, "Write the rows as JSON to this file");
   sub->add_option("-o,--output", o->output, "text, or llama-bench's md / json (pp/tg tests of -p/-n at the -d depths)")
       ->capture_default_str()->check(CLI::IsMember({"text", "md", "json"}));
@@ -188,12 +188,14 @@ Command AddBench(CLI::App& app) {
   sub->add_option("-n,--n-gen", o->n_gen, "With -o md|json: decode lengths (tg tests)")->capture_default_str()->delimiter(',');
   auto action = [o, sub]() -> int {
     o->depth_given = sub->get_option("--depth")->count() > 0;
-    auto engine = Engine::Load({o->model, o->threads, o->rope, o->ctx});
-    if (!engine.ok()) {
-      std::fprintf(stderr, "kvtrim bench: %s\n", engine.error().message.c_str());
+    if (Status st = ApplyCacheTypes(&o->kv); !st.ok()) {
+      std::fprintf(stderr, "kvtrim bench: %s\n", st.message().c_str());
       return 1;
     }
-    const Engine& e = *engine.value();
+    for (const std::string& w : KvFlagWarnings(o->kv)) std::fprintf(stderr, "kvtrim bench: warning: %s\n", w.c_str());
+    std::unique_ptr<Engine> engine = LoadEngine("bench", o->model, o->threads, o->rope, o->ctx);
+    if (!engine) return 1;
+    const Engine& e = *engine;
     if (o->breakdown) return RunBreakdown(e, *o);
     if (o->output != "text") return RunLlamaStyle(e, *o);
     BenchOptions bo;

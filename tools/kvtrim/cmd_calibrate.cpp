@@ -5,15 +5,19 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "checks.h"
 #include "commands.h"
 #include "kvtrim/eval_calibrate.h"
+#include "kvtrim/eval_sweep.h"
 #include "kv_flags.h"
+#include "model_flags.h"
 #include "progress.h"
 
 namespace kvtrim::cli {
 namespace {
 
 struct CalibOpts {
+  RopeOverrides rope;
   std::string model, out = "calib.json", plots;
   std::vector<std::string> methods = {"compactor"}, tasks = {"niah", "passkey"}, haystacks;
   std::vector<double> ratios = {0.1, 0.25, 0.5, 0.75}, taus = {0.9, 0.95};
@@ -25,11 +29,10 @@ struct CalibOpts {
 };
 
 int Run(const CalibOpts& o) {
-  auto engine = Engine::Load({o.model, o.threads});
-  if (!engine.ok()) {
-    std::fprintf(stderr, "kvtrim calibrate: %s\n", engine.error().message.c_str());
-    return 1;
-  }
+  // --context past the model's context: the sessions get that much room, as in eval.
+  const int room = o.context > 0 ? o.context + eval::kAnswerRoom : 0;
+  std::unique_ptr<Engine> engine = LoadEngine("calibrate", o.model, o.threads, o.rope, room);
+  if (!engine) return 1;
   eval::CalibrateOptions co;
   co.methods = o.methods;
   co.ratios = o.ratios;
@@ -53,7 +56,7 @@ int Run(const CalibOpts& o) {
   co.penalty = o.penalty;
   co.kv = ToKvOptions(o.kv, "full");
   co.progress = CountProgress("kvtrim calibrate", "contexts");
-  auto res = eval::RunCalibrate(*engine.value(), co);
+  auto res = eval::RunCalibrate(*engine, co);
   if (!res.ok()) {
     std::fprintf(stderr, "kvtrim calibrate: %s\n", res.error().message.c_str());
     return 1;
@@ -88,19 +91,20 @@ Command AddCalibrate(CLI::App& app) {
   sub->add_option("--tasks", o->tasks, "Needle tasks (answer NLL)")->delimiter(',')->capture_default_str();
   sub->add_flag("--no-fidelity", o->no_fidelity, "Skip plain-text continuations");
   sub->add_option("--haystack", o->haystacks, "Haystack text files (several: more varied contexts)");
-  sub->add_option("--samples", o->samples, "Contexts per task and haystack")->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_option("--samples", o->samples, "Contexts per task and haystack")->capture_default_str()->check(Positive());
   sub->add_option("--seed", o->seed, "Seed of the task generators")->capture_default_str();
-  sub->add_option("--context", o->context, "Context length in tokens (0: model context - 48)")->capture_default_str();
+  sub->add_option("--context", o->context, "Context length in tokens (0: model context - 48; past the model's context with RoPE scaling, as eval)")->capture_default_str();
   sub->add_option("--continuation", o->continuation, "Plain text: teacher-forced tokens after the context")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(Positive());
   sub->add_option("--holdout", o->holdout, "Share of contexts kept out of the fit and checked at r*")
       ->capture_default_str()->check(CLI::Range(0.0, 0.95));
   sub->add_option("--tau", o->taus, "Quality targets checked on the held-out contexts")->delimiter(',')->capture_default_str();
   sub->add_option("--penalty", o->penalty, "Weight on residuals where the fit over-predicts quality")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(Positive());
   sub->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str();
   sub->add_option("--out", o->out, "Calibration file to write")->capture_default_str();
   sub->add_option("--plots", o->plots, "Folder for the plots (predicted vs measured, r* distribution)");
+  AddRopeFlags(sub, &o->rope);
   AddKvFlags(sub, &o->kv, /*with_policy=*/false);
   return {sub, [o]() { return Run(*o); }};
 }

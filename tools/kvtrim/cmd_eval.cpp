@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "checks.h"
 #include "model_flags.h"
 #include "kvtrim/clock.h"
 #include "commands.h"
@@ -179,12 +180,12 @@ Command AddEval(CLI::App& app) {
                   "or skip")->capture_default_str();
   sub->add_option("--shard", o->shard, "Run only shard i of n (i/n, 0 <= i < n): every n-th (task, sample) unit; "
                   "combine the partial reports with `kvtrim eval-merge`");
-  sub->add_option("--samples", o->samples, "Samples per task")->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_option("--samples", o->samples, "Samples per task")->capture_default_str()->check(Positive());
   sub->add_option("--seed", o->seed, "Seed of the task generators")->capture_default_str();
   sub->add_option("--context", o->context, "Context length in tokens, question included (0: model context - 48)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(NonNegative());
   sub->add_option("--continuation", o->continuation, "Fidelity: teacher-forced tokens after the compressed part")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(Positive());
   sub->add_option("--needles", o->needles, "Needles in multikey/multivalue/multiquery samples")->capture_default_str()
       ->check(CLI::Range(2, 16));
   sub->add_option("--queries", o->queries, "Keys asked in multiquery samples")->capture_default_str()->check(CLI::Range(1, 16));
@@ -193,7 +194,7 @@ Command AddEval(CLI::App& app) {
   sub->add_flag("--query-aware", o->query_aware, "Compress with the question at the end of the context "
                 "(default: query-agnostic, the question is appended after compression)");
   sub->add_option("--haystack", o->haystack, "Haystack text file (UTF-8)")->capture_default_str();
-  sub->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str()->check(NonNegative());
   AddRopeFlags(sub, &o->rope);
   sub->add_option("--out", o->out, "Report folder (default: kvtrim-eval-<timestamp>)");
   sub->add_option("--json", o->json, "JSON report path (default: <out>/report.json)");

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "checks.h"
 #include "model_flags.h"
 #include "commands.h"
 #include "kvtrim/eval_heatmap.h"
@@ -115,7 +116,7 @@ Status AddHeadBudgets(const Engine& e, const HeadBudgetFlags& f, kv::ModelProfil
 struct ProfileOpts {
   RopeOverrides rope;
   std::string model, out = "profile.json", plots;
-  int threads = 0, sinks = 4, min_window = 64;
+  int threads = 0, sinks = 4, min_window = 64, ctx = 0;
   int64_t depth = 0;
   bool no_plots = false;
   ProfileOptions po;
@@ -123,23 +124,20 @@ struct ProfileOpts {
 };
 
 int ProfileAction(const ProfileOpts& o) {
-  auto engine = Engine::Load({o.model, o.threads, o.rope});
-  if (!engine.ok()) {
-    std::fprintf(stderr, "kvtrim profile: %s\n", engine.error().message.c_str());
-    return 1;
-  }
-  auto p = ProfileModel(*engine.value(), o.po);
+  std::unique_ptr<Engine> engine = LoadEngine("profile", o.model, o.threads, o.rope, o.ctx);
+  if (!engine) return 1;
+  auto p = ProfileModel(*engine, o.po);
   if (!p.ok()) {
     std::fprintf(stderr, "kvtrim profile: %s\n", p.error().message.c_str());
     return 1;
   }
   std::printf("profile of %s: probe BOS + %d x %d random tokens (seed %llu), %d tokens in %.3f s (%d threads)\n",
               p->model.file.c_str(), p->repeats, p->probe_len, static_cast<unsigned long long>(p->seed),
-              1 + p->repeats * p->probe_len, p->seconds, engine.value()->threads());
+              1 + p->repeats * p->probe_len, p->seconds, engine->threads());
   PrintScores(p.value());
-  PrintHeads(p.value(), o.depth > 0 ? o.depth : engine.value()->context_length(), o.sinks, o.min_window);
+  PrintHeads(p.value(), o.depth > 0 ? o.depth : engine->context_length(), o.sinks, o.min_window);
   if (o.hb.on) {
-    Status hs = AddHeadBudgets(*engine.value(), o.hb, &p.value());
+    Status hs = AddHeadBudgets(*engine, o.hb, &p.value());
     if (!hs.ok()) {
       std::fprintf(stderr, "kvtrim profile: %s\n", hs.message().c_str());
       return 1;
@@ -173,7 +171,7 @@ Command AddProfile(CLI::App& app) {
   sub->add_option("-m,--model", o->model, "GGUF model file")->capture_default_str();
   sub->add_option("--out", o->out, "Profile file to write (JSON)")->capture_default_str();
   sub->add_option("--probe-len", o->po.probe_len, "Random block length K (0: min(2500, ctx/4 - 1))")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(NonNegative());
   sub->add_option("--seed", o->po.seed, "Seed of the random block")->capture_default_str();
   sub->add_option("--echo-frac", o->po.echo_frac, "Top fraction of query heads by echo score")
       ->capture_default_str()->check(CLI::Range(1e-9, 1.0));
@@ -182,7 +180,7 @@ Command AddProfile(CLI::App& app) {
   sub->add_option("--plots", o->plots, "Directory for the heatmaps (default: the profile's directory)");
   sub->add_flag("--no-plots", o->no_plots, "Do not draw the heatmaps");
   sub->add_option("--depth", o->depth, "Sequence length N for the min reachable ratio (0: the model's context)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(NonNegative());
   sub->add_option("--sinks", o->sinks, "Sinks for the min reachable ratio")->capture_default_str();
   sub->add_option("--min-window", o->min_window, "Minimum window S0 for the min reachable ratio")->capture_default_str();
   sub->add_flag("--head-budgets", o->hb.on,
@@ -190,16 +188,18 @@ Command AddProfile(CLI::App& app) {
   sub->add_option("--head-budget-ratio", o->hb.ratio, "Baseline ratio r of the head-budget search")
       ->capture_default_str()->check(CLI::Range(1e-6, 0.999999));
   sub->add_option("--calib-contexts", o->hb.contexts, "Head budgets: calibration contexts from the haystack")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(Positive());
   sub->add_option("--calib-tokens", o->hb.tokens, "Head budgets: tokens per calibration context (BOS included)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(Positive());
   sub->add_option("--calib-continuation", o->hb.continuation, "Head budgets: teacher-forced tokens the KL is taken on")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(Positive());
   sub->add_option("--calib-seed", o->hb.seed, "Head budgets: seed of the first calibration context")->capture_default_str();
   sub->add_option("--haystack", o->hb.haystack, "Head budgets: text the calibration contexts come from")
       ->capture_default_str();
-  sub->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str()->check(NonNegative());
   AddRopeFlags(sub, &o->rope);
+  AddCtxFlag(sub, &o->ctx, "Context length the model is read at (0: its own; past its trained context with RoPE "
+             "scaling); the probe length and --depth default follow it");
   return {sub, [o]() { return ProfileAction(*o); }};
 }
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "checks.h"
 #include "model_flags.h"
 #include "commands.h"
 #include "kv_flags.h"
@@ -23,21 +24,28 @@ struct ServeOpts {
   std::string model, host = "127.0.0.1";
   int port = 8080, threads = 0, parallel = 1, queue = 16, ctx = 0, keep_alive = 2;
   double store_mib = 256, store_gib = 0;
+  bool request_fields = false;
+  double max_body_mib = 64;
   std::string store_dir;
   KvFlags kv;
 };
 
-int ServeAction(const ServeOpts& o) {
+int ServeAction(ServeOpts& o) {
+  if (o.request_fields) {
+    std::fputs(server::RequestFieldsMarkdown().c_str(), stdout);
+    return 0;
+  }
+  if (Status st = ApplyCacheTypes(&o.kv); !st.ok()) {
+    std::fprintf(stderr, "kvtrim serve: %s\n", st.message().c_str());
+    return 1;
+  }
   // glibc gives each thread that allocates its own arena and keeps what is
   // freed there: with a connection thread per request, resident memory grew
   // ~8 MiB per 1K-token request until every thread had one (docs/server.md).
   // A few arenas keep it flat.
   mallopt(M_ARENA_MAX, std::max(2, o.parallel));
-  auto engine = Engine::Load({o.model, o.threads, o.rope});
-  if (!engine.ok()) {
-    std::fprintf(stderr, "kvtrim serve: %s\n", engine.error().message.c_str());
-    return 1;
-  }
+  std::unique_ptr<Engine> engine = LoadEngine("serve", o.model, o.threads, o.rope, o.ctx);
+  if (!engine) return 1;
   server::ServerOptions so;
   so.host = o.host;
   so.port = o.port;
@@ -46,12 +54,13 @@ int ServeAction(const ServeOpts& o) {
   so.queue = o.queue;
   so.keep_alive_s = o.keep_alive;
   so.ctx = o.ctx;
+  so.max_body_bytes = static_cast<size_t>(o.max_body_mib * 1048576.0);
   so.context_store_bytes = static_cast<size_t>(o.store_mib * 1048576.0);
   so.context_store = o.store_dir;
   so.context_store_disk_bytes = static_cast<uint64_t>(o.store_gib * 1073741824.0);
   so.kv = ToKvOptions(o.kv, o.kv.kv.policy);
   so.model_name = std::filesystem::path(o.model).filename().string();
-  auto srv = server::Server::Create(*engine.value(), so);
+  auto srv = server::Server::Create(*engine, so);
   if (!srv.ok()) {
     std::fprintf(stderr, "kvtrim serve: %s\n", srv.error().message.c_str());
     return 1;
@@ -97,14 +106,14 @@ Command AddServe(CLI::App& app) {
       CLI::Range(0, 65535));
   sub->add_option("-t,--threads", o->threads, "Threads in all, split among the --parallel slots (0: all cores)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   AddRopeFlags(sub, &o->rope);
   sub->add_option("--parallel", o->parallel, "Requests running the model at once (each slot has its own threads)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   sub->add_option("--queue", o->queue, "Requests waiting for a slot at most; more are answered 503")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   sub->add_option("--keep-alive-s", o->keep_alive,
                   "An idle keep-alive connection is closed after this many seconds (it holds a connection thread)")
       ->capture_default_str()
@@ -112,7 +121,7 @@ Command AddServe(CLI::App& app) {
   sub->add_option("--context-store-mib", o->store_mib,
                   "Bound of the stored contexts' KV bytes (least recently used dropped first)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   sub->add_option("--context-store", o->store_dir,
                   "Also keep every stored context in DIR (one context file each, docs/context-file.md) or in "
                   "redis://HOST:PORT (shared by replicas): written before it is acknowledged, loaded on demand, "
@@ -121,12 +130,17 @@ Command AddServe(CLI::App& app) {
                   "Bound of a --context-store directory's files in GiB, least recently used dropped first (0: none; "
                   "bound Redis with its maxmemory)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  sub->add_option("-c,--ctx", o->ctx, "Context length of every session (0: the model's)")
+      ->check(NonNegative());
+  AddCtxFlag(sub, &o->ctx, "Context length of every session (0: the model's; past its trained context with RoPE "
+             "scaling, e.g. --rope-scaling yarn --rope-scale 4)");
+  sub->add_option("--max-body-mib", o->max_body_mib, "Largest request body taken (a larger one gets 413)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(Positive());
+  sub->add_flag("--request-fields", o->request_fields,
+                "Print every request field (Markdown: docs/request-fields.md) and exit");
   UseServingDefaults(&o->kv);
   AddKvFlags(sub, &o->kv, true, false);
+  AddCacheTypeFlags(sub, &o->kv);
   return {sub, [o]() { return ServeAction(*o); }};
 }
 

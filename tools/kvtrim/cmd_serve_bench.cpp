@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "checks.h"
 #include "commands.h"
 #include "kvtrim/clock.h"
 #include "kvtrim/engine.h"
@@ -260,10 +261,10 @@ Command AddServeBench(CLI::App& app) {
   sub->add_option("--soak-minutes", o->soak_minutes,
                   "Only a soak: --clients clients create a context, ask --questions, delete it, for this long "
                   "(soak.json, soak.md in --out)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   sub->add_option("--soak-interval-s", o->soak_interval_s, "One row of the soak report per this many seconds")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Positive());
   auto action = [o]() -> int {
     if (o->soak_minutes > 0) return SoakAction(*o);
     auto text = ContextText(*o);

@@ -1,5 +1,6 @@
 #include "kv_flags.h"
 
+#include <algorithm>
 #include <cmath>
 #include <iomanip>
 #include <sstream>
@@ -65,6 +66,8 @@ void AddKvFlags(CLI::App* sub, KvFlags* f, bool with_policy, bool with_quality) 
     if ((s.scope == Scope::kPolicy && !with_policy) || (s.scope == Scope::kQuality && !with_quality)) continue;
     CLI::Option* opt = AddTableOption(sub, &f->kv, s);
     if (s.name == "kv-ratio") f->ratio_opt = opt;
+    if (s.name == "kv") f->policy_opt = opt;
+    if (s.name == "kv-quant") f->quant_opt = opt;
     if (s.name == "profile") {  // the tri-state per-head-budget switches follow the profile they read
       sub->add_flag("--head-budgets", f->head_budgets,
                     "Nonuniform per-head budgets from the --profile (kvtrim profile --head-budgets), scaled to the "
@@ -89,7 +92,54 @@ void AddKvFlags(CLI::App* sub, KvFlags* f, bool with_policy, bool with_quality) 
   }
   // Every option added here is listed under "KV cache" in the command's help.
   const std::vector<CLI::Option*> opts = sub->get_options();
-  for (size_t i = first; i < opts.size(); ++i) opts[i]->group("KV cache");
+  for (size_t i = first; i < opts.size(); ++i) {
+    opts[i]->group("KV cache");
+    f->all.push_back(opts[i]);
+  }
+}
+
+bool KvFlags::any_given() const {
+  return std::any_of(all.begin(), all.end(), [](const CLI::Option* o) { return o->count() > 0; });
+}
+
+void AddCacheTypeFlags(CLI::App* sub, KvFlags* f) {
+  sub->add_option("--cache-type-k", f->cache_type_k, "llama.cpp's -ctk: the KV type (as --kv-quant; K and V "
+                  "share one type here, so -ctv must agree)")->group("KV cache");
+  sub->add_option("--cache-type-v", f->cache_type_v, "llama.cpp's -ctv: the KV type (as --kv-quant; must agree "
+                  "with -ctk)")->group("KV cache");
+}
+
+Status ApplyCacheTypes(KvFlags* f) {
+  const std::string& k = f->cache_type_k;
+  const std::string& v = f->cache_type_v;
+  if (k.empty() && v.empty()) return {};
+  const bool quant_given = f->quant_opt && f->quant_opt->count() > 0;
+  const std::string base = f->kv.quant;  // --kv-quant's value, given or the command's default
+  const std::string kt = k.empty() ? base : k, vt = v.empty() ? base : v;
+  if (kt != vt)
+    return MakeError("K and V are stored in one type here: the K type " + kt + (k.empty() ? " (--kv-quant or its default)" : "") +
+                     " and the V type " + vt + (v.empty() ? " (--kv-quant or its default)" : "") +
+                     " differ; give -ctk and -ctv the same type");
+  if (quant_given && kt != base)
+    return MakeError("--kv-quant " + base + " and the cache type " + kt + " (-ctk/-ctv) differ");
+  f->kv.quant = kt;
+  return {};
+}
+
+std::vector<std::string> KvFlagWarnings(const KvFlags& f) {
+  std::vector<std::string> w;
+  const bool policy_given = f.policy_opt && f.policy_opt->count() > 0;
+  if (f.kv.policy == "full") {
+    std::string flags;
+    for (const char* name : {"--kv-ratio", "--kv-budget", "--kv-threshold", "--kv-quality"})
+      for (const CLI::Option* o : f.all)
+        if (o->count() > 0 && o->check_name(name)) flags += std::string(flags.empty() ? "" : ", ") + name;
+    if (!flags.empty())
+      w.push_back(flags + (policy_given ? " given with --kv full" : " given without --kv") +
+                  ": the full cache keeps every token, so it has no effect (choose a policy with --kv; `kvtrim "
+                  "policies` lists them)");
+  }
+  return w;
 }
 
 KvOptions ToKvOptions(const KvFlags& f, const std::string& policy) {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "llama_flags.h"
 
 #ifndef KVTRIM_SOURCE_DIR
 #define KVTRIM_SOURCE_DIR "."
@@ -57,10 +58,22 @@ int main(int argc, char** argv) {
       kvtrim::cli::AddMakeModel(app),
       kvtrim::cli::AddContext(app),
   };
+  const kvtrim::cli::LlamaArgs la = kvtrim::cli::RewriteLlamaFlags(app, {argv, argv + argc});
+  std::vector<char*> args;
+  for (const std::string& a : la.args) args.push_back(const_cast<char*>(a.c_str()));
+  if (!la.ignored.empty()) {
+    std::string names;
+    for (const std::string& f : la.ignored) names += " " + f;
+    std::fprintf(stderr, "kvtrim: ignored (llama.cpp flags with no meaning on this CPU engine):%s\n", names.c_str());
+  }
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    const std::string hint = kvtrim::cli::SuggestFlags(app, la.args, e.what());
+    if (hint.empty()) return app.exit(e);
+    std::fputs(hint.c_str(), stderr);
+    std::fprintf(stderr, "Run with --help for more information.\n");
+    return static_cast<int>(e.get_exit_code());
   }
   for (auto& c : cmds)
     if (c.sub->parsed()) return c.action();

@@ -426,12 +426,12 @@ PolicyInfo AmPolicyInfo() {
            {"am-omp-step", 4, "OMP: keys picked per refit", 1, 1e6},
            {"am-max-queries", 4096, "reference queries per KV head at most (seeded sample above)", 1, 1e7},
            {"am-chunk", 4096, "compact chunks of this many entries independently", 1, 1e9},
-           {"am-ridge", 1e-6, "value fit ridge, relative to the mean squared column norm", 0, 1},
+           Real({"am-ridge", 1e-6, "value fit ridge, relative to the mean squared column norm", 0, 1}),
            {"am-repeat-past-ctx", 1, "repeat pass: 1 teacher-forces the whole context again, past the model's trained "
                                      "context if need be (RoPE extrapolation); 0 stops at the trained context", 0, 1},
            {"am-onpolicy", 0, "1: compact layer by layer, the repeat pass re-run over the compacted lower layers", 0, 1},
            {"am-refill", 1, "1: slots NNLS frees (weight 0) go to the next-best keys, weights refit, so a head holds its "
-                            "budget; 0: keep fewer (the round-2 behaviour)", 0, 1},
+                            "budget; 0: drop them and keep fewer", 0, 1},
            {"kv-seed", 0, "sampling seed of the kept sample"}},
           [](const Params& p) {
             AmConfig c;

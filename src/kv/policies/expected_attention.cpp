@@ -92,8 +92,8 @@ PolicyInfo ExpectedAttentionPolicyInfo() {
            {"ea-sinks", 4, "first positions always kept", 0, 1e6},
            {"ea-covariance", 1, "1: use the query covariance (0: the mean query only)", 0, 1},
            {"ea-value-norm", 1, "1: scores times ||v_j||", 0, 1},
-           {"ea-evict-batch", 0, "decode-time: fraction of the budget evicted at once when full (0: one entry per step)",
-            0, 1}},
+           Real({"ea-evict-batch", 0, "decode-time: fraction of the budget evicted at once when full (0: one entry per step)",
+            0, 1})},
           [](const Params& p) {
             return std::make_unique<ExpectedAttentionPolicy>(
                 static_cast<int>(p.at("ea-window")), static_cast<int>(p.at("ea-horizon")),

@@ -54,7 +54,7 @@ class H2oPolicy : public Policy {
 
 PolicyInfo H2oPolicyInfo() {
   return {"h2o", "Heavy hitters (accumulated attention mass) plus recent tokens, sink guard.",
-          {{"heavy-ratio", 0.5, "share of the budget (after sinks) for heavy hitters; the rest is recent", 0, 1},
+          {Real({"heavy-ratio", 0.5, "share of the budget (after sinks) for heavy hitters; the rest is recent", 0, 1}),
            {"sink-guard", 4, "first tokens protected permanently"},
            {"value-norm", 0, "scale attention scores by ||v_j||: none, l2, l1", 0, 2, ValueNormNames()}},
           [](const Params& p) {

@@ -26,8 +26,8 @@ class PyramidkvPolicy : public SnapkvPolicy {
 PolicyInfo PyramidkvPolicyInfo() {
   return {"pyramidkv", "SnapKV scores with budgets falling linearly over layers (total unchanged).",
           {{"obs-window", 32, "observation window w (last prompt positions)", 1, 1e6},
-           {"pool-kernel", 5, "average-pooling kernel (odd)", 1, 101},
-           {"pyramid-beta", 20, "last layer gets B/beta, first 2B - B/beta", 1, 1e6},
+           Odd({"pool-kernel", 5, "average-pooling kernel (odd)", 1, 101}),
+           Real({"pyramid-beta", 20, "last layer gets B/beta, first 2B - B/beta", 1, 1e6}),
            {"value-norm", 0, "scale attention scores by ||v_j||: none, l2, l1", 0, 2, ValueNormNames()}},
           [](const Params& p) {
             return std::make_unique<PyramidkvPolicy>(static_cast<int>(p.at("obs-window")),

@@ -149,8 +149,8 @@ PolicyInfo RazorPolicyInfo() {
           {{"sinks", 4, "sink tokens kept at the start"},
            {"min-window", 64, "razor: minimum recent window S0", 0, 1e9},
            {"compress-factor", 5, "razor: window N / C on non-retrieval heads (used when no --kv-ratio/--kv-budget)", 1, 1e9},
-           {"echo-frac", 0.01, "razor: top fraction of query heads by echo score", 1e-9, 1},
-           {"induction-frac", 0.14, "razor: top fraction of query heads by induction score", 1e-9, 1},
+           Real({"echo-frac", 0.01, "razor: top fraction of query heads by echo score", 1e-9, 1}),
+           Real({"induction-frac", 0.14, "razor: top fraction of query heads by induction score", 1e-9, 1}),
            {"razor-fold", 0, "razor: fold tokens leaving a window into the compensation entry at decode time", 0, 1, {}, true}},
           [](const Params& p) { return std::make_unique<RazorPolicy>(p); }};
 }

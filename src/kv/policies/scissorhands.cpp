@@ -42,7 +42,7 @@ PolicyInfo ScissorhandsPolicyInfo() {
           {{"history", 400, "steps m counted for importance", 1, 1e6},
            {"recent", 10, "most recent tokens protected"},
            {"sinks", 4, "sink tokens protected"},
-           {"evict-batch", 0.1, "fraction of the budget evicted at once when full", 0, 1}},
+           Real({"evict-batch", 0.1, "fraction of the budget evicted at once when full", 0, 1})},
           [](const Params& p) {
             return std::make_unique<ScissorhandsPolicy>(static_cast<int>(p.at("history")), static_cast<int>(p.at("recent")),
                                                         static_cast<int>(p.at("sinks")), p.at("evict-batch"));

@@ -66,7 +66,7 @@ Plan SnapkvPolicy::Compress(const PolicyContext& ctx) {
 PolicyInfo SnapkvPolicyInfo() {
   return {"snapkv", "Observation window of the last prompt positions votes for keys (pooled); prefill-time.",
           {{"obs-window", 32, "observation window w (last prompt positions)", 1, 1e6},
-           {"pool-kernel", 5, "average-pooling kernel (odd)", 1, 101},
+           Odd({"pool-kernel", 5, "average-pooling kernel (odd)", 1, 101}),
            {"value-norm", 0, "scale attention scores by ||v_j||: none, l2, l1", 0, 2, ValueNormNames()}},
           [](const Params& p) {
             return std::make_unique<SnapkvPolicy>(static_cast<int>(p.at("obs-window")), static_cast<int>(p.at("pool-kernel")),
