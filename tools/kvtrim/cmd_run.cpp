@@ -6,6 +6,7 @@
 #include "checks.h"
 #include "commands.h"
 #include "kv_flags.h"
+#include "kvtrim/clock.h"
 #include "kvtrim/engine.h"
 #include "kvtrim/prompt.h"
 #include "kvtrim/report.h"
@@ -45,9 +46,12 @@ void PrintRunStats(const Engine& e, const Session& s, const KvOptions& kv, const
                  s.context_nll(), prompt_tokens, r.ratio, kv.calibration.c_str());
   std::fprintf(stderr, "prefill: %d tokens in %.3f s (%s)\n", st.prompt_tokens, st.prefill_s,
                FormatRate(st.prompt_tokens, st.prefill_s).c_str());
-  std::fprintf(stderr, "decode: %d tokens in %.3f s (%s), sampling %.1f ms (%.1f%%)\n", st.decode_steps, st.decode_s,
-               FormatRate(st.decode_steps, st.decode_s).c_str(), 1e3 * st.sample_s,
-               100.0 * st.sample_s / std::max(st.decode_s, 1e-12));
+  // The sampler's share of the decode, where the decode spans enough clock steps to be read.
+  char share[48] = "";
+  if (st.decode_steps > 0 && !io::BelowResolutionMs(1e3 * st.decode_s))
+    std::snprintf(share, sizeof share, " (%.1f%%)", 100.0 * st.sample_s / st.decode_s);
+  std::fprintf(stderr, "decode: %d tokens in %.3f s (%s), sampling %.1f ms%s\n", st.decode_steps, st.decode_s,
+               FormatRate(st.decode_steps, st.decode_s).c_str(), 1e3 * st.sample_s, share);
   // Like with like: the bytes the entries occupy against an exact full f32
   // cache (so --kv full reads 100%); the allocation, slack included, after.
   // The share of a full cache of the entries' own type (what the policy
