@@ -51,7 +51,7 @@ inline void ExpectEveryPolicyRoundTrips(const Engine& e, const ContextTransport&
     const std::string& policy = info.name;
     auto pol = kv::MakePolicy(policy, {});
     ASSERT_TRUE(pol.ok()) << policy;
-    const bool prefill_only = !pol.value()->decode_time();
+    const bool prefill_only = !pol.value()->traits().decode_time;
     for (const std::string quant : {"f32", "f16", "q8_0", "q4_0"}) {
       const std::string name = policy + "-" + quant;
       SessionOptions so;

@@ -60,7 +60,7 @@ TEST(HeadBudgetProfile, BudgetsSumToUniformTotalAndKeepMinima) {
     const std::vector<int> u = SkewedUnits();
     ASSERT_TRUE(c.value()->SetHeadUnits(u).ok());
     EXPECT_TRUE(c.value()->head_budgets());
-    const int min_e = std::max(1, c.value()->policy().protected_entries());
+    const int min_e = std::max(1, c.value()->policy().traits().protected_entries);
     for (double r : {0.25, 0.1, 0.05, 0.02}) {
       const int n = 1000;
       c.value()->SetRatio(r);
@@ -205,7 +205,7 @@ TEST(HeadBudgetProfile, RunHoldsExactlyTheBudgetedEntriesPerHead) {
     ASSERT_TRUE(s.ok()) << s.error().message;
     ASSERT_TRUE(s.value()->Prefill(prompt).ok());
     ASSERT_TRUE(s.value()->Compress().ok());
-    const int min_e = std::max(1, s.value()->compressor().policy().protected_entries());
+    const int min_e = std::max(1, s.value()->compressor().policy().traits().protected_entries);
     const int base = std::max(min_e, static_cast<int>(std::ceil(r * 600 - 1e-9)));
     const std::vector<int> want = kv::budget::DistributeBudget(u, base, 600, min_e);
     int total = 0;

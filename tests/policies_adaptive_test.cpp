@@ -266,7 +266,7 @@ TEST(AdaptiveBudget, SessionKeepsLayerTotals) {
     }
     EXPECT_TRUE(differ) << policy;
     // Decode-time (tova, h2o): the layer total stays within the uniform one.
-    if (!s.value()->compressor().policy().decode_time()) continue;
+    if (!s.value()->compressor().policy().traits().decode_time) continue;
     for (int t = 0; t < 8; ++t) ASSERT_TRUE(s.value()->Decode(toks[t + 1]).ok());
     const int b2 = s.value()->compressor().Budget(0, s.value()->position());
     for (int l = 0; l < L; ++l) {

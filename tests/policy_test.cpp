@@ -90,7 +90,7 @@ TEST(Policies, PyramidkvLayerBudgetsFallLinearly) {
   std::vector<int> want = {195, 148, 100, 53, 5};
   int total = 0;
   for (int l = 0; l < 5; ++l) {
-    EXPECT_EQ(budget::LayerBudget(p.value()->budget(), l, 5, 100), want[l]);
+    EXPECT_EQ(budget::LayerBudget(p.value()->traits().budget, l, 5, 100), want[l]);
     total += want[l];
   }
   EXPECT_NEAR(total, 500, 1);  // L * B up to rounding

@@ -33,7 +33,7 @@ std::vector<std::pair<std::string, std::string>> PrefillTimePolicies() {
   std::vector<std::pair<std::string, std::string>> out;
   for (const kv::PolicyInfo& info : kv::Registry()) {
     auto p = kv::MakePolicy(info.name, {});
-    if (p.ok() && p.value()->prefill_time()) out.emplace_back(info.name, p.value()->StreamBlocker());
+    if (p.ok() && p.value()->traits().prefill_time) out.emplace_back(info.name, StreamBlocker(p.value()->traits()));
   }
   return out;
 }
@@ -167,7 +167,7 @@ TEST(PrefillChunk, NoHeadEverHoldsMoreThanItsBudgetPlusAChunk) {
     // Budget (about 400 per head; razor 2000) + a chunk, against 4000 per
     // head; a reference pass (am's repeat) runs on a copy of the compressed
     // past and the chunk, with the chunk repeated: budget + 3 chunks at most.
-    const double factor = policy == "razor" ? 1.2 : s.value()->compressor().policy().reference_pass().repeat ? 1.5 : 3.0;
+    const double factor = policy == "razor" ? 1.2 : s.value()->compressor().policy().traits().reference_pass.repeat ? 1.5 : 3.0;
     EXPECT_LT(s.value()->peak_kv_bytes() * factor, full->peak_kv_bytes()) << policy;
     EXPECT_EQ(s.value()->position(), n);
   }

@@ -68,7 +68,7 @@ std::vector<double> Attend(const HeadStore& h, const std::vector<float>& q) {
 
 // The budget razor's castes give head (layer, head) of a two-head layout.
 int CasteBudget(const Policy& pol, int layer, int head) {
-  const budget::Spec s = pol.budget();
+  const budget::Spec s = pol.traits().budget;
   EXPECT_EQ(s.kind, budget::Kind::kCastes);
   return budget::HeadBudgets(s, 1, 1000000, layer + 1, 2, 1)[static_cast<size_t>(layer) * 2 + head];
 }

@@ -46,11 +46,7 @@ class PeakStat : public EntryStat {
 // Keeps the entries with the highest peak.
 class ToyPolicy : public Policy {
  public:
-  StatsNeeds needs() const override {
-    StatsNeeds n;
-    n.taps = {kPeakTap};
-    return n;
-  }
+  explicit ToyPolicy(std::string tap = kPeakTap) { mutable_traits().needs.taps = {tap}; }
   Plan Compress(const PolicyContext& ctx) override {
     const int n = ctx.store->size();
     std::vector<double> score(n, 0.0);
@@ -117,15 +113,8 @@ TEST(TapRegistry, NamesAreCheckedAndUnique) {
   EXPECT_FALSE(RegisterTap({.name = "", .make = [](const TapShape&) { return std::make_unique<PeakStat>(); }}).ok());
   EXPECT_FALSE(RegisterTap({.name = "toy-none", .make = nullptr}).ok());
   // A policy asking for a tap nobody registered is refused when the compressor is made.
-  class Unknown : public ToyPolicy {
-    StatsNeeds needs() const override {
-      StatsNeeds n;
-      n.taps = {"no-such-tap"};
-      return n;
-    }
-  };
   KvOptions o;
-  auto c = Compressor::CreateFor(std::make_unique<Unknown>(), o, 1, 1, 1, 4);
+  auto c = Compressor::CreateFor(std::make_unique<ToyPolicy>("no-such-tap"), o, 1, 1, 1, 4);
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.error().message.find("no-such-tap"), std::string::npos);
 }

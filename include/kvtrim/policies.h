@@ -9,13 +9,19 @@
 
 namespace kvtrim {
 
+// A policy's own flag, as the policy declares it (one struct: the registry's
+// and the listing's).
 struct PolicyParam {
   std::string name;  // the flag: --name
   double def = 0;
   std::string help;
-  double lo = 0, hi = 1e9;            // accepted range
-  std::vector<std::string> choices;   // a named choice: the name (or its index) gives the index
-  bool is_flag = false;               // a switch (given: 1)
+  double lo = 0, hi = 1e9;                 // accepted range
+  std::vector<std::string> choices = {};   // a named choice: the name (or its index) gives the index
+  bool is_flag = false;                    // a switch (given: 1)
+  // The values it takes: whole numbers (the default: counts, positions,
+  // switches, choices), any real in range, or odd whole numbers.
+  enum class Kind { kInteger, kReal, kOdd };
+  Kind kind = Kind::kInteger;
 };
 
 struct PolicyDescription {

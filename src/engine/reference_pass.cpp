@@ -78,7 +78,7 @@ void Session::ApplyReferencePass(const RefPassResult& r, bool queries, bool reus
 }
 
 Status Session::RunReferencePass() {
-  const kv::ReferencePass rp = compressor_->policy().reference_pass();
+  const kv::ReferencePass rp = compressor_->policy().traits().reference_pass;
   if (!rp.repeat || tokens_.empty()) return {};
   bool compresses = false;  // skip the pass when no layer's budget bites
   for (int l = 0; l < engine_->config().n_layer; ++l) compresses |= compressor_->Budget(l, position()) < position();

@@ -25,15 +25,14 @@ namespace {
 // KvOptions::head_budgets = 1, by default for am given a profile that has them).
 Status AttachProfile(const Engine& e, kv::Compressor& c, const KvOptions& kv) {
   const bool required = kv.head_budgets > 0;
-  const kv::PolicyInfo* info = kv::FindPolicy(kv.policy);
-  const bool by_default = info && info->traits.profile_head_budgets;
+  const bool by_default = c.policy().traits().profile_head_budgets;
   const bool head_budgets = required || (kv.head_budgets < 0 && by_default && !kv.profile.empty());
   if (required && kv.profile.empty())
     return MakeError("head budgets need a profile that has them: --profile FILE from `kvtrim profile --head-budgets`");
-  if (!c.policy().wants_profile() && !head_budgets) return {};
+  if (!c.policy().traits().wants_profile && !head_budgets) return {};
   auto p = e.Profile(kv.profile);
   if (!p.ok()) return p.error();
-  if (c.policy().wants_profile()) c.policy().SetProfile(p.value());
+  if (c.policy().traits().wants_profile) c.policy().SetProfile(p.value());
   if (!head_budgets) return {};
   const auto it = p.value()->extra.find(kv::kHeadBudgetsKey);
   if (it == p.value()->extra.end()) {
@@ -60,7 +59,7 @@ Status ConnectModel(const Engine& e, kv::Compressor& c) {
   r.base = cfg.rope_base;
   r.neox = cfg.rope_mode == kernels::RopeMode::kNeox;
   c.SetRope(r);
-  if (!c.policy().reference_pass().output_weights || c.has_output_gram()) return {};
+  if (!c.policy().traits().reference_pass.output_weights || c.has_output_gram()) return {};
   c.SetOutputGram(model::OutputGrams(cfg, e.transformer().weights()));
   if (!c.has_output_gram()) return MakeError("the policy weighs values by the output projection, which is not [dim, n_head*head_dim] "
                      "in this model");
@@ -183,7 +182,7 @@ Status Session::Compress() {
     chosen_ratio_ = kv::numerics::RetentionForQuality(opts_.kv.quality, calib_alpha_ * nll + calib_beta_);
     compressor_->SetRatio(chosen_ratio_);
   }
-  if (!compressor_->policy().reference_pass().on_policy) {
+  if (!compressor_->policy().traits().reference_pass.on_policy) {
     KVTRIM_RETURN_IF_ERROR(RunReferencePass());
     state_ = NewStateId();
     KVTRIM_RETURN_IF_ERROR(compressor_->CompressPrefill(*cache_, &pool()));
@@ -258,7 +257,7 @@ Status Session::Prefill(const std::vector<int>& tokens) {
     compressor_->BeginChunk(position() + static_cast<int64_t>(n), c0 == 0, chunk < tokens.size() ? position() : -1);
     KVTRIM_RETURN_IF_ERROR(ForwardPrompt(tokens.data() + c0, n));
     if (c0 + n == tokens.size()) break;  // the last chunk: Compress() takes it
-    if (compressor_->policy().prefill_time()) KVTRIM_RETURN_IF_ERROR(RunReferencePass());
+    if (compressor_->policy().traits().prefill_time) KVTRIM_RETURN_IF_ERROR(RunReferencePass());
     KVTRIM_RETURN_IF_ERROR(compressor_->CompressChunk(*cache_, end, &pool()));
     NotePeak();
     if (opts_.on_chunk) opts_.on_chunk(static_cast<int64_t>(c0 + n), static_cast<int64_t>(tokens.size()));

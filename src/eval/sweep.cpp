@@ -172,8 +172,8 @@ class Sweep {
     if (!chunked()) return base.Fork(kv);
     auto p = kv::MakePolicy(kv.policy, kv.params);
     if (!p.ok()) return p.error();
-    if (!p.value()->prefill_time()) return base.Fork(kv);
-    if (const std::string why = p.value()->StreamBlocker(); !why.empty()) {
+    if (!p.value()->traits().prefill_time) return base.Fork(kv);
+    if (const std::string why = kv::StreamBlocker(p.value()->traits()); !why.empty()) {
       *na = "n/a: --prefill-chunk: " + why;
       return std::unique_ptr<Session>();
     }
@@ -218,7 +218,7 @@ class Sweep {
           records_.push_back(std::move(rec));
           continue;
         }
-        if (decode_protocol && method != "full" && !s.value()->compressor().policy().decode_time()) {
+        if (decode_protocol && method != "full" && !s.value()->compressor().policy().traits().decode_time) {
           rec.note = "n/a: prefill-time policy (no decode-time compression)";  // not even compressed
           records_.push_back(std::move(rec));
           continue;
@@ -239,7 +239,7 @@ class Sweep {
           rec.entries_compressed = static_cast<long long>(s.value()->cache().EntriesHeld());
           const kv::Compressor& comp = s.value()->compressor();  // budgets that differ per head
           if (comp.adaptive() || comp.threshold() || comp.head_budgets() ||
-              comp.policy().budget().kind == kv::budget::Kind::kShared)
+              comp.policy().traits().budget.kind == kv::budget::Kind::kShared)
             rec.head_entries = HeadEntries(s.value()->cache());
           if (!needle_spans_.empty() && !o_.stream_context) rec.needle_kept = NeedleKept(s.value()->cache(), needle_spans_);
           Expected<Measured> m = measure(kv, *s.value());

@@ -6,7 +6,7 @@
 //
 // The path of --kv-ratio: KvOptions::ratio -> Target -> Uniform(target, n)
 // (ceil(r n), the uniform per-head budget) -> the policy's allocator
-// (Policy::budget(): uniform, pyramid, shared top-k, castes) or the user's
+// (PolicyTraits::budget: uniform, pyramid, shared top-k, castes) or the user's
 // (profile units, adaptive) -> one budget per KV head -> Policy::Compress.
 #pragma once
 #include <cstdint>
@@ -30,7 +30,7 @@ int64_t Uniform(const Target& t, int64_t n);
 // The retention the target means at length n: tokens / n (at most 1) or ratio.
 double Ratio(const Target& t, int64_t n);
 
-// Allocators a policy can ask for (Policy::budget()).
+// Allocators a policy can ask for (PolicyTraits::budget).
 enum class Kind {
   kUniform,  // every head the uniform budget
   kPyramid,  // PyramidKV: layer budgets fall linearly, the total unchanged

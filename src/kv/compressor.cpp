@@ -44,12 +44,12 @@ Status Merge(StatsNeeds* into, const StatsNeeds& n, const std::string& name) {
 }
 
 // The registered policies --head-budget adaptive takes (they score entries
-// and leave the allocation to the user), read from the policies themselves.
+// and leave the allocation to the user), read from their traits.
 std::string AdaptivePolicies() {
   std::string names;
   for (const PolicyInfo& info : Registry()) {
-    auto p = MakePolicy(info.name, {});
-    if (!p.ok() || !TakesAdaptiveBudgets(*p.value())) continue;
+    auto t = TraitsFor(info.name, {});
+    if (!t.ok() || !TakesAdaptiveBudgets(t.value())) continue;
     names += (names.empty() ? "" : ", ") + info.name;
   }
   return names;
@@ -58,10 +58,10 @@ std::string AdaptivePolicies() {
 // A budget that follows a policy's entry scores (AdaKV, threshold eviction)
 // needs a policy that scores entries and leaves the allocation to it.
 Status CheckScoresEntries(const std::string& flag, const Policy& p, const std::string& name) {
-  const budget::Kind k = p.budget().kind;
+  const budget::Kind k = p.traits().budget.kind;
   if (k == budget::Kind::kShared || k == budget::Kind::kCastes)
     return MakeError(flag + ": policy '" + name + "' allocates its own per-head budgets");
-  if (!p.has_entry_scores())
+  if (!p.traits().scores_entries)
     return MakeError(flag + " needs a policy that scores entries (" + AdaptivePolicies() + "), not '" + name + "'");
   return {};
 }
@@ -155,12 +155,12 @@ Expected<std::unique_ptr<Compressor>> Compressor::CreateFor(std::unique_ptr<Poli
   c->n_layer_ = n_layer;
   c->n_head_kv_ = n_head_kv;
   if (o.budget_tokens > 0) {
-    const budget::Spec spec = c->policy_->budget();
+    const budget::Spec spec = c->policy_->traits().budget;
     for (int l = 0; l < n_layer; ++l) {
       int b = budget::LayerBudget(spec, l, n_layer, o.budget_tokens);
-      if (b < c->policy_->protected_entries() || b < 1) {
+      if (b < c->policy_->traits().protected_entries || b < 1) {
         return MakeError("token budget " + std::to_string(o.budget_tokens) + " (layer " + std::to_string(l) + ": " +
-                         std::to_string(b) + ") is smaller than the " + std::to_string(c->policy_->protected_entries()) +
+                         std::to_string(b) + ") is smaller than the " + std::to_string(c->policy_->traits().protected_entries) +
                          " tokens policy '" + o.policy + "' protects");
       }
     }
@@ -182,12 +182,12 @@ Expected<std::unique_ptr<Compressor>> Compressor::CreateFor(std::unique_ptr<Poli
   } else if (!o.head_budget.empty() && o.head_budget != "uniform") {
     return MakeError("unknown --head-budget '" + o.head_budget + "' (uniform, adaptive)");
   }
-  c->needs_ = c->policy_->needs();
+  c->needs_ = c->policy_->traits().needs;
   KVTRIM_RETURN_IF_ERROR(CheckTaps(c->needs_.taps));
   for (const auto& a : also) {
-    auto p2 = MakePolicy(a.policy, a.params);
-    if (!p2.ok()) return p2.error();
-    KVTRIM_RETURN_IF_ERROR(Merge(&c->needs_, p2.value()->needs(), a.policy));
+    auto t = TraitsFor(a.policy, a.params);
+    if (!t.ok()) return t.error();
+    KVTRIM_RETURN_IF_ERROR(Merge(&c->needs_, t.value().needs, a.policy));
   }
   c->stats_ = std::make_unique<AttentionStats>(n_layer, n_head_kv, group, head_dim, c->needs_);
   return c;
@@ -213,8 +213,8 @@ int Compressor::BaseBudget(int64_t n) const {
 int Compressor::Budget(int layer, int64_t n) const {
   const int base = BaseBudget(n);
   if (base >= n) return static_cast<int>(std::min<int64_t>(n, INT32_MAX));
-  const int b = budget::LayerBudget(policy_->budget(), layer, n_layer_, std::max(1, base));
-  return std::max({1, b, policy_->protected_entries()});
+  const int b = budget::LayerBudget(policy_->traits().budget, layer, n_layer_, std::max(1, base));
+  return std::max({1, b, policy_->traits().protected_entries});
 }
 
 Status Compressor::SetHeadUnits(std::vector<int> units) {
@@ -230,9 +230,9 @@ Status Compressor::SetHeadUnits(std::vector<int> units) {
 std::vector<int> Compressor::HeadBudgets(int64_t n) const {
   const int base = BaseBudget(n);
   // Never below what the policy protects.
-  const int min_e = std::max(1, policy_->protected_entries());
+  const int min_e = std::max(1, policy_->traits().protected_entries);
   if (head_units_.empty())
-    return budget::HeadBudgets(policy_->budget(), base, n, n_layer_, n_head_kv_, min_e, &shared_);
+    return budget::HeadBudgets(policy_->traits().budget, base, n, n_layer_, n_head_kv_, min_e, &shared_);
   const int nn = static_cast<int>(std::min<int64_t>(n, INT32_MAX));
   if (base >= n) return std::vector<int>(head_units_.size(), nn);
   return budget::DistributeBudget(head_units_, std::max(min_e, base), nn, min_e);
@@ -280,7 +280,7 @@ std::vector<int> Compressor::AdaptiveBudgets(const KvCache& cache, int layer, Ph
 
 void Compressor::PrepareShared(const KvCache& cache, kernels::ThreadPool* pool) {
   shared_.clear();
-  const budget::Spec spec = policy_->budget();
+  const budget::Spec spec = policy_->traits().budget;
   const int64_t n = cache.logical_length();
   const int64_t base = budget::Uniform(target(), n);
   if (spec.kind != budget::Kind::kShared || base >= n) return;  // nothing is compressed
@@ -344,7 +344,7 @@ Status Compressor::CompressPrefillLayer(KvCache& cache, int l, kernels::ThreadPo
 }
 
 Status Compressor::CompressLayerAt(KvCache& cache, int l, int64_t n_budget, kernels::ThreadPool* pool) {
-  if (!policy_->prefill_time()) return {};
+  if (!policy_->traits().prefill_time) return {};
   auto t0 = std::chrono::steady_clock::now();
   if (layer_s_.size() != static_cast<size_t>(n_layer_)) layer_s_.assign(n_layer_, 0.0);
   // The whole-cache target first (razor solves its window, or answers
@@ -363,7 +363,7 @@ Status Compressor::CompressLayerAt(KvCache& cache, int l, int64_t n_budget, kern
   }
   // Heads are independent (plans, rows and statistics are per head).
   std::vector<Status> st(n_head_kv_);
-  const bool each_chunk = chunk_from_ >= 0 && policy_->compresses_each_chunk();
+  const bool each_chunk = chunk_from_ >= 0 && policy_->traits().compresses_each_chunk;
   auto run = [&](int64_t a, int64_t e) {
     for (int64_t h = a; h < e; ++h) {
       const int b = budgets[static_cast<size_t>(l) * n_head_kv_ + h];
@@ -387,8 +387,8 @@ void Compressor::BeginChunk(int64_t chunk_end, bool first, int64_t chunk_from) {
 
 Status Compressor::CheckStreams(const CompressionOptions& o, const Policy& p) {
   if (o.prefill_chunk < 0) return MakeError("--prefill-chunk " + std::to_string(o.prefill_chunk) + " is negative");
-  if (o.prefill_chunk == 0 || !p.prefill_time()) return {};
-  const std::string why = p.StreamBlocker();
+  if (o.prefill_chunk == 0 || !p.traits().prefill_time) return {};
+  const std::string why = StreamBlocker(p.traits());
   if (!why.empty())
     return MakeError("--prefill-chunk: policy '" + o.policy + "' cannot compress as the prompt is prefilled: " + why +
                      " (run it without --prefill-chunk)");
@@ -399,8 +399,8 @@ Status Compressor::CheckStreams(const CompressionOptions& o, const Policy& p) {
 }
 
 Status Compressor::CompressChunk(KvCache& cache, int64_t prompt_end, kernels::ThreadPool* pool) {
-  if (!policy_->prefill_time()) return {};
-  if (const std::string why = policy_->StreamBlocker(); !why.empty())
+  if (!policy_->traits().prefill_time) return {};
+  if (const std::string why = StreamBlocker(policy_->traits()); !why.empty())
     return MakeError("policy '" + o_.policy + "' cannot compress a prefill in chunks: " + why);
   for (int l = 0; l < n_layer_; ++l) {
     auto run = [&](int64_t a, int64_t e) {
@@ -423,7 +423,7 @@ void Compressor::FinishPrefill(KvCache& cache) {
 }
 
 Status Compressor::AfterDecodeStep(KvCache& cache, kernels::ThreadPool* pool) {
-  if (!policy_->decode_time()) return {};
+  if (!policy_->traits().decode_time) return {};
   auto t0 = std::chrono::steady_clock::now();
   struct Job { int layer, head, budget; };
   std::vector<Job> jobs;

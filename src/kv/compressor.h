@@ -36,7 +36,7 @@ class Compressor {
                                                       int group, int head_dim,
                                                       const std::vector<CompressionOptions>& also = {});
   // The same for a policy object outside the registry (tests, embedders):
-  // its needs() decide the statistics; o.policy names it in reports.
+  // its traits().needs decide the statistics; o.policy names it in reports.
   static Expected<std::unique_ptr<Compressor>> CreateFor(std::unique_ptr<Policy> policy, const CompressionOptions& o,
                                                          int n_layer, int n_head_kv, int group, int head_dim,
                                                          const std::vector<CompressionOptions>& also = {});
@@ -71,7 +71,7 @@ class Compressor {
   // l * n_head_kv + h. From now on head (l, h) may keep
   // DistributeBudget(units, base, n, max(1, protected))[l * n_head_kv + h]
   // entries, base the uniform per-head budget: the total stays the uniform
-  // one. They replace the policy's allocator (Policy::budget). Empty: off.
+  // one. They replace the policy's allocator (PolicyTraits::budget). Empty: off.
   Status SetHeadUnits(std::vector<int> units);
   bool head_budgets() const { return !head_units_.empty(); }
   // Budgets of every KV head at logical length n, flat l * n_head_kv + h

@@ -152,10 +152,10 @@ std::vector<int> ChoosePairs(const std::vector<double>& mass, const std::vector<
   return out;
 }
 
-StatsNeeds MergingPolicy::needs() const {
-  StatsNeeds n;
-  n.taps = {{kRecentRowsTap, o_.window}};
-  return n;
+PolicyTraits MergingPolicy::Traits(const MergingOptions& o) {
+  return {.needs = {.taps = {{kRecentRowsTap, o.window}}},
+          .protected_entries = o.sinks + o.window + 1,
+          .rates = {{"fallback rate", "fallbacks", "merges"}}};
 }
 
 Plan MergingPolicy::Compress(const PolicyContext& ctx) {

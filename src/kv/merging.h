@@ -62,9 +62,9 @@ std::vector<int> ChoosePairs(const std::vector<double>& mass, const std::vector<
 class MergingPolicy : public Policy {
  public:
   explicit MergingPolicy(MergingOptions o) : o_(o) {}
-  StatsNeeds needs() const override;
-  // Sinks, the recent window, and one entry to merge into.
-  int protected_entries() const override { return o_.sinks + o_.window + 1; }
+  // The recent rows of the observation window; protected: the sinks, the
+  // recent window, and one entry to merge into; the fallback rate printed.
+  static PolicyTraits Traits(const MergingOptions& o);
   // Decode: a no-op until the head holds budget + chunk, then `chunk` pairs
   // merge. Prefill: rounds of up to `chunk` merges until the budget is met
   // (merged entries merge again).

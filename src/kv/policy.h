@@ -3,8 +3,10 @@
 // the cache. Policies are found by name in the registry (registry.cpp), one
 // source file each under policies/.
 #pragma once
+#include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,27 +15,17 @@
 #include "kv/cache.h"
 #include "kv/plan.h"
 #include "kv/stats.h"
+#include "kv/taps.h"
+#include "kvtrim/policies.h"
 #include "kvtrim/status.h"
 
 namespace kvtrim::kv {
 
 struct ModelProfile;  // kv/profile.h
 
-// A policy's own flags: name (also the CLI flag --name), default, help.
-struct ParamSpec {
-  std::string name;
-  double def;
-  std::string help;
-  double lo = 0, hi = 1e9;  // accepted range
-  // A named choice: the CLI takes one of these names (or its index), the
-  // policy gets the index as the value.
-  std::vector<std::string> choices = {};
-  bool is_flag = false;     // a CLI switch (given: 1) rather than an option taking a value
-  // The values it takes: whole numbers (the default: counts, positions,
-  // switches, choices), any real in range, or odd whole numbers.
-  enum class Kind { kInteger, kReal, kOdd };
-  Kind kind = Kind::kInteger;
-};
+// A policy's own flags: name (also the CLI flag --name), default, help,
+// range, choices, kind (kvtrim/policies.h: one struct, listed as it is).
+using ParamSpec = kvtrim::PolicyParam;
 // A parameter that takes any real in its range / odd whole numbers only.
 inline ParamSpec Real(ParamSpec s) {
   s.kind = ParamSpec::Kind::kReal;
@@ -108,81 +100,112 @@ struct ReferencePass {
 // Per-entry scores of one head (--head-budget adaptive, KVzip's shared budget).
 using EntryScores = budget::EntryScores;
 
-class Policy {
- public:
-  virtual ~Policy() = default;
-  virtual StatsNeeds needs() const { return {}; }
-  virtual bool prefill_time() const { return true; }
-  virtual bool decode_time() const { return true; }
-  virtual ReferencePass reference_pass() const { return {}; }
-  // Entries that can never be evicted (sinks, protected recent tokens).
-  virtual int protected_entries() const { return 0; }
-  // How the budget is spread over heads (kv/budget.h): uniform unless the
-  // policy names another allocator (pyramid, KVzip's shared top-k over its
-  // Score, razor's castes once Prepare has solved its window).
-  virtual budget::Spec budget() const { return {}; }
-  // Named counters the policy keeps (e.g. merges, fallbacks), for reports;
-  // Compress may run on several heads at once, so counters are atomic.
-  virtual std::vector<std::pair<std::string, int64_t>> Counters() const { return {}; }
-  // Called once before prefill-time compression, before any head changes; a
-  // target the policy cannot meet returns MakeUnreachable.
-  virtual Status Prepare(const CompressionTarget& /*t*/) { return {}; }
-  // Policies built on a model profile (razor) get it before compressing.
-  virtual bool wants_profile() const { return false; }
-  virtual void SetProfile(std::shared_ptr<const ModelProfile> /*p*/) {}
-  // Policies that score entries (--head-budget adaptive, the shared
-  // allocator): whether, and the scores of one head (ctx.budget unused) that
-  // its Compress ranks by.
-  virtual bool has_entry_scores() const { return false; }
-  virtual EntryScores Score(const PolicyContext& /*ctx*/) { return {}; }
-  // A plan bringing the head to at most ctx.budget entries.
-  virtual Plan Compress(const PolicyContext& ctx) = 0;
-  // Why the policy cannot compress while a prompt is prefilled in chunks
-  // (KvOptions::prefill_chunk); empty when it can. By default: a reference
-  // pass over the whole context, or one budget shared by every head, cannot.
-  virtual std::string StreamBlocker() const;
-  // Chunked prefill: called on every head after each chunk but the last,
-  // before the heads over budget are compressed and the chunk's pre-RoPE
-  // keys and queries are dropped: a policy scoring from those folds what it
-  // needs into state it carries (Compactor's scores).
-  virtual void EndChunk(const PolicyContext& /*ctx*/) {}
-  // Chunked prefill: compress every head after every chunk, within budget or
-  // not (PolicyContext::chunk_from says which entries are the chunk's), for a
-  // policy that compacts each chunk to its share as it streams in.
-  virtual bool compresses_each_chunk() const { return false; }
-};
-
 // A rate between two of a policy's counters, printed beside them
 // ("fallback rate" = fallbacks / merges).
 struct CounterRate {
   std::string label, numerator, denominator;
 };
 
-// What callers outside the library ask of a policy by property, never by name.
+// What a policy is, as data: the facts the engine, the compressor and the
+// listings read, never by constructing it (PolicyInfo::traits computes them
+// from the parameters; a built policy holds its own, Policy::traits).
 struct PolicyTraits {
-  bool costly = false;                // left out of the default eval sweep (name it to run it)
-  bool profile_head_budgets = false;  // takes the profile's head budgets by default (KvOptions::head_budgets < 0)
-  std::vector<CounterRate> rates = {};  // rates over its counters (Policy::Counters) worth printing
+  // When it compresses: after the prompt's prefill, at every decode step over budget.
+  bool prefill_time = true;
+  bool decode_time = true;
+  // What it reads: the statistics collected for it, a second pass before
+  // compressing (Attention Matching, KVzip), a model profile (razor: SetProfile).
+  StatsNeeds needs = {};
+  ReferencePass reference_pass = {};
+  bool wants_profile = false;
+  // How it keeps: entries it never evicts (sinks, protected recent tokens);
+  // how the budget is spread over heads (kv/budget.h: uniform unless it names
+  // another allocator: pyramid, KVzip's shared top-k over its Score, razor's
+  // castes once Prepare has solved its window); whether Score gives per-entry
+  // scores its Compress ranks by (--head-budget adaptive, the shared allocator).
+  int protected_entries = 0;
+  budget::Spec budget = {};
+  bool scores_entries = false;
+  // A prompt prefilled in chunks (KvOptions::prefill_chunk): whether it
+  // compresses every head after every chunk, within budget or not (a policy
+  // that compacts each chunk to its share); why it cannot take chunks (empty:
+  // it can; unset: from the rest, see StreamBlocker).
+  bool compresses_each_chunk = false;
+  std::optional<std::string> stream_blocker = std::nullopt;
+  // For callers outside the library: left out of the default eval sweep
+  // (name it to run it); takes the profile's head budgets by default
+  // (KvOptions::head_budgets < 0); rates over its counters worth printing.
+  bool costly = false;
+  bool profile_head_budgets = false;
+  std::vector<CounterRate> rates = {};
 };
 
-// Whether --head-budget adaptive applies to the policy: it scores entries
-// (Policy::Score) and leaves the allocation to the user (not KVzip's shared
-// top-k, not razor's castes).
-inline bool TakesAdaptiveBudgets(const Policy& p) {
-  const budget::Kind k = p.budget().kind;
-  return p.has_entry_scores() && k != budget::Kind::kShared && k != budget::Kind::kCastes;
-}
+// Why a policy with these traits cannot compress while a prompt is
+// prefilled in chunks (empty when it can): what it says, or by default a
+// reference pass over the whole context, or one budget shared by every head.
+std::string StreamBlocker(const PolicyTraits& t);
+// Whether --head-budget adaptive applies: it scores entries and leaves the
+// allocation to the user (not KVzip's shared top-k, not razor's castes).
+bool TakesAdaptiveBudgets(const PolicyTraits& t);
 
+// A policy's behaviour: it reads entry metadata and statistics of one head
+// and returns a plan. Its facts are its traits.
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  const PolicyTraits& traits() const { return traits_; }
+  // Called once before prefill-time compression, before any head changes; a
+  // target the policy cannot meet returns MakeUnreachable.
+  virtual Status Prepare(const CompressionTarget& /*t*/) { return {}; }
+  // A policy built on a model profile (traits().wants_profile) gets it before compressing.
+  virtual void SetProfile(std::shared_ptr<const ModelProfile> /*p*/) {}
+  // For a policy that scores entries (traits().scores_entries): the scores
+  // of one head (ctx.budget unused) that its Compress ranks by.
+  virtual EntryScores Score(const PolicyContext& /*ctx*/) { return {}; }
+  // A plan bringing the head to at most ctx.budget entries.
+  virtual Plan Compress(const PolicyContext& ctx) = 0;
+  // Chunked prefill: called on every head after each chunk but the last,
+  // before the heads over budget are compressed and the chunk's pre-RoPE
+  // keys and queries are dropped: a policy scoring from those folds what it
+  // needs into state it carries (Compactor's scores).
+  virtual void EndChunk(const PolicyContext& /*ctx*/) {}
+  // Named counters the policy keeps (e.g. merges, fallbacks), for reports;
+  // Compress may run on several heads at once, so counters are atomic.
+  virtual std::vector<std::pair<std::string, int64_t>> Counters() const { return {}; }
+
+ protected:
+  // Set from the registration by MakePolicy; a policy whose facts change
+  // once prepared (razor's castes) or one built by hand (tests) writes them.
+  PolicyTraits& mutable_traits() { return traits_; }
+
+ private:
+  friend Expected<std::unique_ptr<Policy>> MakePolicy(const std::string& name, const Params& given);
+  PolicyTraits traits_;
+};
+
+// A registered policy: its name, summary and parameters, how to build it,
+// and its traits from its parameters (complete: defaults filled); the
+// statistics it brings of its own are registered with it (taps.h).
 struct PolicyInfo {
   std::string name;
   std::string summary;
   std::vector<ParamSpec> params;
-  std::function<std::unique_ptr<Policy>(const Params&)> make;  // params complete (defaults filled)
-  PolicyTraits traits = {};
+  std::function<std::unique_ptr<Policy>(const Params&)> make;
+  std::function<PolicyTraits(const Params&)> traits = nullptr;  // null: PolicyTraits' defaults
+  std::vector<TapInfo> taps = {};
 };
+// Traits that do not depend on the parameters.
+inline std::function<PolicyTraits(const Params&)> Fixed(PolicyTraits t) {
+  return [t](const Params&) { return t; };
+}
 
-// Every registered policy, in a stable order.
-const std::vector<PolicyInfo>& Registry();
+// Every registered policy: the built-in ones (registry.cpp) in a stable
+// order, then those registered since. References stay valid.
+const std::deque<PolicyInfo>& Registry();
+// Registers a policy beside the built-in ones (tests, embedders), and the
+// taps it brings; a name taken already, an empty name or no factory is an
+// error. Register before sessions are made.
+Status RegisterPolicy(PolicyInfo info);
 const PolicyInfo* FindPolicy(const std::string& name);
 // OK for a registered policy; otherwise an error naming the known ones.
 Status CheckPolicyName(const std::string& name);
@@ -192,6 +215,11 @@ Status CheckParam(const ParamSpec& s, double v);
 // summed by the caller; a rate whose denominator is 0 or absent is left out.
 std::vector<std::pair<std::string, double>> CounterRates(const std::string& policy,
                                                          const std::vector<std::pair<std::string, int64_t>>& counters);
+// The policy's parameters: `given` (only its own, each checked) over the defaults.
+Expected<Params> CompleteParams(const PolicyInfo& info, const Params& given);
+// The traits of a policy with these parameters, without building it.
+Expected<PolicyTraits> TraitsFor(const std::string& name, const Params& given);
+PolicyTraits TraitsOf(const PolicyInfo& info, const Params& complete);
 // Builds a policy; `given` may hold only the policy's own parameters.
 Expected<std::unique_ptr<Policy>> MakePolicy(const std::string& name, const Params& given);
 

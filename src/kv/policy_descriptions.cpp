@@ -10,13 +10,14 @@ std::vector<PolicyDescription> DescribePolicies() {
     PolicyDescription d;
     d.name = info.name;
     d.summary = info.summary;
-    for (const kv::ParamSpec& p : info.params) d.params.push_back({p.name, p.def, p.help, p.lo, p.hi, p.choices, p.is_flag});
-    d.costly = info.traits.costly;
-    if (auto made = kv::MakePolicy(info.name, {}); made.ok()) {
-      d.adaptive = kv::TakesAdaptiveBudgets(*made.value());
-      d.prefill_time = made.value()->prefill_time();
-      d.stream_blocker = made.value()->StreamBlocker();
-    }
+    d.params = info.params;
+    kv::Params defaults;
+    for (const kv::ParamSpec& p : info.params) defaults[p.name] = p.def;
+    const kv::PolicyTraits t = kv::TraitsOf(info, defaults);  // read, never built
+    d.costly = t.costly;
+    d.adaptive = kv::TakesAdaptiveBudgets(t);
+    d.prefill_time = t.prefill_time;
+    d.stream_blocker = kv::StreamBlocker(t);
     out.push_back(std::move(d));
   }
   return out;

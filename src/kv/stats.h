@@ -20,7 +20,7 @@ struct StatsNeeds {
   bool prefill_qk = false;   // Compactor-style scorers
   int query_window = 0;      // Expected Attention: pre-RoPE queries of the last w positions
   // Per-entry statistics from the tap registry (taps.h), by name and parameter.
-  std::vector<TapUse> taps;
+  std::vector<TapUse> taps = {};
   bool any_probs() const { return !taps.empty(); }
 };
 

@@ -332,19 +332,28 @@ std::vector<std::pair<std::string, int64_t>> AmPolicy::Counters() const {
 AmPolicy::AmPolicy(const AmConfig& c) : c_(std::make_unique<AmConfig>(c)) {}
 AmPolicy::~AmPolicy() = default;
 
-StatsNeeds AmPolicy::needs() const {
-  StatsNeeds n;
-  n.prefill_qk = true;
-  return n;
+// Prefill-time, on the prefill's queries and keys and a repeat pass; a
+// prompt prefilled in chunks has each chunk compacted to its share of the
+// budget with its own reference queries (its prefill queries and its repeat
+// pass), the entries of earlier chunks left as they are; not with
+// --am-onpolicy. 6-15 prefills per context (docs/results/am.md): left out of
+// the default sweep; METHODS.md 4: nonuniform head budgets from the profile
+// when it has them.
+namespace {
+
+PolicyTraits AmTraits(const Params& p) {
+  PolicyTraits t{.decode_time = false, .needs = {.prefill_qk = true}, .compresses_each_chunk = true, .costly = true,
+                 .profile_head_budgets = true};
+  const bool repeat = p.at("am-queries") >= 0.5, onpolicy = p.at("am-onpolicy") >= 0.5;
+  t.reference_pass.repeat = repeat;
+  t.reference_pass.past_context = p.at("am-repeat-past-ctx") >= 0.5;
+  t.reference_pass.on_policy = repeat && onpolicy;
+  t.stream_blocker = repeat && onpolicy ? "--am-onpolicy re-runs the repeat pass layer by layer over the whole context"
+                                        : "";
+  return t;
 }
 
-ReferencePass AmPolicy::reference_pass() const {
-  ReferencePass rp;
-  rp.repeat = c_->repeat;
-  rp.past_context = c_->repeat_past_ctx;
-  rp.on_policy = c_->repeat && c_->onpolicy;
-  return rp;
-}
+}  // namespace
 
 // The entries this call compacts and how many they keep. One-shot: every
 // entry, to the head's budget. A prompt prefilled in chunks: the entries of
@@ -411,12 +420,6 @@ Plan AmPolicy::Compress(const PolicyContext& ctx) {
   return plan;
 }
 
-std::string AmPolicy::StreamBlocker() const {
-  if (c_->repeat && c_->onpolicy)
-    return "--am-onpolicy re-runs the repeat pass layer by layer over the whole context";
-  return {};
-}
-
 PolicyInfo AmPolicyInfo() {
   return {"am",
           "Attention Matching: keep t keys, fit log-weights (NNLS on the attention mass) and values (least squares on "
@@ -447,9 +450,7 @@ PolicyInfo AmPolicyInfo() {
             c.refill = p.at("am-refill") >= 0.5;
             return std::make_unique<AmPolicy>(c);
           },
-          // 6-15 prefills per context (docs/results/am.md); METHODS.md 4:
-          // nonuniform head budgets from the profile when it has them.
-          {.costly = true, .profile_head_budgets = true}};
+          AmTraits};
 }
 
 }  // namespace kvtrim::kv

@@ -98,15 +98,6 @@ struct CompactorParams {
 class CompactorPolicy : public Policy {
  public:
   explicit CompactorPolicy(CompactorParams p) : p_(p) {}
-  StatsNeeds needs() const override {
-    StatsNeeds n;
-    n.prefill_qk = true;
-    return n;
-  }
-  bool decode_time() const override { return false; }
-  int protected_entries() const override { return p_.protect_first + p_.protect_last; }
-
-  bool has_entry_scores() const override { return true; }
   // Blended z-scores of the aligned prefill entries (signed: shifted by the
   // minimum for --head-budget adaptive); entries of earlier chunks take their
   // carried scores; other entries protected, at the minimum.
@@ -238,6 +229,12 @@ PolicyInfo CompactorPolicyInfo() {
             c.protect_first = static_cast<int>(p.at("protect-first"));
             c.protect_last = static_cast<int>(p.at("protect-last"));
             return std::make_unique<CompactorPolicy>(c);
+          },
+          [](const Params& p) {
+            return PolicyTraits{.decode_time = false,
+                                .needs = {.prefill_qk = true},
+                                .protected_entries = static_cast<int>(p.at("protect-first") + p.at("protect-last")),
+                                .scores_entries = true};
           }};
 }
 

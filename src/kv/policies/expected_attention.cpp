@@ -16,15 +16,8 @@ namespace {
 
 class ExpectedAttentionPolicy : public Policy {
  public:
-  ExpectedAttentionPolicy(int window, int horizon, int sinks, bool covariance, bool value_norm, double batch)
-      : window_(window), horizon_(horizon), sinks_(sinks), covariance_(covariance), value_norm_(value_norm),
-        batch_(batch) {}
-  StatsNeeds needs() const override {
-    StatsNeeds n;
-    n.query_window = window_;
-    return n;
-  }
-  int protected_entries() const override { return sinks_; }
+  ExpectedAttentionPolicy(int horizon, int sinks, bool covariance, bool value_norm, double batch)
+      : horizon_(horizon), sinks_(sinks), covariance_(covariance), value_norm_(value_norm), batch_(batch) {}
   Plan Compress(const PolicyContext& ctx) override {
     const HeadStore& s = *ctx.store;
     int target = ctx.budget;
@@ -35,7 +28,7 @@ class ExpectedAttentionPolicy : public Policy {
 
  private:
   std::vector<double> Scores(const PolicyContext& ctx) const;
-  int window_, horizon_, sinks_;
+  int horizon_, sinks_;
   bool covariance_, value_norm_;
   double batch_;
 };
@@ -96,9 +89,12 @@ PolicyInfo ExpectedAttentionPolicyInfo() {
             0, 1})},
           [](const Params& p) {
             return std::make_unique<ExpectedAttentionPolicy>(
-                static_cast<int>(p.at("ea-window")), static_cast<int>(p.at("ea-horizon")),
-                static_cast<int>(p.at("ea-sinks")), p.at("ea-covariance") >= 0.5, p.at("ea-value-norm") >= 0.5,
+                static_cast<int>(p.at("ea-horizon")), static_cast<int>(p.at("ea-sinks")), p.at("ea-covariance") >= 0.5, p.at("ea-value-norm") >= 0.5,
                 p.at("ea-evict-batch"));
+          },
+          [](const Params& p) {
+            return PolicyTraits{.needs = {.query_window = static_cast<int>(p.at("ea-window"))},
+                                .protected_entries = static_cast<int>(p.at("ea-sinks"))};
           }};
 }
 

@@ -6,8 +6,6 @@ namespace {
 
 class FullPolicy : public Policy {
  public:
-  bool prefill_time() const override { return false; }
-  bool decode_time() const override { return false; }
   Plan Compress(const PolicyContext&) override { return {}; }
 };
 
@@ -15,7 +13,8 @@ class FullPolicy : public Policy {
 
 PolicyInfo FullPolicyInfo() {
   return {"full", "No compression: every entry is kept (the reference).", {},
-          [](const Params&) { return std::make_unique<FullPolicy>(); }};
+          [](const Params&) { return std::make_unique<FullPolicy>(); },
+          Fixed({.prefill_time = false, .decode_time = false})};
 }
 
 }  // namespace kvtrim::kv

@@ -12,13 +12,6 @@ class H2oPolicy : public Policy {
  public:
   H2oPolicy(double heavy_ratio, int sink_guard, int value_norm)
       : heavy_ratio_(heavy_ratio), sinks_(sink_guard), value_norm_(value_norm) {}
-  StatsNeeds needs() const override {
-    StatsNeeds n;
-    n.taps = {kMassTap};
-    return n;
-  }
-  int protected_entries() const override { return sinks_; }
-  bool has_entry_scores() const override { return true; }
   // For --head-budget adaptive: the (value-scaled) mass, sinks and the newest
   // entry protected (the recent share depends on the budget: Compress sets it).
   EntryScores Score(const PolicyContext& ctx) override {
@@ -60,6 +53,11 @@ PolicyInfo H2oPolicyInfo() {
           [](const Params& p) {
             return std::make_unique<H2oPolicy>(p.at("heavy-ratio"), static_cast<int>(p.at("sink-guard")),
                                                static_cast<int>(p.at("value-norm")));
+          },
+          [](const Params& p) {
+            return PolicyTraits{.needs = {.taps = {kMassTap}},
+                                .protected_entries = static_cast<int>(p.at("sink-guard")),
+                                .scores_entries = true};
           }};
 }
 

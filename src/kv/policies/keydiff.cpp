@@ -11,8 +11,6 @@ namespace {
 
 class KeydiffPolicy : public Policy {
  public:
-  bool decode_time() const override { return false; }
-  bool has_entry_scores() const override { return true; }
   EntryScores Score(const PolicyContext& ctx) override {
     return {KeyDiffScores(*ctx.store), ProtectSinksAndRecent(*ctx.store, 0, 0), false};
   }
@@ -26,7 +24,8 @@ class KeydiffPolicy : public Policy {
 
 PolicyInfo KeydiffPolicyInfo() {
   return {"keydiff", "Keeps the keys least similar (cosine) to the mean unit key of the head; prefill-time.", {},
-          [](const Params&) { return std::make_unique<KeydiffPolicy>(); }};
+          [](const Params&) { return std::make_unique<KeydiffPolicy>(); },
+          Fixed({.decode_time = false, .scores_entries = true})};
 }
 
 }  // namespace kvtrim::kv

@@ -10,8 +10,6 @@ namespace {
 
 class KnormPolicy : public Policy {
  public:
-  bool decode_time() const override { return false; }
-  bool has_entry_scores() const override { return true; }
   EntryScores Score(const PolicyContext& ctx) override {
     return {KNormScores(*ctx.store), ProtectSinksAndRecent(*ctx.store, 0, 0), false};
   }
@@ -25,7 +23,8 @@ class KnormPolicy : public Policy {
 
 PolicyInfo KnormPolicyInfo() {
   return {"knorm", "Keeps the keys of smallest L2 norm; query-agnostic, prefill-time.", {},
-          [](const Params&) { return std::make_unique<KnormPolicy>(); }};
+          [](const Params&) { return std::make_unique<KnormPolicy>(); },
+          Fixed({.decode_time = false, .scores_entries = true})};
 }
 
 }  // namespace kvtrim::kv

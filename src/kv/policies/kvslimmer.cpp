@@ -8,6 +8,22 @@
 
 namespace kvtrim::kv {
 
+namespace {
+
+MergingOptions Options(const Params& p) {
+  MergingOptions o;
+  o.rule = KeyRule::kClosedForm;
+  o.chunk = static_cast<int>(p.at("merge-chunk"));
+  o.sinks = static_cast<int>(p.at("sinks"));
+  o.window = static_cast<int>(p.at("obs-window"));
+  o.l1 = p.at("norm") < 1.5;
+  o.diag_only = p.at("diag-only") >= 0.5;
+  o.renorm = p.at("renorm") >= 0.5;
+  return o;
+}
+
+}  // namespace
+
 PolicyInfo KvslimmerPolicyInfo() {
   return {"kvslimmer",
           "Merges the lowest-attention adjacent pairs (closed-form key weights, b = log l) when a head holds budget + "
@@ -20,18 +36,8 @@ PolicyInfo KvslimmerPolicyInfo() {
            {"diag-only", 0, "1: ablation with c12 = 0 (no off-diagonal coupling)", 0, 1},
            {"renorm", 0, "1: ablation: alpha renormalised over the non-sink entries and o without the sinks "
                          "(0: the seed's eqs. 9, 23-25, over every entry)", 0, 1}},
-          [](const Params& p) {
-            MergingOptions o;
-            o.rule = KeyRule::kClosedForm;
-            o.chunk = static_cast<int>(p.at("merge-chunk"));
-            o.sinks = static_cast<int>(p.at("sinks"));
-            o.window = static_cast<int>(p.at("obs-window"));
-            o.l1 = p.at("norm") < 1.5;
-            o.diag_only = p.at("diag-only") >= 0.5;
-            o.renorm = p.at("renorm") >= 0.5;
-            return std::make_unique<MergingPolicy>(o);
-          },
-          {.rates = {{"fallback rate", "fallbacks", "merges"}}}};
+          [](const Params& p) { return std::make_unique<MergingPolicy>(Options(p)); },
+          [](const Params& p) { return MergingPolicy::Traits(Options(p)); }};
 }
 
 }  // namespace kvtrim::kv

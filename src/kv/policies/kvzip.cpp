@@ -67,27 +67,7 @@ std::vector<double> PlusScores(const PolicyContext& ctx) {
 
 class KvzipPolicy : public Policy {
  public:
-  KvzipPolicy(bool per_head, int floor, bool plus) : per_head_(per_head), floor_(floor), plus_(plus) {}
-  bool decode_time() const override { return false; }
-  int protected_entries() const override { return 0; }
-  ReferencePass reference_pass() const override {
-    ReferencePass rp;
-    rp.repeat = true;
-    rp.past_context = true;  // every entry is scored by the reconstruction
-    rp.instruction = "\nRepeat the previous context:\n";
-    rp.queries = false;
-    rp.taps = {plus_ ? kMaxProbOverHTap : kMaxProbTap};
-    rp.output_weights = plus_;
-    return rp;
-  }
-  // One top-k over every head of every layer (budget::SharedTopK over
-  // Score), or with --kvzip-per-head the uniform share.
-  budget::Spec budget() const override {
-    budget::Spec s;
-    if (!per_head_) s.kind = budget::Kind::kShared, s.shared_floor = floor_;
-    return s;
-  }
-  bool has_entry_scores() const override { return true; }
+  explicit KvzipPolicy(bool plus) : plus_(plus) {}
   EntryScores Score(const PolicyContext& ctx) override {
     return {Combined(ctx), std::vector<bool>(ctx.store->size(), false), true};
   }
@@ -102,12 +82,6 @@ class KvzipPolicy : public Policy {
     }
     return plan;
   }
-  std::string StreamBlocker() const override {
-    if (!per_head_)
-      return "its one budget shared by every head needs every entry scored at once (--kvzip-per-head streams, "
-             "with chunked reconstruction)";
-    return {};
-  }
   // The chunk's reconstruction has run: every entry's score so far.
   void EndChunk(const PolicyContext& ctx) override {
     {
@@ -120,8 +94,6 @@ class KvzipPolicy : public Policy {
   }
 
  private:
-  bool per_head_;
-  int floor_;
   bool plus_;
   std::mutex mu_;
   // Chunked prefill: per head (l * n_head_kv + h), the largest
@@ -147,8 +119,30 @@ std::vector<ParamSpec> KvzipParams() {
           {"kvzip-floor", 1, "entries every KV head keeps at least under the shared budget", 1, 1e6}};
 }
 
-std::unique_ptr<Policy> MakeKvzip(const Params& p, bool plus) {
-  return std::make_unique<KvzipPolicy>(p.at("kvzip-per-head") >= 0.5, static_cast<int>(p.at("kvzip-floor")), plus);
+// A reconstruction pass scores every entry (max-prob, or KVzip+'s normalised
+// max-prob over ||h|| with the output projection); one top-k over every head
+// of every layer (budget::SharedTopK over Score), or with --kvzip-per-head
+// the uniform share, which streams with chunked reconstruction.
+std::function<PolicyTraits(const Params&)> KvzipTraits(bool plus) {
+  return [plus](const Params& p) {
+    PolicyTraits t{.decode_time = false, .scores_entries = true};
+    t.reference_pass.repeat = true;
+    t.reference_pass.past_context = true;  // every entry is scored by the reconstruction
+    t.reference_pass.instruction = "\nRepeat the previous context:\n";
+    t.reference_pass.queries = false;
+    t.reference_pass.taps = {plus ? kMaxProbOverHTap : kMaxProbTap};
+    t.reference_pass.output_weights = plus;
+    if (p.at("kvzip-per-head") >= 0.5) {
+      t.stream_blocker = "";
+    } else {
+      t.budget.kind = budget::Kind::kShared;
+      t.budget.shared_floor = static_cast<int>(p.at("kvzip-floor"));
+      t.stream_blocker = "its one budget shared by every head needs every entry scored at once (--kvzip-per-head "
+                         "streams, with chunked reconstruction)";
+    }
+    t.costly = plus;  // not in the default eval sweep (name it): its cells match kvzip's cost
+    return t;
+  };
 }
 
 }  // namespace
@@ -157,15 +151,14 @@ PolicyInfo KvzipPolicyInfo() {
   return {"kvzip",
           "KVzip: entries scored by the max attention the context's reconstruction pays them; one top-k over all "
           "heads of all layers. Prefill-time.",
-          KvzipParams(), [](const Params& p) { return MakeKvzip(p, false); }};
+          KvzipParams(), [](const Params&) { return std::make_unique<KvzipPolicy>(false); }, KvzipTraits(false)};
 }
 
 PolicyInfo KvzipPlusPolicyInfo() {
   return {"kvzip+",
           "KVzip+ (kvpress): KVzip's reconstruction scores normalised, p ||W_o v|| / ||h|| (what the entry adds to "
           "the residual stream relative to the query's input); one top-k over all heads of all layers. Prefill-time.",
-          KvzipParams(), [](const Params& p) { return MakeKvzip(p, true); },
-          {.costly = true}};  // not in the default eval sweep (name it): its cells match kvzip's cost
+          KvzipParams(), [](const Params&) { return std::make_unique<KvzipPolicy>(true); }, KvzipTraits(true)};
 }
 
 }  // namespace kvtrim::kv

@@ -9,12 +9,6 @@ namespace {
 class LruPolicy : public Policy {
  public:
   explicit LruPolicy(int sinks) : sinks_(sinks) {}
-  StatsNeeds needs() const override {
-    StatsNeeds n;
-    n.taps = {kLastAccessTap};
-    return n;
-  }
-  int protected_entries() const override { return sinks_; }
   Plan Compress(const PolicyContext& ctx) override {
     const HeadStore& s = *ctx.store;
     std::vector<double> score(s.size(), -1.0);
@@ -33,7 +27,10 @@ class LruPolicy : public Policy {
 PolicyInfo LruPolicyInfo() {
   return {"lru", "Least recently accessed (attention >= 1/n) entries are evicted.",
           {{"sinks", 0, "sink tokens never evicted"}},
-          [](const Params& p) { return std::make_unique<LruPolicy>(static_cast<int>(p.at("sinks"))); }};
+          [](const Params& p) { return std::make_unique<LruPolicy>(static_cast<int>(p.at("sinks"))); },
+          [](const Params& p) {
+            return PolicyTraits{.needs = {.taps = {kLastAccessTap}}, .protected_entries = static_cast<int>(p.at("sinks"))};
+          }};
 }
 
 }  // namespace kvtrim::kv

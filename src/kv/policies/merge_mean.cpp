@@ -8,6 +8,19 @@
 
 namespace kvtrim::kv {
 
+namespace {
+
+MergingOptions Options(const Params& p) {
+  MergingOptions o;
+  o.rule = KeyRule::kMean;
+  o.chunk = static_cast<int>(p.at("merge-chunk"));
+  o.sinks = static_cast<int>(p.at("sinks"));
+  o.window = static_cast<int>(p.at("obs-window"));
+  return o;
+}
+
+}  // namespace
+
 PolicyInfo MergeMeanPolicyInfo() {
   return {"merge-mean",
           "KVSlimmer's pairs merged with mean keys (baseline); chunk = min(merge-chunk, budget/4).",
@@ -15,15 +28,8 @@ PolicyInfo MergeMeanPolicyInfo() {
            {"sinks", 32, "sink tokens never merged (positions < S)"},
            {"obs-window", 32, "observation window w: the last w queries observed; the w most recent entries protected",
             1, 1e6}},
-          [](const Params& p) {
-            MergingOptions o;
-            o.rule = KeyRule::kMean;
-            o.chunk = static_cast<int>(p.at("merge-chunk"));
-            o.sinks = static_cast<int>(p.at("sinks"));
-            o.window = static_cast<int>(p.at("obs-window"));
-            return std::make_unique<MergingPolicy>(o);
-          },
-          {.rates = {{"fallback rate", "fallbacks", "merges"}}}};
+          [](const Params& p) { return std::make_unique<MergingPolicy>(Options(p)); },
+          [](const Params& p) { return MergingPolicy::Traits(Options(p)); }};
 }
 
 }  // namespace kvtrim::kv

@@ -3,25 +3,6 @@
 #include "kv/policies/policies.h"
 
 namespace kvtrim::kv {
-namespace {
-
-class PyramidkvPolicy : public SnapkvPolicy {
- public:
-  PyramidkvPolicy(int window, int kernel, double beta, int value_norm)
-      : SnapkvPolicy(window, kernel, value_norm), beta_(beta) {}
-  // SnapKV's scorer under the pyramid allocator (budget::LayerBudget).
-  budget::Spec budget() const override {
-    budget::Spec s;
-    s.kind = budget::Kind::kPyramid;
-    s.pyramid_beta = beta_;
-    return s;
-  }
-
- private:
-  double beta_;
-};
-
-}  // namespace
 
 PolicyInfo PyramidkvPolicyInfo() {
   return {"pyramidkv", "SnapKV scores with budgets falling linearly over layers (total unchanged).",
@@ -30,9 +11,14 @@ PolicyInfo PyramidkvPolicyInfo() {
            Real({"pyramid-beta", 20, "last layer gets B/beta, first 2B - B/beta", 1, 1e6}),
            {"value-norm", 0, "scale attention scores by ||v_j||: none, l2, l1", 0, 2, ValueNormNames()}},
           [](const Params& p) {
-            return std::make_unique<PyramidkvPolicy>(static_cast<int>(p.at("obs-window")),
-                                                     static_cast<int>(p.at("pool-kernel")), p.at("pyramid-beta"),
-                                                     static_cast<int>(p.at("value-norm")));
+            return std::make_unique<SnapkvPolicy>(static_cast<int>(p.at("obs-window")),
+                                                  static_cast<int>(p.at("pool-kernel")), static_cast<int>(p.at("value-norm")));
+          },
+          [](const Params& p) {  // SnapKV's scorer under the pyramid allocator (budget::LayerBudget)
+            PolicyTraits t = SnapkvPolicy::Traits(static_cast<int>(p.at("obs-window")));
+            t.budget.kind = budget::Kind::kPyramid;
+            t.budget.pyramid_beta = p.at("pyramid-beta");
+            return t;
           }};
 }
 

@@ -14,7 +14,6 @@ uint64_t Mix(uint64_t z) {  // splitmix64 finalizer: same seed, same sample
 class RandomPolicy : public Policy {
  public:
   RandomPolicy(int sinks, uint64_t seed) : sinks_(sinks), seed_(seed) {}
-  int protected_entries() const override { return sinks_; }
   Plan Compress(const PolicyContext& ctx) override {
     const HeadStore& s = *ctx.store;
     // Each entry's score hashes (seed, layer, head, its position, the step),
@@ -37,7 +36,8 @@ PolicyInfo RandomPolicyInfo() {
           {{"sinks", 4, "sink tokens kept at the start"}, {"kv-seed", 0, "sampling seed of the kept sample"}},
           [](const Params& p) {
             return std::make_unique<RandomPolicy>(static_cast<int>(p.at("sinks")), static_cast<uint64_t>(p.at("kv-seed")));
-          }};
+          },
+          [](const Params& p) { return PolicyTraits{.protected_entries = static_cast<int>(p.at("sinks"))}; }};
 }
 
 }  // namespace kvtrim::kv

@@ -29,21 +29,33 @@ class RazorPolicy : public Policy {
         min_window_(static_cast<int>(p.at("min-window"))),
         factor_(p.at("compress-factor")),
         echo_frac_(p.at("echo-frac")),
-        induction_frac_(p.at("induction-frac")),
-        fold_(p.at("razor-fold") != 0) {}
+        induction_frac_(p.at("induction-frac")) {}
 
-  bool decode_time() const override { return fold_; }
-  int protected_entries() const override { return sinks_; }
-  bool wants_profile() const override { return true; }
+  // Castes: retrieval heads whole, every other head S + L + 1 (once prepared).
+  static budget::Spec Castes(std::vector<char> whole, int caste_budget) {
+    budget::Spec s;
+    s.kind = budget::Kind::kCastes;
+    s.whole = std::move(whole);
+    s.caste_budget = caste_budget;
+    return s;
+  }
 
   void SetProfile(std::shared_ptr<const ModelProfile> p) override {
     profile_ = std::move(p);
     if (profile_)
       heads_ = SelectRetrievalHeads(profile_->echo, profile_->induction, profile_->n_layer, profile_->n_head,
                                     profile_->n_head_kv, echo_frac_, induction_frac_);
+    UpdateBudget();
   }
 
   Status Prepare(const CompressionTarget& t) override {
+    const Status st = SolveWindow(t);
+    UpdateBudget();
+    return st;
+  }
+
+  // L from the target: f N + (1 - f)(S + L + 1) = r N.
+  Status SolveWindow(const CompressionTarget& t) {
     if (!profile_) return MakeError("razor: no model profile (give --profile FILE, or run through an Engine)");
     if (profile_->n_layer != t.n_layer || profile_->n_head_kv != t.n_head_kv)
       return MakeError("razor: the profile's head layout does not match the cache");
@@ -76,14 +88,8 @@ class RazorPolicy : public Policy {
     return {};
   }
 
-  // Castes: retrieval heads whole, every other head S + L + 1.
-  budget::Spec budget() const override {
-    budget::Spec s;
-    s.kind = budget::Kind::kCastes;
-    s.whole = heads_.kv;
-    s.caste_budget = window_ < 0 ? -1 : sinks_ + window_ + 1;
-    return s;
-  }
+  // The castes as the profile and the window now stand (traits().budget).
+  void UpdateBudget() { mutable_traits().budget = Castes(heads_.kv, window_ < 0 ? -1 : sinks_ + window_ + 1); }
 
   Plan Compress(const PolicyContext& ctx) override {
     const int n = ctx.store->size();
@@ -134,7 +140,6 @@ class RazorPolicy : public Policy {
   }
   int sinks_, min_window_;
   double factor_, echo_frac_, induction_frac_;
-  bool fold_;
   std::shared_ptr<const ModelProfile> profile_;
   RetrievalHeads heads_;
   int n_head_kv_ = 1;
@@ -148,11 +153,17 @@ PolicyInfo RazorPolicyInfo() {
           "RazorAttention: retrieval heads (model profile) keep all; others sinks + window + one compensation entry.",
           {{"sinks", 4, "sink tokens kept at the start"},
            {"min-window", 64, "razor: minimum recent window S0", 0, 1e9},
-           {"compress-factor", 5, "razor: window N / C on non-retrieval heads (used when no --kv-ratio/--kv-budget)", 1, 1e9},
+           Real({"compress-factor", 5, "razor: window N / C on non-retrieval heads (used when no --kv-ratio/--kv-budget)", 1, 1e9}),
            Real({"echo-frac", 0.01, "razor: top fraction of query heads by echo score", 1e-9, 1}),
            Real({"induction-frac", 0.14, "razor: top fraction of query heads by induction score", 1e-9, 1}),
            {"razor-fold", 0, "razor: fold tokens leaving a window into the compensation entry at decode time", 0, 1, {}, true}},
-          [](const Params& p) { return std::make_unique<RazorPolicy>(p); }};
+          [](const Params& p) { return std::make_unique<RazorPolicy>(p); },
+          [](const Params& p) {
+            return PolicyTraits{.decode_time = p.at("razor-fold") != 0,
+                                .wants_profile = true,
+                                .protected_entries = static_cast<int>(p.at("sinks")),
+                                .budget = RazorPolicy::Castes({}, -1)};
+          }};
 }
 
 }  // namespace kvtrim::kv

@@ -11,19 +11,13 @@ namespace {
 
 class ScissorhandsPolicy : public Policy {
  public:
-  ScissorhandsPolicy(int history, int recent, int sinks, double batch)
-      : history_(history), recent_(recent), sinks_(sinks), batch_(batch) {}
-  StatsNeeds needs() const override {
-    StatsNeeds n;
-    n.taps = {{kHistoryTap, history_}};
-    return n;
-  }
-  int protected_entries() const override { return sinks_ + recent_; }
+  ScissorhandsPolicy(int recent, int sinks, double batch)
+      : recent_(recent), sinks_(sinks), batch_(batch) {}
   Plan Compress(const PolicyContext& ctx) override {
     const HeadStore& s = *ctx.store;
     int target = ctx.budget;
     if (ctx.phase == Phase::kDecode)  // evict a batch: room for the next steps
-      target = std::max(protected_entries(), ctx.budget - static_cast<int>(std::ceil(batch_ * ctx.budget)) + 1);
+      target = std::max(sinks_ + recent_, ctx.budget - static_cast<int>(std::ceil(batch_ * ctx.budget)) + 1);
     std::vector<double> score(s.size(), 0.0);
     if (const auto* hist = ctx.stats->taps.Get<HistoryStat>(kHistoryTap))
       for (int i = 0; i < s.size(); ++i) score[i] = static_cast<double>(hist->Count(i));
@@ -31,7 +25,7 @@ class ScissorhandsPolicy : public Policy {
   }
 
  private:
-  int history_, recent_, sinks_;
+  int recent_, sinks_;
   double batch_;
 };
 
@@ -44,8 +38,12 @@ PolicyInfo ScissorhandsPolicyInfo() {
            {"sinks", 4, "sink tokens protected"},
            Real({"evict-batch", 0.1, "fraction of the budget evicted at once when full", 0, 1})},
           [](const Params& p) {
-            return std::make_unique<ScissorhandsPolicy>(static_cast<int>(p.at("history")), static_cast<int>(p.at("recent")),
-                                                        static_cast<int>(p.at("sinks")), p.at("evict-batch"));
+            return std::make_unique<ScissorhandsPolicy>(static_cast<int>(p.at("recent")), static_cast<int>(p.at("sinks")),
+                                                        p.at("evict-batch"));
+          },
+          [](const Params& p) {
+            return PolicyTraits{.needs = {.taps = {{kHistoryTap, static_cast<int>(p.at("history"))}}},
+                                .protected_entries = static_cast<int>(p.at("sinks") + p.at("recent"))};
           }};
 }
 

@@ -40,10 +40,11 @@ std::vector<double> Scores(const PolicyContext& ctx, int window, int kernel, int
 
 }  // namespace
 
-StatsNeeds SnapkvPolicy::needs() const {
-  StatsNeeds n;
-  n.taps = {{kWindowMassTap, window_}};
-  return n;
+PolicyTraits SnapkvPolicy::Traits(int window) {
+  return {.decode_time = false,
+          .needs = {.taps = {{kWindowMassTap, window}}},
+          .protected_entries = window,
+          .scores_entries = true};
 }
 
 EntryScores SnapkvPolicy::Score(const PolicyContext& ctx) {
@@ -71,7 +72,8 @@ PolicyInfo SnapkvPolicyInfo() {
           [](const Params& p) {
             return std::make_unique<SnapkvPolicy>(static_cast<int>(p.at("obs-window")), static_cast<int>(p.at("pool-kernel")),
                                                   static_cast<int>(p.at("value-norm")));
-          }};
+          },
+          [](const Params& p) { return SnapkvPolicy::Traits(static_cast<int>(p.at("obs-window"))); }};
 }
 
 }  // namespace kvtrim::kv

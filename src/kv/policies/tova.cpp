@@ -12,13 +12,6 @@ namespace {
 class TovaPolicy : public Policy {
  public:
   explicit TovaPolicy(int sinks) : sinks_(sinks) {}
-  StatsNeeds needs() const override {
-    StatsNeeds n;
-    n.taps = {kLatestQueryTap};
-    return n;
-  }
-  int protected_entries() const override { return sinks_; }
-  bool has_entry_scores() const override { return true; }
   EntryScores Score(const PolicyContext& ctx) override {
     const HeadStore& s = *ctx.store;
     std::vector<double> score(s.size(), 0.0);  // entries newer than the latest query: 0 (the newest is protected)
@@ -42,7 +35,12 @@ class TovaPolicy : public Policy {
 PolicyInfo TovaPolicyInfo() {
   return {"tova", "Evicts the entries the current query attends least (group mean); decode-time.",
           {{"sinks", 0, "sink tokens never evicted"}},
-          [](const Params& p) { return std::make_unique<TovaPolicy>(static_cast<int>(p.at("sinks"))); }};
+          [](const Params& p) { return std::make_unique<TovaPolicy>(static_cast<int>(p.at("sinks"))); },
+          [](const Params& p) {
+            return PolicyTraits{.needs = {.taps = {kLatestQueryTap}},
+                                .protected_entries = static_cast<int>(p.at("sinks")),
+                                .scores_entries = true};
+          }};
 }
 
 }  // namespace kvtrim::kv

@@ -8,7 +8,6 @@ namespace {
 class WindowPolicy : public Policy {
  public:
   explicit WindowPolicy(int sinks) : sinks_(sinks) {}
-  int protected_entries() const override { return sinks_; }
   Plan Compress(const PolicyContext& ctx) override {
     const HeadStore& s = *ctx.store;
     std::vector<double> score(s.size());
@@ -25,7 +24,8 @@ class WindowPolicy : public Policy {
 PolicyInfo WindowPolicyInfo() {
   return {"window", "StreamingLLM: S attention sinks plus the most recent tokens.",
           {{"sinks", 4, "sink tokens kept at the start"}},
-          [](const Params& p) { return std::make_unique<WindowPolicy>(static_cast<int>(p.at("sinks"))); }};
+          [](const Params& p) { return std::make_unique<WindowPolicy>(static_cast<int>(p.at("sinks"))); },
+          [](const Params& p) { return PolicyTraits{.protected_entries = static_cast<int>(p.at("sinks"))}; }};
 }
 
 }  // namespace kvtrim::kv

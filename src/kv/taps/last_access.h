@@ -3,30 +3,20 @@
 // when the largest of the group's probabilities on it is >= 1/n, n the
 // entries the query sees. Merged entries hold their sources' latest.
 #pragma once
-#include <algorithm>
 #include <cstdint>
-#include <utility>
-#include <vector>
 
-#include "kv/taps.h"
+#include "kv/taps/fold.h"
 
 namespace kvtrim::kv {
 
 inline constexpr const char kLastAccessTap[] = "last-access";
 
-class LastAccessStat : public EntryStat {
- public:
-  explicit LastAccessStat(std::vector<int64_t> values = {}) : last_(std::move(values)) {}
-  void OnTile(const ProbTile& tile, const TapClock& clock) override;
-  void Retain(const std::vector<int>& keep) override;
-  void Rebuild(const std::vector<std::vector<int>>& from) override;
-  size_t BytesHeld() const override { return 8 * last_.capacity(); }
-  std::unique_ptr<EntryStat> Clone() const override { return std::make_unique<LastAccessStat>(*this); }
-  const std::vector<int64_t>& values() const { return last_; }
-
- private:
-  std::vector<int64_t> last_;  // [n]
+struct LastAccessFold {
+  static constexpr int64_t kFresh = -1;
+  static void Tile(std::vector<int64_t>& last, const ProbTile& tile, const TapClock& clock);
+  static int64_t Merge(int64_t a, int64_t b) { return std::max(a, b); }
 };
+using LastAccessStat = FoldStat<int64_t, LastAccessFold>;
 
 // Whether query t of the tile accesses entry j (j in the tile's keys): the
 // largest of the group's probabilities on it against 1/n, n the entries the
@@ -37,6 +27,6 @@ inline bool Accessed(const ProbTile& tile, int t, int j) {
   return mx >= 1.f / static_cast<float>(tile.Visible(t));
 }
 
-TapInfo LastAccessTapInfo();
+inline TapInfo LastAccessTapInfo() { return FoldTapInfo<LastAccessStat>(kLastAccessTap); }
 
 }  // namespace kvtrim::kv

@@ -2,29 +2,19 @@
 // over every query and the group's query heads. Merged entries hold the sum
 // of their sources'.
 #pragma once
-#include <utility>
-#include <vector>
-
-#include "kv/taps.h"
+#include "kv/taps/fold.h"
 
 namespace kvtrim::kv {
 
 inline constexpr const char kMassTap[] = "mass";
 
-class MassStat : public EntryStat {
- public:
-  explicit MassStat(std::vector<float> values = {}) : acc_(std::move(values)) {}
-  void OnTile(const ProbTile& tile, const TapClock& clock) override;
-  void Retain(const std::vector<int>& keep) override;
-  void Rebuild(const std::vector<std::vector<int>>& from) override;
-  size_t BytesHeld() const override { return 4 * acc_.capacity(); }
-  std::unique_ptr<EntryStat> Clone() const override { return std::make_unique<MassStat>(*this); }
-  const std::vector<float>& values() const { return acc_; }
-
- private:
-  std::vector<float> acc_;  // [n]
+struct MassFold {
+  static constexpr float kFresh = 0.f;
+  static void Tile(std::vector<float>& acc, const ProbTile& tile, const TapClock& clock);
+  static float Merge(float a, float b) { return a + b; }
 };
+using MassStat = FoldStat<float, MassFold>;
 
-TapInfo MassTapInfo();
+inline TapInfo MassTapInfo() { return FoldTapInfo<MassStat>(kMassTap); }
 
 }  // namespace kvtrim::kv

@@ -3,29 +3,19 @@
 // over the group's query heads; 0 for entries no query has seen. Merged
 // entries hold the largest of their sources'.
 #pragma once
-#include <utility>
-#include <vector>
-
-#include "kv/taps.h"
+#include "kv/taps/fold.h"
 
 namespace kvtrim::kv {
 
 inline constexpr const char kMaxProbTap[] = "max-prob";
 
-class MaxProbStat : public EntryStat {
- public:
-  explicit MaxProbStat(std::vector<float> values = {}) : max_(std::move(values)) {}
-  void OnTile(const ProbTile& tile, const TapClock& clock) override;
-  void Retain(const std::vector<int>& keep) override;
-  void Rebuild(const std::vector<std::vector<int>>& from) override;
-  size_t BytesHeld() const override { return 4 * max_.capacity(); }
-  std::unique_ptr<EntryStat> Clone() const override { return std::make_unique<MaxProbStat>(*this); }
-  const std::vector<float>& values() const { return max_; }
-
- private:
-  std::vector<float> max_;  // [n]
+struct MaxProbFold {
+  static constexpr float kFresh = 0.f;
+  static void Tile(std::vector<float>& max, const ProbTile& tile, const TapClock& clock);
+  static float Merge(float a, float b) { return std::max(a, b); }
 };
+using MaxProbStat = FoldStat<float, MaxProbFold>;
 
-TapInfo MaxProbTapInfo();
+inline TapInfo MaxProbTapInfo() { return FoldTapInfo<MaxProbStat>(kMaxProbTap); }
 
 }  // namespace kvtrim::kv
