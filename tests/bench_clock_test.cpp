@@ -9,10 +9,10 @@
 #include <cmath>
 #include <string>
 
-#include "engine/bench.h"
-#include "engine/bench_llama.h"
-#include "engine/bench_repeat.h"
-#include "io/clock.h"
+#include "kvtrim/bench.h"
+#include "kvtrim/bench_llama.h"
+#include "kvtrim/bench_repeat.h"
+#include "kvtrim/clock.h"
 #include "test_util.h"
 
 namespace kvtrim {

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "engine/bench_llama.h"
+#include "kvtrim/bench_llama.h"
 #include "test_util.h"
 
 namespace kvtrim {

@@ -8,13 +8,13 @@
 #include <cstdio>
 #include <fstream>
 
-#include "eval/calibrate.h"
+#include "kvtrim/eval_calibrate.h"
 #include "eval/metrics.h"
 #include "io/tokenizer.h"
 #include "kv/cache.h"
 #include "kv/calibration.h"
 #include "kv/compressor.h"
-#include "kv/numerics/calib_fit.h"
+#include "kvtrim/calib_fit.h"
 #include "model/config.h"
 #include "test_util.h"
 

@@ -9,7 +9,7 @@
 #include <random>
 
 #include "kv/calibration.h"
-#include "kv/numerics/calib_fit.h"
+#include "kvtrim/calib_fit.h"
 
 namespace kvtrim::kv::numerics {
 namespace {

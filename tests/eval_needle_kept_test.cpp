@@ -6,8 +6,8 @@
 
 #include <algorithm>
 
-#include "eval/sweep.h"
-#include "eval/tasks.h"
+#include "kvtrim/eval_sweep.h"
+#include "kvtrim/eval_tasks.h"
 #include "model/config.h"
 #include "test_util.h"
 

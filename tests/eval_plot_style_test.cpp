@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "eval/method_style.h"
-#include "eval/report.h"
+#include "kvtrim/eval_report.h"
 
 namespace kvtrim::eval {
 namespace {

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "eval/report.h"
+#include "kvtrim/eval_report.h"
 
 namespace kvtrim::eval {
 namespace {

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "eval/report.h"
-#include "eval/sweep.h"
+#include "kvtrim/eval_report.h"
+#include "kvtrim/eval_sweep.h"
 #include "test_util.h"
 
 namespace kvtrim::eval {

@@ -13,8 +13,8 @@
 
 #include "eval/metrics.h"
 #include "eval/scoring.h"
-#include "eval/sweep.h"
-#include "eval/tasks.h"
+#include "kvtrim/eval_sweep.h"
+#include "kvtrim/eval_tasks.h"
 #include "io/tokenizer.h"
 #include "kv/policy.h"
 #include "model/config.h"

@@ -12,7 +12,7 @@
 #include <set>
 
 #include "eval/scoring.h"
-#include "eval/tasks.h"
+#include "kvtrim/eval_tasks.h"
 #include "io/gguf.h"
 #include "io/tokenizer.h"
 #include "test_util.h"

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "eval/sweep.h"
-#include "eval/tasks.h"
+#include "kvtrim/eval_sweep.h"
+#include "kvtrim/eval_tasks.h"
 #include "eval/threshold_match.h"
 #include "kv/cache.h"
 #include "test_util.h"

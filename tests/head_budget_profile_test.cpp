@@ -12,7 +12,7 @@
 #include "io/tokenizer.h"
 #include "kv/cache.h"
 #include "kv/compressor.h"
-#include "kv/head_budgets.h"
+#include "kvtrim/head_budgets.h"
 #include "kv/profile.h"
 #include "kvtrim/engine.h"
 #include "model/config.h"

@@ -9,7 +9,7 @@
 #include <numeric>
 
 #include "kv/budget.h"
-#include "kv/head_budgets.h"
+#include "kvtrim/head_budgets.h"
 
 namespace kvtrim::kv {
 namespace {

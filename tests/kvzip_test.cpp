@@ -3,7 +3,7 @@
 // the needle model (one budget over every head, fixed shares with
 // --kvzip-per-head, a repeated block).
 #include "kv/budget.h"
-#include "io/clock.h"
+#include "kvtrim/clock.h"
 
 #include <gtest/gtest.h>
 

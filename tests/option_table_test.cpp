@@ -1,6 +1,6 @@
 // The KV option table (kv/option_table.h): the CLI's KV flags, the
 // `kvtrim policies --options` list and docs/flags-kv.md all come from it.
-#include "kv/option_table.h"
+#include "kvtrim/option_table.h"
 
 #include <gtest/gtest.h>
 

@@ -11,8 +11,8 @@
 
 #include "policy_keep.h"
 #include "io/tokenizer.h"
-#include "eval/report.h"
-#include "eval/sweep.h"
+#include "kvtrim/eval_report.h"
+#include "kvtrim/eval_sweep.h"
 #include "kv/budget.h"
 #include "kv/compressor.h"
 #include "kv/policies/key_scores.h"

@@ -16,7 +16,7 @@
 
 #include "io/tokenizer.h"
 #include "kvtrim/engine.h"
-#include "server/server.h"
+#include "kvtrim/server.h"
 #include "test_util.h"
 
 namespace kvtrim::server {

@@ -13,11 +13,11 @@
 
 #include "io/tokenizer.h"
 #include "kv/cache.h"
-#include "kv/option_table.h"
+#include "kvtrim/option_table.h"
 #include "server/generation.h"
 #include "server/metrics.h"
 #include "server/request.h"
-#include "server/server.h"
+#include "kvtrim/server.h"
 #include "server_fixture.h"
 #include "test_util.h"
 
@@ -137,7 +137,7 @@ TEST(ServerRequest, ResolveKvOverDefaults) {
 
 TEST(ServerRequest, EveryRequestFieldOfTheOptionTableIsParsed) {
   int fields = 0;
-  for (const kv::KvOptionSpec& s : kv::KvOptionTable()) {
+  for (const KvOptionSpec& s : KvOptionTable()) {
     if (s.request.empty()) continue;
     ++fields;
     auto r = ParseCompletionRequest("{\"" + s.request + "\":[1]}");  // no option takes an array

@@ -87,12 +87,7 @@ struct HeadBudgetMeasureOptions {
 Expected<kv::StoredHeadBudgets> MeasureHeadBudgets(const Engine& engine, const std::vector<std::vector<int>>& contexts,
                                                    const HeadBudgetMeasureOptions& o,
                                                    const std::function<void(const std::string&)>& progress = {});
-// Calibration contexts for MeasureHeadBudgets: BOS + seeded filler from the
-// haystack text file, `tokens` of prefix and `continuation` more, the k-th
-// with seed + k; an error when they do not fit the model's context or the
-// haystack is too short.
-Expected<std::vector<std::vector<int>>> HeadBudgetContexts(const Engine& engine, const std::string& haystack,
-                                                           int contexts, int tokens, int continuation, uint64_t seed);
+// (Its calibration contexts from a haystack: HeadBudgetContexts, kvtrim/eval_tasks.h.)
 
 // One sequence: its KV cache, logits of the last position, timing.
 class Session {

@@ -58,3 +58,16 @@ Expected<TaskSample> MakeSample(const io::Tokenizer& tok, const Haystack& hay, T
                                 int index, int n_samples);
 
 }  // namespace kvtrim::eval
+
+namespace kvtrim {
+
+class Engine;
+
+// Calibration contexts for MeasureHeadBudgets (kvtrim/engine.h) and the
+// eval's threshold fits: BOS + seeded filler from the haystack text file,
+// `tokens` of prefix and `continuation` more, the k-th with seed + k; an
+// error when they do not fit the model's context or the haystack is too short.
+Expected<std::vector<std::vector<int>>> HeadBudgetContexts(const Engine& engine, const std::string& haystack,
+                                                           int contexts, int tokens, int continuation, uint64_t seed);
+
+}  // namespace kvtrim

@@ -1,4 +1,4 @@
-#include "engine/bench.h"
+#include "kvtrim/bench.h"
 
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -12,7 +12,7 @@
 #include <cmath>
 #include <random>
 
-#include "engine/bench_repeat.h"
+#include "kvtrim/bench_repeat.h"
 #include "io/tokenizer.h"
 #include "kernels/thread_pool.h"
 #include "kv/cache.h"

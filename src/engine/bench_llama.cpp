@@ -1,11 +1,11 @@
-#include "engine/bench_llama.h"
+#include "kvtrim/bench_llama.h"
 
 #include <chrono>
 #include <cmath>
 #include <random>
 
-#include "engine/bench.h"
-#include "engine/bench_repeat.h"
+#include "kvtrim/bench.h"
+#include "kvtrim/bench_repeat.h"
 #include "kv/cache.h"
 #include "io/tokenizer.h"
 #include "model/config.h"

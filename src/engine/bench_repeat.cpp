@@ -1,4 +1,4 @@
-#include "engine/bench_repeat.h"
+#include "kvtrim/bench_repeat.h"
 
 #include <algorithm>
 

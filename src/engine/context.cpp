@@ -18,7 +18,7 @@
 #include "kernels/quant.h"
 #include "kv/cache.h"
 #include "kv/compressor.h"
-#include "kv/option_table.h"
+#include "kvtrim/option_table.h"
 #include "kv/check.h"
 #include "kv/profile.h"
 #include "kvtrim/engine.h"
@@ -65,7 +65,7 @@ json IdentityJson(const Engine& e) {
 
 json KvJson(const KvOptions& kv) {
   json o = json::object();
-  for (const kv::KvOptionSpec& s : kv::KvOptionTable()) o[s.name] = kv::KvOptionValue(s, kv);
+  for (const KvOptionSpec& s : KvOptionTable()) o[s.name] = KvOptionValue(s, kv);
   o["params"] = kv.params;
   o["ratio_explicit"] = kv.ratio_explicit;
   o["head_budgets"] = kv.head_budgets;
@@ -75,7 +75,7 @@ json KvJson(const KvOptions& kv) {
 Expected<KvOptions> KvFromJson(const json& o) {
   KvOptions kv;
   try {
-    for (const kv::KvOptionSpec& s : kv::KvOptionTable()) {
+    for (const KvOptionSpec& s : KvOptionTable()) {
       if (!o.contains(s.name)) continue;
       const std::string v = o.at(s.name).get<std::string>();
       std::visit([&](auto field) {

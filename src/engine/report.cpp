@@ -3,7 +3,7 @@
 
 #include <cstdio>
 
-#include "io/clock.h"
+#include "kvtrim/clock.h"
 #include "kernels/cpu.h"
 #include "kernels/qgemm_packed.h"
 #include "kv/cache.h"

@@ -1,4 +1,4 @@
-#include "eval/calibrate.h"
+#include "kvtrim/eval_calibrate.h"
 
 #include "io/tokenizer.h"
 
@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "eval/metrics.h"
-#include "eval/sweep.h"
+#include "kvtrim/eval_sweep.h"
 #include "eval/threshold_match.h"
 #include "kv/compressor.h"
 #include "kv/policy.h"

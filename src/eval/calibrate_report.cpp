@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "eval/calibrate.h"
+#include "kvtrim/eval_calibrate.h"
 
 #include "eval/gnuplot.h"
 

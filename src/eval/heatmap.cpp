@@ -1,4 +1,4 @@
-#include "eval/heatmap.h"
+#include "kvtrim/eval_heatmap.h"
 
 #include "eval/gnuplot.h"
 

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "eval/report.h"
+#include "kvtrim/eval_report.h"
 
 namespace kvtrim::eval {
 namespace {

@@ -1,9 +1,9 @@
 // Renderings of an eval sweep: stdout table, JSON, CSV, gnuplot plots.
-#include "eval/report.h"
+#include "kvtrim/eval_report.h"
 
 #include "eval/gnuplot.h"
 #include "eval/method_style.h"
-#include "io/clock.h"
+#include "kvtrim/clock.h"
 
 #include <sys/wait.h>
 

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "eval/tasks.h"
+#include "kvtrim/eval_tasks.h"
 
 namespace kvtrim::eval {
 

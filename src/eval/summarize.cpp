@@ -6,9 +6,9 @@
 #include <tuple>
 
 #include "eval/metrics.h"
-#include "eval/report.h"
-#include "eval/tasks.h"
-#include "io/clock.h"
+#include "kvtrim/eval_report.h"
+#include "kvtrim/eval_tasks.h"
+#include "kvtrim/clock.h"
 
 namespace kvtrim::eval {
 namespace {

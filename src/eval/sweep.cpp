@@ -1,7 +1,7 @@
-#include "eval/sweep.h"
+#include "kvtrim/eval_sweep.h"
 #include "io/tokenizer.h"
 
-#include "io/clock.h"
+#include "kvtrim/clock.h"
 
 #include <algorithm>
 #include <chrono>
@@ -18,7 +18,7 @@
 #include "kv/cache.h"
 #include "kv/calibration.h"
 #include "kv/compressor.h"
-#include "kv/option_table.h"
+#include "kvtrim/option_table.h"
 #include "model/config.h"
 
 namespace kvtrim::eval {
@@ -509,7 +509,7 @@ std::string Fingerprint(const SweepOptions& o) {
      << ";context=" << o.context_tokens << ";aware=" << o.query_aware << ";stream=" << o.stream_context << ";haystack=" << o.haystack
      << ";cont=" << o.fidelity_continuation << ";needles=" << o.task.needles << ";queries=" << o.task.queries
      << ";quality=" << o.quality << ":" << o.calibration << ";head_budgets=" << o.kv.head_budgets
-     << ";kv:" << kv::KvOptionsFingerprint(o.kv) << "params=";  // every option of the table
+     << ";kv:" << KvOptionsFingerprint(o.kv) << "params=";  // every option of the table
   for (const auto& [k, v] : o.kv.params) os << k << ":" << v << ",";
   return os.str();
 }

@@ -1,5 +1,5 @@
 // Needle tasks (METHODS.md section 7): seeded keys, values, filler and depths.
-#include "eval/tasks.h"
+#include "kvtrim/eval_tasks.h"
 #include "io/tokenizer.h"
 
 #include <algorithm>

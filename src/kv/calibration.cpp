@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "kv/numerics/calib_fit.h"
+#include "kvtrim/calib_fit.h"
 
 namespace kvtrim::kv {
 

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <cmath>
 
-#include "io/clock.h"
+#include "kvtrim/clock.h"
 #include "kv/budget.h"
 #include "kv/check.h"
 

@@ -1,4 +1,4 @@
-#include "kv/head_budgets.h"
+#include "kvtrim/head_budgets.h"
 
 #include <algorithm>
 #include <cmath>

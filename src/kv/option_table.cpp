@@ -1,4 +1,4 @@
-#include "kv/option_table.h"
+#include "kvtrim/option_table.h"
 
 #include <cmath>
 #include <iomanip>

@@ -11,7 +11,7 @@
 #include "server/metrics.h"
 #include "server/request.h"
 #include "server/scheduler.h"
-#include "server/server.h"
+#include "kvtrim/server.h"
 
 namespace kvtrim::server {
 

@@ -6,7 +6,7 @@
 #include <variant>
 #include <nlohmann/json.hpp>
 
-#include "kv/option_table.h"
+#include "kvtrim/option_table.h"
 #include "kv/policy.h"
 #include "kvtrim/sampling.h"
 
@@ -87,7 +87,7 @@ Expected<double> ParamValue(const std::string& name, const json& v) {
 
 // One table option from its request field into `out`, by the field's type,
 // in the table's range and choices.
-Status GetField(const json& j, const kv::KvOptionSpec& s, std::string* out) {
+Status GetField(const json& j, const KvOptionSpec& s, std::string* out) {
   KVTRIM_RETURN_IF_ERROR(GetString(j, s.request.c_str(), out));
   if (s.choices.empty() || std::find(s.choices.begin(), s.choices.end(), *out) != s.choices.end()) return {};
   std::string names;
@@ -95,7 +95,7 @@ Status GetField(const json& j, const kv::KvOptionSpec& s, std::string* out) {
   return MakeError("field '" + s.request + "' = '" + *out + "' is not one of " + names);
 }
 
-Status GetField(const json& j, const kv::KvOptionSpec& s, double* out) {
+Status GetField(const json& j, const KvOptionSpec& s, double* out) {
   std::optional<double> x;
   KVTRIM_RETURN_IF_ERROR(GetNumber(j, s.request.c_str(), s.lo, s.hi, &x));
   if (x && s.lo_open && *x <= s.lo)
@@ -104,7 +104,7 @@ Status GetField(const json& j, const kv::KvOptionSpec& s, double* out) {
   return {};
 }
 
-Status GetField(const json& j, const kv::KvOptionSpec& s, int* out) {
+Status GetField(const json& j, const KvOptionSpec& s, int* out) {
   std::optional<int64_t> x;
   KVTRIM_RETURN_IF_ERROR(GetInt(j, s.request.c_str(), static_cast<int64_t>(std::max(s.lo, -2147483648.0)),
                                 static_cast<int64_t>(std::min(s.hi, 2147483647.0)), &x));
@@ -112,12 +112,12 @@ Status GetField(const json& j, const kv::KvOptionSpec& s, int* out) {
   return {};
 }
 
-Status GetField(const json& j, const kv::KvOptionSpec& s, bool* out) { return GetBool(j, s.request.c_str(), out); }
+Status GetField(const json& j, const KvOptionSpec& s, bool* out) { return GetBool(j, s.request.c_str(), out); }
 
 // The KV fields of a request: one per row of the option table that has a
 // request field (kv/option_table.cpp), then `kv_params`.
 Status ParseKv(const json& j, KvOverrides* kv) {
-  for (const kv::KvOptionSpec& s : kv::KvOptionTable()) {
+  for (const KvOptionSpec& s : KvOptionTable()) {
     if (s.request.empty() || !j.contains(s.request) || j[s.request].is_null()) continue;
     KVTRIM_RETURN_IF_ERROR(
         std::visit([&](auto field) { return GetField(j, s, &(kv->values.*field)); }, s.field));
@@ -258,7 +258,7 @@ Expected<ContextRequest> ParseContextRequest(const std::string& body) {
 Expected<KvOptions> ResolveKv(const KvOptions& defaults, const KvOverrides& o) {
   KvOptions k = defaults;
   if (o.given.count("kv") && o.values.policy != defaults.policy) k.params.clear();  // the default's flags are its own
-  for (const kv::KvOptionSpec& s : kv::KvOptionTable())
+  for (const KvOptionSpec& s : KvOptionTable())
     if (o.given.count(s.name)) std::visit([&](auto field) { k.*field = o.values.*field; }, s.field);
   if (o.given.count("kv-ratio")) {  // an asked-for ratio, as --kv-ratio; a budget given beside it wins
     k.ratio_explicit = true;

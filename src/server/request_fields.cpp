@@ -4,7 +4,7 @@
 // keeps the file equal to `kvtrim serve --request-fields`.
 #include <sstream>
 
-#include "kv/option_table.h"
+#include "kvtrim/option_table.h"
 #include "kvtrim/sampling.h"
 #include "kvtrim/server.h"
 

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <ctime>
 
-#include "io/clock.h"
+#include "kvtrim/clock.h"
 #include "io/tokenizer.h"
 #include "kv/cache.h"
 #include "kv/compressor.h"

@@ -8,6 +8,7 @@
 #include "model_flags.h"
 #include "commands.h"
 #include "kvtrim/eval_heatmap.h"
+#include "kvtrim/eval_tasks.h"
 #include "kvtrim/engine.h"
 #include "kvtrim/head_budgets.h"
 #include "kvtrim/profile.h"

@@ -1,4 +1,4 @@
-#include "kv/numerics/calib_fit.h"
+#include "kvtrim/calib_fit.h"
 
 #include <algorithm>
 #include <cmath>

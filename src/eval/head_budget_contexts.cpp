@@ -1,7 +1,7 @@
-// Calibration contexts for the head-budget search (kvtrim/engine.h).
-#include "eval/tasks.h"
+// Calibration contexts for the head-budget search (kvtrim/eval_tasks.h).
 #include "io/tokenizer.h"
 #include "kvtrim/engine.h"
+#include "kvtrim/eval_tasks.h"
 
 namespace kvtrim {
 

@@ -1,3 +1,0 @@
-// Part of the public API: kvtrim/bench.h.
-#pragma once
-#include "kvtrim/bench.h"
