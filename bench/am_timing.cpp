@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/engine_impl.h"
 #include "io/tokenizer.h"
 #include "kv/compressor.h"
 #include "kv/policies/policies.h"
@@ -37,7 +38,7 @@ int main(int argc, char** argv) {
   std::ifstream f(argv[2]);
   std::stringstream ss;
   ss << f.rdbuf();
-  const std::vector<int> all = e.value()->tokenizer().Encode(ss.str().substr(10000, 40000), true);
+  const std::vector<int> all = e.value()->impl().tokenizer().Encode(ss.str().substr(10000, 40000), true);
   struct Variant { const char* name; std::map<std::string, double> params; };
   const std::vector<Variant> variants = {{"highest/context", {{"am-queries", 0}}},
                                          {"highest/repeat", {{"am-queries", 1}, {"am-repeat-past-ctx", 1}}},
@@ -64,12 +65,12 @@ int main(int argc, char** argv) {
       auto t1 = Clock::now();
       if (auto st = fk.value()->Compress(); !st.ok()) return std::fprintf(stderr, "%s\n", st.message().c_str()), 1;
       const double total = Since(t1);
-      const auto& comp = fk.value()->compressor();
+      const auto& comp = fk.value()->impl().compressor();
       std::printf("  %-16s total %.3f s (%.2fx prefill): reference pass %.3f s, layers", v.name, total, total / prefill,
                   total - comp.compress_seconds());
       for (double l : comp.prefill_layer_seconds()) std::printf(" %.3f", l);
-      auto& am_policy = dynamic_cast<kv::AmPolicy&>(fk.value()->compressor().policy());
-      std::printf(" s; entries %zu, zero-weight keys dropped %lld\n", fk.value()->cache().EntriesHeld(),
+      auto& am_policy = dynamic_cast<kv::AmPolicy&>(fk.value()->impl().compressor().policy());
+      std::printf(" s; entries %zu, zero-weight keys dropped %lld\n", fk.value()->impl().cache().EntriesHeld(),
                   static_cast<long long>(am_policy.dropped()));
     }
   }

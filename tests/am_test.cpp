@@ -12,6 +12,7 @@
 #include <limits>
 #include <random>
 
+#include "engine/engine_impl.h"
 #include "kv/cache.h"
 #include "kv/numerics/lstsq.h"
 #include "kv/numerics/nnls.h"
@@ -483,7 +484,7 @@ double ForcedKl(const Engine& e, const KvOptions& kv, const std::vector<int>& ct
   EXPECT_TRUE(rows.ok());
   if (rows_out) *rows_out = rows.value();
   if (ref.empty()) return 0;
-  const size_t V = e.config().vocab;
+  const size_t V = e.impl().config().vocab;
   double kl = 0;
   for (size_t t = 0; t < cont.size(); ++t) {
     const float* p = ref.data() + t * V;
@@ -502,7 +503,7 @@ TEST(AmEndToEnd, FittedCacheBeatsEvictionOnTheNeedleModel) {
   auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
   ASSERT_TRUE(e);
   const std::string text = test::ReadFile(test::SharedPath("data/frankenstein.txt")).substr(20000, 6000);
-  std::vector<int> toks = e->tokenizer().Encode(text, true);
+  std::vector<int> toks = e->impl().tokenizer().Encode(text, true);
   ASSERT_GT(toks.size(), 400u);
   const std::vector<int> ctx(toks.begin(), toks.begin() + 320), cont(toks.begin() + 320, toks.begin() + 352);
   std::vector<float> ref;
@@ -550,20 +551,20 @@ TEST(AmEndToEnd, OnPolicyRecollectsQueriesAboveTheFirstLayer) {
   auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
   ASSERT_TRUE(e);
   const std::string text = test::ReadFile(test::SharedPath("data/frankenstein.txt")).substr(30000, 4000);
-  std::vector<int> toks = e->tokenizer().Encode(text, true);
+  std::vector<int> toks = e->impl().tokenizer().Encode(text, true);
   toks.resize(200);
   auto off = Compressed(*e, kv::Kv("am", {{"am-queries", 1}}, 0.1), toks);
   auto on = Compressed(*e, kv::Kv("am", {{"am-queries", 1}, {"am-onpolicy", 1}}, 0.1), toks);
-  const int L = e->config().n_layer, Hkv = e->config().n_head_kv;
+  const int L = e->impl().config().n_layer, Hkv = e->impl().config().n_head_kv;
   // Layer 0's pass sees nothing compacted yet: the same cache, bit for bit.
-  for (int h = 0; h < Hkv; ++h) EXPECT_EQ(HeadRows(on->cache().head(0, h)), HeadRows(off->cache().head(0, h))) << h;
+  for (int h = 0; h < Hkv; ++h) EXPECT_EQ(HeadRows(on->impl().cache().head(0, h)), HeadRows(off->impl().cache().head(0, h))) << h;
   int differ = 0;
-  for (int h = 0; h < Hkv; ++h) differ += HeadRows(on->cache().head(L - 1, h)) != HeadRows(off->cache().head(L - 1, h));
+  for (int h = 0; h < Hkv; ++h) differ += HeadRows(on->impl().cache().head(L - 1, h)) != HeadRows(off->impl().cache().head(L - 1, h));
   EXPECT_GT(differ, 0);
   for (int l = 0; l < L; ++l)
     for (int h = 0; h < Hkv; ++h) {
-      EXPECT_LE(on->cache().head(l, h).size(), 20);
-      for (float x : HeadRows(on->cache().head(l, h))) ASSERT_TRUE(std::isfinite(x));
+      EXPECT_LE(on->impl().cache().head(l, h).size(), 20);
+      for (float x : HeadRows(on->impl().cache().head(l, h))) ASSERT_TRUE(std::isfinite(x));
     }
 }
 

@@ -23,58 +23,58 @@ constexpr int64_t kStep = 20'000'000;  // 20 ms
 // Deterministic time: `t` nanoseconds of simulated work, read in 20 ms steps.
 struct SimClock {
   int64_t t = 0;
-  io::Clock clock() {
+  Clock clock() {
     return {[this] { return t / kStep * kStep; }, kStep};
   }
 };
 
 // The machine's steady clock read in 20 ms steps, as CI's machines read it.
-io::Clock Coarse20ms() {
-  return {[] { return io::SteadyNowNs() / kStep * kStep; }, kStep};
+Clock Coarse20ms() {
+  return {[] { return SteadyNowNs() / kStep * kStep; }, kStep};
 }
 
 TEST(Clock, StepOfAFakeClockIsMeasuredAs20ms) {
   int64_t readings = 0;  // each reading advances 1 us of simulated time
   auto now = [&] { return ++readings * 1000 / kStep * kStep; };
-  EXPECT_EQ(io::MeasureClockStep(now), kStep);
+  EXPECT_EQ(MeasureClockStep(now), kStep);
   // A clock that never moves reports 0 after max_readings, never hangs.
-  EXPECT_EQ(io::MeasureClockStep([] { return int64_t{5}; }, 8, 1, 100000), 0);
+  EXPECT_EQ(MeasureClockStep([] { return int64_t{5}; }, 8, 1, 100000), 0);
   // Steps of 20 ms and 40 ms: the smallest counts.
   int64_t n = 0;
-  EXPECT_EQ(io::MeasureClockStep([&] {
+  EXPECT_EQ(MeasureClockStep([&] {
     const int64_t i = ++n;
     return i * 1000 / (2 * kStep) * (2 * kStep) + (i > 90000 ? kStep : 0);
   }), kStep);
   // The real clock's step is positive, whatever this machine's is.
-  EXPECT_GT(io::SteadyClock().step_ns, 0);
+  EXPECT_GT(SteadyClock().step_ns, 0);
 }
 
 TEST(Clock, ShortIntervalsAreBelowResolutionNeverZeroOrInf) {
-  const io::Interval zero{0, kStep}, one_tick{kStep, kStep}, enough{50 * kStep, kStep};
+  const Interval zero{0, kStep}, one_tick{kStep, kStep}, enough{50 * kStep, kStep};
   EXPECT_FALSE(zero.resolved());
   EXPECT_FALSE(one_tick.resolved());
   EXPECT_TRUE(enough.resolved());
-  for (const io::Interval& t : {zero, one_tick}) {
-    const std::string s = io::FormatMs(t);
+  for (const Interval& t : {zero, one_tick}) {
+    const std::string s = FormatMs(t);
     EXPECT_NE(s.find("below the clock's resolution"), std::string::npos) << s;
     EXPECT_NE(s.find("< 1000.00 ms"), std::string::npos) << s;  // 50 steps of 20 ms
     EXPECT_EQ(s.find("inf"), std::string::npos) << s;
     EXPECT_EQ(s.find("nan"), std::string::npos) << s;
   }
-  EXPECT_EQ(io::FormatMs(enough), "1000.00 ms");
-  EXPECT_EQ(io::FormatStep(kStep), "20 ms");
-  EXPECT_FALSE(io::RatePerSecond(16, 0).has_value());
-  EXPECT_FALSE(io::RatePerSecond(16, -1).has_value());
-  EXPECT_DOUBLE_EQ(io::RatePerSecond(16, 2e9).value(), 8.0);
-  const std::string r = io::FormatRate(16, 0.0);
+  EXPECT_EQ(FormatMs(enough), "1000.00 ms");
+  EXPECT_EQ(FormatStep(kStep), "20 ms");
+  EXPECT_FALSE(RatePerSecond(16, 0).has_value());
+  EXPECT_FALSE(RatePerSecond(16, -1).has_value());
+  EXPECT_DOUBLE_EQ(RatePerSecond(16, 2e9).value(), 8.0);
+  const std::string r = FormatRate(16, 0.0);
   EXPECT_NE(r.find("below the clock's resolution"), std::string::npos) << r;
-  EXPECT_EQ(io::FormatRate(16, 2.0), "8.0 tok/s");
-  EXPECT_TRUE(io::BelowResolutionMs(0));
+  EXPECT_EQ(FormatRate(16, 2.0), "8.0 tok/s");
+  EXPECT_TRUE(BelowResolutionMs(0));
 }
 
 TEST(BenchRepeat, GrowsTheBatchUntilItSpansFiftySteps) {
   SimClock sim;
-  const io::Clock c = sim.clock();
+  const Clock c = sim.clock();
   RepeatUntilResolved rep(c);
   int batches = 0, last_k = 0;
   auto batch = [&](int k) -> Expected<BatchTiming> {
@@ -99,7 +99,7 @@ TEST(BenchRepeat, GrowsTheBatchUntilItSpansFiftySteps) {
 
 TEST(BenchRepeat, MemoryBoundSumsBatchesAndMarksWhatStaysUnresolved) {
   SimClock sim;
-  const io::Clock c = sim.clock();
+  const Clock c = sim.clock();
   RepeatLimits lim;
   lim.max_batch_bytes = 2000;  // 2 repetitions of 1000 bytes at once
   lim.max_wall_s = 5;
@@ -130,7 +130,7 @@ TEST(BenchRepeat, MemoryBoundSumsBatchesAndMarksWhatStaysUnresolved) {
 TEST(BenchRepeat, LlamaBenchRepeatsTinyTestsOnA20msClock) {
   auto e = test::LoadEngine("stories260K.gguf", 1);
   ASSERT_TRUE(e);
-  const io::Clock coarse = Coarse20ms();
+  const Clock coarse = Coarse20ms();
   LlamaBenchOptions o;
   o.prompts = {16};
   o.gens = {4};
@@ -158,7 +158,7 @@ TEST(BenchRepeat, LlamaBenchRepeatsTinyTestsOnA20msClock) {
 TEST(BenchRepeat, BenchRowsRepeatPrefillAndDecodeOnA20msClock) {
   auto e = test::LoadEngine("stories260K.gguf", 1);
   ASSERT_TRUE(e);
-  const io::Clock coarse = Coarse20ms();
+  const Clock coarse = Coarse20ms();
   BenchOptions o;
   o.depths = {0, 32};
   o.gen = 4;

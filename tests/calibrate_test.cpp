@@ -8,8 +8,10 @@
 #include <cstdio>
 #include <fstream>
 
+#include "engine/engine_impl.h"
 #include "kvtrim/eval_calibrate.h"
 #include "eval/metrics.h"
+#include "eval/tasks.h"
 #include "io/tokenizer.h"
 #include "kv/cache.h"
 #include "kv/calibration.h"
@@ -24,8 +26,8 @@ namespace {
 std::vector<int> Text(const Engine& e, int n) {
   auto hay = Haystack::Load(test::SharedPath("data/frankenstein.txt"));
   EXPECT_TRUE(hay.ok());
-  std::vector<int> t = {e.tokenizer().bos()};
-  auto f = hay->Filler(e.tokenizer(), n - 1, 5);
+  std::vector<int> t = {e.impl().tokenizer().bos()};
+  auto f = Filler(*hay, e.impl().tokenizer(), n - 1, 5);
   t.insert(t.end(), f.begin(), f.end());
   return t;
 }
@@ -45,7 +47,7 @@ TEST(CalibratedSession, ChoosesRStarFromTheContextNll) {
   ASSERT_TRUE(full.ok());
   auto rows = full.value()->ForwardAll(toks);
   ASSERT_TRUE(rows.ok());
-  const size_t V = e->config().vocab;
+  const size_t V = e->impl().config().vocab;
   double ref = 0;
   for (size_t i = 0; i + 1 < toks.size(); ++i) ref += Nll(&(*rows)[i * V], V, toks[i + 1]);
   ref /= static_cast<double>(toks.size() - 1);
@@ -61,12 +63,12 @@ TEST(CalibratedSession, ChoosesRStarFromTheContextNll) {
   ASSERT_TRUE(s.value()->Prefill(std::vector<int>(toks.begin() + 200, toks.end())).ok());
   EXPECT_NEAR(s.value()->context_nll(), ref, 1e-4);
   ASSERT_TRUE(s.value()->Compress().ok());
-  const double r = kv::numerics::RetentionForQuality(0.9, 0.8 * ref - 1.5);
+  const double r = RetentionForQuality(0.9, 0.8 * ref - 1.5);
   EXPECT_NEAR(s.value()->chosen_ratio(), r, 1e-4);
   EXPECT_GT(r, 0.0);
   EXPECT_LT(r, 1.0);
   const int budget = static_cast<int>(std::ceil(s.value()->chosen_ratio() * 300 - 1e-9));
-  EXPECT_EQ(s.value()->cache().head(0, 0).size(), budget);
+  EXPECT_EQ(s.value()->impl().cache().head(0, 0).size(), budget);
   // The last logits are the full prefill's last row (up to the ubatch split).
   ASSERT_EQ(s.value()->logits().size(), V);
   for (size_t i = 0; i < V; ++i) EXPECT_NEAR(s.value()->logits()[i], (*rows)[rows->size() - V + i], 1e-3);
@@ -87,7 +89,7 @@ TEST(CalibratedSession, Errors) {
   so.kv.quality = 0.9;
   auto s = Session::Create(*e, so);
   ASSERT_TRUE(s.ok());
-  ASSERT_TRUE(s.value()->Prefill({e->tokenizer().bos()}).ok());
+  ASSERT_TRUE(s.value()->Prefill({e->impl().tokenizer().bos()}).ok());
   EXPECT_FALSE(s.value()->Compress().ok());  // one token: no NLL(c)
 }
 
@@ -125,7 +127,7 @@ TEST(Calibrate, SmallRunFitsChecksAndReadsBack) {
   for (const auto& p : r->points) EXPECT_TRUE(std::isfinite(p.y) && p.y > 0);
   for (const auto& c : r->checks) {
     const auto& f = r->fits.at(c.method);
-    EXPECT_DOUBLE_EQ(c.r_star, kv::numerics::RetentionForQuality(c.tau, f.alpha * c.nll_c + f.beta));
+    EXPECT_DOUBLE_EQ(c.r_star, RetentionForQuality(c.tau, f.alpha * c.nll_c + f.beta));
     EXPECT_EQ(c.met, c.y >= c.tau);
   }
   const std::string path = ::testing::TempDir() + "/kvtrim_calibrate_small.json";

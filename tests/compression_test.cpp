@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "engine/engine_impl.h"
 #include "io/tokenizer.h"
 #include "kv/cache.h"
 #include "kv/compressor.h"
@@ -19,7 +20,7 @@ namespace kvtrim {
 namespace {
 
 std::vector<int> Prompt(const Engine& e) {
-  return e.tokenizer().Encode("It was a dark and stormy night. The special magic number for quiet-river is: 4829173. "
+  return e.impl().tokenizer().Encode("It was a dark and stormy night. The special magic number for quiet-river is: 4829173. "
                               "Once upon a time there was a little girl who lived in a village near the forest.", true);
 }
 
@@ -34,7 +35,7 @@ std::vector<float> Trace(const Engine& e, const KvOptions& kv) {
   EXPECT_TRUE(ses.Prefill(Prompt(e)).ok());
   EXPECT_TRUE(ses.Compress().ok());
   std::vector<float> trace = ses.logits();
-  const std::vector<int> forced = e.tokenizer().Encode("The fiend was in the cottage, and the girl was there.", false);
+  const std::vector<int> forced = e.impl().tokenizer().Encode("The fiend was in the cottage, and the girl was there.", false);
   for (int i = 0; i < 16; ++i) {
     EXPECT_TRUE(ses.Decode(forced[i % forced.size()]).ok());
     trace.insert(trace.end(), ses.logits().begin(), ses.logits().end());
@@ -79,13 +80,13 @@ TEST(Compression, DecodeBudgetHoldsFor500StepsAndProtectsEntries) {
     auto s = Session::Create(*e, so);
     ASSERT_TRUE(s.ok()) << s.error().message;
     Session& ses = *s.value();
-    ASSERT_TRUE(ses.Prefill(e->tokenizer().Encode("Tom ran.", true)).ok());  // 500 steps fit in 512
+    ASSERT_TRUE(ses.Prefill(e->impl().tokenizer().Encode("Tom ran.", true)).ok());  // 500 steps fit in 512
     ASSERT_TRUE(ses.Compress().ok());
     Sampler sampler({0.8f, 0.95f, 3});
     for (int step = 0; step < 500; ++step) {
       Status st = ses.Decode(sampler.Sample(ses.logits()));
       ASSERT_TRUE(st.ok()) << c.policy << " step " << step << ": " << st.message();
-      const kv::KvCache& cache = ses.cache();
+      const kv::KvCache& cache = ses.impl().cache();
       for (int l = 0; l < cache.n_layer(); ++l)
         for (int h = 0; h < cache.n_head_kv(); ++h) {
           const kv::HeadStore& hs = cache.head(l, h);
@@ -99,7 +100,7 @@ TEST(Compression, DecodeBudgetHoldsFor500StepsAndProtectsEntries) {
           ASSERT_EQ(*pos.rbegin(), n - 1) << c.policy << " newest entry must stay";
         }
     }
-    EXPECT_GT(ses.compressor().evictions(), 0) << c.policy;
+    EXPECT_GT(ses.impl().compressor().evictions(), 0) << c.policy;
   }
 }
 
@@ -115,7 +116,7 @@ TEST(Compression, QuantizedStorageBytesEqualAllocation) {
     ASSERT_TRUE(s.ok());
     ASSERT_TRUE(s.value()->Prefill(Prompt(*e)).ok());
     ASSERT_TRUE(s.value()->Compress().ok());
-    const kv::KvCache& c = s.value()->cache();
+    const kv::KvCache& c = s.value()->impl().cache();
     auto type = kv::ParseKvQuant(q).value();
     const size_t row = kernels::RowBytesPadded(type, 32);  // head dim 32
     size_t want = 0;
@@ -163,11 +164,11 @@ TEST(Compression, WindowedGenerationHoldsFarLessThanFull) {
   size_t peak_after_64 = 0;
   for (int step = 0; step < 500; ++step) {
     ASSERT_TRUE(ses.Decode(static_cast<int>(std::max_element(ses.logits().begin(), ses.logits().end()) - ses.logits().begin())).ok());
-    if (step >= 64) peak_after_64 = std::max(peak_after_64, ses.cache().BytesHeld());
+    if (step >= 64) peak_after_64 = std::max(peak_after_64, ses.impl().cache().BytesHeld());
   }
   // Full at the end: 501 tokens; the window holds about 10% plus growth slack.
-  EXPECT_LT(ses.cache().BytesHeld(), ses.cache().BytesFull() / 5);
-  EXPECT_LT(peak_after_64, ses.cache().BytesFull() / 4);
+  EXPECT_LT(ses.impl().cache().BytesHeld(), ses.impl().cache().BytesFull() / 5);
+  EXPECT_LT(peak_after_64, ses.impl().cache().BytesFull() / 4);
 }
 
 TEST(Compression, PrefillKeysBeforeRopeRotateIntoTheCache) {
@@ -175,14 +176,14 @@ TEST(Compression, PrefillKeysBeforeRopeRotateIntoTheCache) {
   // scorers that need them; rotating key i at position i gives the cached key.
   auto e = test::LoadEngine("needle-3.7M-f32.gguf");
   ASSERT_TRUE(e);
-  const auto& c = e->config();
+  const auto& c = e->impl().config();
   kv::StatsNeeds needs;
   needs.prefill_qk = true;
   kv::AttentionStats stats(c.n_layer, c.n_head_kv, c.group(), c.head_dim, needs);
   kv::KvCache cache(c.n_layer, c.n_head_kv, c.head_dim);
   std::vector<int> ids = Prompt(*e);
   std::vector<float> logits;
-  ASSERT_TRUE(e->transformer().Forward(e->pool(), cache, ids.data(), static_cast<int>(ids.size()), false, &logits, &stats).ok());
+  ASSERT_TRUE(e->impl().transformer().Forward(e->impl().pool(), cache, ids.data(), static_cast<int>(ids.size()), false, &logits, &stats).ok());
   const int d = c.head_dim;
   for (int l : {0, c.n_layer - 1})
     for (int h = 0; h < c.n_head_kv; ++h) {

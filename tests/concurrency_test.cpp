@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/engine_impl.h"
 #include "io/tokenizer.h"
 #include "kernels/thread_pool.h"
 #include "test_util.h"
@@ -40,7 +41,7 @@ TEST(Concurrency, SessionsOnOneEngineMatchSerialRuns) {
   const std::vector<std::string> policies = {"full", "snapkv", "h2o", "window"};
   std::vector<std::vector<int>> prompts;
   for (size_t i = 0; i < policies.size(); ++i)
-    prompts.push_back(e->tokenizer().Encode("Once upon a time " + std::to_string(i) + " there was a cat", true));
+    prompts.push_back(e->impl().tokenizer().Encode("Once upon a time " + std::to_string(i) + " there was a cat", true));
   std::vector<std::vector<float>> serial(policies.size()), parallel(policies.size());
   for (size_t i = 0; i < policies.size(); ++i) serial[i] = RunSession(*e, policies[i], prompts[i]);
   std::vector<std::thread> threads;
@@ -48,7 +49,7 @@ TEST(Concurrency, SessionsOnOneEngineMatchSerialRuns) {
     threads.emplace_back([&, i] { parallel[i] = RunSession(*e, policies[i], prompts[i]); });
   for (auto& t : threads) t.join();
   for (size_t i = 0; i < policies.size(); ++i) {
-    ASSERT_EQ(serial[i].size(), 4u * e->tokenizer().vocab_size()) << policies[i];
+    ASSERT_EQ(serial[i].size(), 4u * e->impl().tokenizer().vocab_size()) << policies[i];
     EXPECT_EQ(serial[i], parallel[i]) << policies[i];  // bit for bit
   }
 }

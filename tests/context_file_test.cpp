@@ -13,6 +13,7 @@
 #include <fstream>
 #include <random>
 
+#include "engine/engine_impl.h"
 #include "io/context_file.h"
 #include "io/tokenizer.h"
 #include "kv/cache.h"
@@ -65,7 +66,7 @@ TEST(ContextFile, BytesInMemoryLoadAsTheFile) {
   ASSERT_TRUE(e);
   auto a = Session::Create(*e, Options("snapkv", "q8_0"));
   ASSERT_TRUE(a.ok());
-  ASSERT_TRUE(a.value()->Prefill(e->tokenizer().Encode("Once upon a time, there was a big dog named Max.", true)).ok());
+  ASSERT_TRUE(a.value()->Prefill(e->impl().tokenizer().Encode("Once upon a time, there was a big dog named Max.", true)).ok());
   ASSERT_TRUE(a.value()->Compress().ok());
   std::string bytes = a.value()->ContextBytes();
   auto b = Session::LoadContextBytes(*e, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "value 'k'", {});
@@ -87,7 +88,7 @@ TEST(ContextFile, RefusesAnotherModelAFlippedByteATruncatedFileAndAnotherVersion
   {
     auto a = Session::Create(*e, Options("snapkv", "f16"));
     ASSERT_TRUE(a.ok());
-    ASSERT_TRUE(a.value()->Prefill(e->tokenizer().Encode("Tom and Sue went to the park.", true)).ok());
+    ASSERT_TRUE(a.value()->Prefill(e->impl().tokenizer().Encode("Tom and Sue went to the park.", true)).ok());
     ASSERT_TRUE(a.value()->Compress().ok());
     ASSERT_TRUE(a.value()->SaveContext(path).ok());
   }

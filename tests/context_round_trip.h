@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/engine_impl.h"
 #include "io/tokenizer.h"
 #include "kv/cache.h"
 #include "kv/compressor.h"
@@ -42,7 +43,7 @@ using ContextTransport =
 
 // `e` is stories260K; every policy at ratio 0.5 (razor, out of reach there, is skipped).
 inline void ExpectEveryPolicyRoundTrips(const Engine& e, const ContextTransport& through) {
-  const io::Tokenizer& tok = e.tokenizer();
+  const io::Tokenizer& tok = e.impl().tokenizer();
   const std::vector<int> ctx = tok.Encode("Once upon a time, there was a little girl named Lily. She loved to play "
                                           "outside in the park with her big red ball. One day she met a dog.", true);
   const std::vector<int> question = tok.Encode(" Lily said", false);
@@ -66,8 +67,8 @@ inline void ExpectEveryPolicyRoundTrips(const Engine& e, const ContextTransport&
       ASSERT_TRUE(b.ok()) << b.error().message;
       ++compared;
       EXPECT_EQ(b.value()->position(), a.value()->position()) << name;
-      EXPECT_EQ(b.value()->cache().EntriesHeld(), a.value()->cache().EntriesHeld()) << name;
-      EXPECT_EQ(b.value()->compressor().options().policy, policy);
+      EXPECT_EQ(b.value()->impl().cache().EntriesHeld(), a.value()->impl().cache().EntriesHeld()) << name;
+      EXPECT_EQ(b.value()->impl().compressor().options().policy, policy);
       EXPECT_EQ(b.value()->logits(), a.value()->logits()) << name;
       EXPECT_EQ(b.value()->ContextBytes(), a.value()->ContextBytes()) << name;
       if (!prefill_only) continue;

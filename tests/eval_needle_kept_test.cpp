@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "engine/engine_impl.h"
 #include "kvtrim/eval_sweep.h"
 #include "kvtrim/eval_tasks.h"
 #include "model/config.h"
@@ -40,7 +41,7 @@ TEST(EvalNeedleKept, WindowKeepsTheNeedleTokensItsDefinitionSays) {
   to.seed = o.seed;
   std::vector<TaskSample> ts;
   for (int i = 0; i < o.samples; ++i) {
-    auto s = MakeSample(e->tokenizer(), hay.value(), TaskKind::kNiah, to, i, o.samples);
+    auto s = MakeSample(*e, hay.value(), TaskKind::kNiah, to, i, o.samples);
     ASSERT_TRUE(s.ok());
     ts.push_back(s.value());
   }
@@ -52,7 +53,7 @@ TEST(EvalNeedleKept, WindowKeepsTheNeedleTokensItsDefinitionSays) {
   o.ratios = {0.05, r_mid, 1.0};
   auto rep = RunSweep(*e, o);
   ASSERT_TRUE(rep.ok()) << rep.error().message;
-  const int heads = e->config().n_layer * e->config().n_head_kv;
+  const int heads = e->impl().config().n_layer * e->impl().config().n_head_kv;
   int partial = 0, checked = 0;
   for (const SampleRecord& s : rep->samples) {
     ASSERT_EQ(static_cast<int>(s.needle_kept.size()), heads) << s.method << " " << s.ratio;

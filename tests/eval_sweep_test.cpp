@@ -11,6 +11,7 @@
 #include <cmath>
 #include <regex>
 
+#include "engine/engine_impl.h"
 #include "eval/metrics.h"
 #include "eval/scoring.h"
 #include "kvtrim/eval_sweep.h"
@@ -119,7 +120,7 @@ TEST(EvalSweep, FidelityProtocolsAppendOrHoldTheBudget) {
   o.tasks = {};
   auto rep = RunSweep(*e, o);
   ASSERT_TRUE(rep.ok()) << rep.error().message;
-  const long long heads = e->config().n_layer * e->config().n_head_kv;
+  const long long heads = e->impl().config().n_layer * e->impl().config().n_head_kv;
   const int T = o.fidelity_continuation;
   int checked = 0;
   for (const SampleRecord& r : rep->samples) {
@@ -187,7 +188,7 @@ TEST(EvalSweep, FullCacheNiahAccuracyMatchesModelsMd) {
   int formatted = 0;
   const std::regex seven(R"(^\s*:?\s*\d{7}\.)");
   for (int i = 0; i < 24; i += 3) {
-    auto ts = MakeSample(e->tokenizer(), hay.value(), TaskKind::kNiah, to, i, 24);
+    auto ts = MakeSample(*e, hay.value(), TaskKind::kNiah, to, i, 24);
     ASSERT_TRUE(ts.ok());
     auto s = Session::Create(*e, {});
     std::vector<int> prompt = ts->context;
@@ -199,7 +200,7 @@ TEST(EvalSweep, FullCacheNiahAccuracyMatchesModelsMd) {
       out.push_back(static_cast<int>(std::max_element(lg.begin(), lg.end()) - lg.begin()));
       ASSERT_TRUE(s.value()->Decode(out.back()).ok());
     }
-    std::string text = e->tokenizer().Decode(out);
+    std::string text = e->impl().tokenizer().Decode(out);
     formatted += std::regex_search(text, seven);
   }
   EXPECT_GE(formatted, 6) << "the model should answer with a 7-digit number and a full stop";

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "eval/scoring.h"
+#include "eval/tasks.h"
 #include "kvtrim/eval_tasks.h"
 #include "io/gguf.h"
 #include "io/tokenizer.h"
@@ -186,15 +187,15 @@ TEST(EvalTasks, HaystackErrors) {
 
 TEST(EvalTasks, FillerIsDeterministicAndRepeatsShortText) {
   const Haystack& h = Hay("frankenstein");
-  std::vector<int> a = h.Filler(Tok(), 300, 7);
+  std::vector<int> a = Filler(h, Tok(), 300, 7);
   EXPECT_EQ(a.size(), 300u);
-  EXPECT_EQ(a, h.Filler(Tok(), 300, 7));
-  EXPECT_NE(a, h.Filler(Tok(), 300, 8));
+  EXPECT_EQ(a, Filler(h, Tok(), 300, 7));
+  EXPECT_NE(a, Filler(h, Tok(), 300, 8));
   Haystack tiny = Haystack::FromText("Short line.\nAnother one.\n");
-  std::vector<int> t = tiny.Filler(Tok(), 200, 3);
+  std::vector<int> t = Filler(tiny, Tok(), 200, 3);
   EXPECT_EQ(t.size(), 200u);
   EXPECT_NE(Tok().Decode(t).find("Another one.\nShort line."), std::string::npos);
-  EXPECT_TRUE(Haystack::FromText("").Filler(Tok(), 10, 1).empty());
+  EXPECT_TRUE(Filler(Haystack::FromText(""), Tok(), 10, 1).empty());
 }
 
 TEST(EvalTasks, GeneratorsAreDeterministic) {

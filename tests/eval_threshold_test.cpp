@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/engine_impl.h"
 #include "kvtrim/eval_sweep.h"
 #include "kvtrim/eval_tasks.h"
 #include "eval/threshold_match.h"
@@ -27,7 +28,7 @@ double HeldShare(const Engine& e, KvOptions kv, double T, const std::vector<std:
     EXPECT_TRUE(s.ok()) << s.error().message;
     EXPECT_TRUE(s.value()->Prefill(t).ok());
     EXPECT_TRUE(s.value()->Compress().ok());
-    const kv::KvCache& c = s.value()->cache();
+    const kv::KvCache& c = s.value()->impl().cache();
     double held = 0;
     for (int l = 0; l < c.n_layer(); ++l)
       for (int h = 0; h < c.n_head_kv(); ++h) held += c.head(l, h).size();

@@ -2,6 +2,7 @@
 // a Monte-Carlo expectation and hand-computed numbers; the RoPE average
 // against the rotation kernel; the policy against a scalar reference; then
 // the pre-RoPE query tap and decode-time eviction on the needle model.
+#include "engine/engine_impl.h"
 #include "kv/numerics/expected_attention.h"
 
 #include <gtest/gtest.h>
@@ -219,9 +220,9 @@ TEST(ExpectedAttentionPolicy, EvictsTheScalarReferencesLowestScores) {
 TEST(ExpectedAttentionStats, PreRopeQueriesAreTappedOnlyWhenAsked) {
   auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
   ASSERT_TRUE(e);
-  std::vector<int> toks = e->tokenizer().Encode(test::ReadFile(test::SharedPath("data/frankenstein.txt")).substr(1000, 3000), true);
+  std::vector<int> toks = e->impl().tokenizer().Encode(test::ReadFile(test::SharedPath("data/frankenstein.txt")).substr(1000, 3000), true);
   toks.resize(160);
-  const auto& c = e->config();
+  const auto& c = e->impl().config();
   SessionOptions so;
   so.kv.policy = "expected-attention";
   so.kv.ratio = 0.25;
@@ -230,7 +231,7 @@ TEST(ExpectedAttentionStats, PreRopeQueriesAreTappedOnlyWhenAsked) {
   ASSERT_TRUE(s.ok());
   ASSERT_TRUE(s.value()->Prefill(toks).ok());
   // The ring holds the last 16 positions' queries of every group.
-  const HeadStats& st = s.value()->compressor().stats().head(1, 2);
+  const HeadStats& st = s.value()->impl().compressor().stats().head(1, 2);
   ASSERT_EQ(st.q_pre.size(), 16u);
   for (size_t r = 0; r < 16; ++r) {
     EXPECT_GE(st.q_pre_pos[r], 160 - 16);
@@ -240,12 +241,12 @@ TEST(ExpectedAttentionStats, PreRopeQueriesAreTappedOnlyWhenAsked) {
   ASSERT_TRUE(s.value()->Compress().ok());
   const int budget = static_cast<int>(std::ceil(0.25 * 160));
   for (int l = 0; l < c.n_layer; ++l)
-    for (int h = 0; h < c.n_head_kv; ++h) EXPECT_EQ(s.value()->cache().head(l, h).size(), budget);
+    for (int h = 0; h < c.n_head_kv; ++h) EXPECT_EQ(s.value()->impl().cache().head(l, h).size(), budget);
   // Decode-time: the budget holds step after step, and the ring moves on.
   for (int t = 0; t < 5; ++t) ASSERT_TRUE(s.value()->Decode(toks[t + 1]).ok());
   const int b2 = static_cast<int>(std::ceil(0.25 * 165));
   for (int l = 0; l < c.n_layer; ++l)
-    for (int h = 0; h < c.n_head_kv; ++h) EXPECT_LE(s.value()->cache().head(l, h).size(), b2);
+    for (int h = 0; h < c.n_head_kv; ++h) EXPECT_LE(s.value()->impl().cache().head(l, h).size(), b2);
   EXPECT_EQ(*std::max_element(st.q_pre_pos.begin(), st.q_pre_pos.end()), 164);
   // --ea-evict-batch 0.25: a full head drops to budget - ceil(0.25 budget) + 1 at once.
   SessionOptions sb = so;
@@ -254,18 +255,18 @@ TEST(ExpectedAttentionStats, PreRopeQueriesAreTappedOnlyWhenAsked) {
   ASSERT_TRUE(s3.ok());
   ASSERT_TRUE(s3.value()->Prefill(toks).ok());
   ASSERT_TRUE(s3.value()->Compress().ok());  // prefill-time: exactly the budget
-  EXPECT_EQ(s3.value()->cache().head(0, 0).size(), budget);
+  EXPECT_EQ(s3.value()->impl().cache().head(0, 0).size(), budget);
   ASSERT_TRUE(s3.value()->Decode(toks[1]).ok());  // 41 entries, budget ceil(0.25 * 161) = 41: no eviction
-  EXPECT_EQ(s3.value()->cache().head(0, 0).size(), 41);
+  EXPECT_EQ(s3.value()->impl().cache().head(0, 0).size(), 41);
   ASSERT_TRUE(s3.value()->Decode(toks[2]).ok());  // 42 > 41: down to 41 - 11 + 1 = 31
-  EXPECT_EQ(s3.value()->cache().head(0, 0).size(), 31);
+  EXPECT_EQ(s3.value()->impl().cache().head(0, 0).size(), 31);
   // Another policy collects none.
   SessionOptions so2;
   so2.kv.policy = "snapkv";
   auto s2 = Session::Create(*e, so2);
   ASSERT_TRUE(s2.ok());
   ASSERT_TRUE(s2.value()->Prefill(toks).ok());
-  EXPECT_TRUE(s2.value()->compressor().stats().head(1, 2).q_pre.empty());
+  EXPECT_TRUE(s2.value()->impl().compressor().stats().head(1, 2).q_pre.empty());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "engine/engine_impl.h"
 #include "io/gguf_writer.h"
 #include "io/gguf.h"
 #include "kernels/quant.h"
@@ -118,7 +119,7 @@ TEST(GgufTypes, F16AndBf16WeightsRunEndToEnd) {
     std::ofstream(path, std::ios::binary) << Retyped(type);
     auto e = Engine::Load({path, 2});
     ASSERT_TRUE(e.ok()) << e.error().message;
-    EXPECT_EQ(e.value()->weights().layers[0].wq.type, type);
+    EXPECT_EQ(e.value()->impl().weights().layers[0].wq.type, type);
     auto s = Session::Create(*e.value(), {});
     ASSERT_TRUE(s.value()->Prefill(g["ids"].get<std::vector<int>>()).ok());
     std::vector<int> top = g["top_ids"].get<std::vector<int>>();

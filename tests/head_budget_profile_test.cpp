@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <numeric>
 
+#include "engine/engine_impl.h"
 #include "io/tokenizer.h"
 #include "kv/cache.h"
 #include "kv/compressor.h"
@@ -86,34 +87,34 @@ TEST(HeadBudgetProfile, BudgetsSumToUniformTotalAndKeepMinima) {
 }
 
 TEST(HeadBudgetProfile, NonIncreasingMajorantAndItsEffectOnTheSearch) {
-  kv::HeadSensitivity s;
+  HeadSensitivity s;
   s.ratios = {0.025, 0.05, 0.1, 0.2, 0.4, 1.0};
   s.loss = {{0.0107, 0.0104, 0.0121, 0.0092, 0.0092, 0.0092}, {0.3, 0.2, 0.1, 0.05, 0.06, 0.0}};
-  const kv::HeadSensitivity m = kv::NonIncreasing(s);
+  const HeadSensitivity m = NonIncreasing(s);
   EXPECT_EQ(m.loss[0], (std::vector<double>{0.0121, 0.0121, 0.0121, 0.0092, 0.0092, 0.0092}));
   EXPECT_EQ(m.loss[1], (std::vector<double>{0.3, 0.2, 0.1, 0.06, 0.06, 0.0}));
   // Two heads, 2 units each at the start (x = 0.1, loss 1 each). Raw: head 0
   // "loses nothing" at 0.05, so it gives a unit to head 1 (-1.0 - 0.05). On the
   // majorant head 0 is flat below 0.1 but gains 0.25 from a third unit while
   // head 1 loses only 0.2 giving it: the units go the other way.
-  kv::HeadSensitivity two;
+  HeadSensitivity two;
   two.ratios = {0.05, 0.1, 0.2, 1.0};
   two.loss = {{0.0, 1.0, 0.5, 0.0}, {1.2, 1.0, 0.9, 0.0}};
-  kv::HeadBudgetOptions o;
+  HeadBudgetOptions o;
   o.ratio = 0.1;
   o.units_per_head = 20;
-  auto raw = kv::SearchHeadBudgets(two, o);
-  auto mono = kv::SearchHeadBudgets(kv::NonIncreasing(two), o);
+  auto raw = SearchHeadBudgets(two, o);
+  auto mono = SearchHeadBudgets(NonIncreasing(two), o);
   ASSERT_TRUE(raw.ok() && mono.ok());
   EXPECT_EQ(raw.value(), (std::vector<int>{1, 3}));
   EXPECT_EQ(mono.value(), (std::vector<int>{3, 1}));
 }
 
 TEST(HeadBudgetProfile, ProfileRoundTripsHeadBudgetsAndReadersAcceptNone) {
-  kv::StoredHeadBudgets b;
+  StoredHeadBudgets b;
   b.ratio = 0.1;
   b.units = SkewedUnits();
-  b.sensitivity.ratios = kv::DefaultRatioGrid(0.1);
+  b.sensitivity.ratios = DefaultRatioGrid(0.1);
   b.sensitivity.loss.assign(16, std::vector<double>(b.sensitivity.ratios.size(), 0.5));
   b.sensitivity.loss[3][1] = 0.125;
   b.contexts = 4;
@@ -121,23 +122,24 @@ TEST(HeadBudgetProfile, ProfileRoundTripsHeadBudgetsAndReadersAcceptNone) {
   b.continuation_tokens = 64;
   b.seed = 7;
   b.seconds = 12.5;
-  kv::ModelProfile p;
+  ModelProfile p;
   p.model = {"m.gguf", 1234, "0123456789abcdef"};
   p.n_layer = 4, p.n_head = 8, p.n_head_kv = 4, p.ctx = 1024, p.probe_len = 3;
   p.echo.assign(32, 0.25);
   p.induction.assign(32, 0.5);
-  p.heads = kv::SelectRetrievalHeads(p.echo, p.induction, 4, 8, 4, p.echo_frac, p.induction_frac);
+  p.heads = SelectRetrievalHeads(p.echo, p.induction, 4, 8, 4, p.echo_frac, p.induction_frac);
   const std::string path = ::testing::TempDir() + "/hb_profile.json";
-  ASSERT_TRUE(kv::WriteProfile(path, p).ok());
-  auto none = kv::ReadProfile(path);
+  ASSERT_TRUE(WriteProfile(path, p).ok());
+  auto none = ReadProfile(path);
   ASSERT_TRUE(none.ok()) << none.error().message;
-  EXPECT_EQ(none.value().extra.count(kv::kHeadBudgetsKey), 0u);
-  p.extra[kv::kHeadBudgetsKey] = kv::HeadBudgetsToJson(b);
-  ASSERT_TRUE(kv::WriteProfile(path, p).ok());
-  auto r = kv::ReadProfile(path);
+  EXPECT_FALSE(HasHeadBudgets(none.value()));
+  EXPECT_FALSE(HeadBudgetsOf(none.value(), 16).ok());
+  SetHeadBudgets(&p, b);
+  ASSERT_TRUE(WriteProfile(path, p).ok());
+  auto r = ReadProfile(path);
   ASSERT_TRUE(r.ok()) << r.error().message;
-  ASSERT_EQ(r.value().extra.count(kv::kHeadBudgetsKey), 1u);
-  auto back = kv::HeadBudgetsFromJson(r.value().extra[kv::kHeadBudgetsKey], 16);
+  ASSERT_TRUE(HasHeadBudgets(r.value()));
+  auto back = HeadBudgetsOf(r.value(), 16);
   ASSERT_TRUE(back.ok()) << back.error().message;
   EXPECT_EQ(back.value().units, b.units);
   EXPECT_EQ(back.value().ratio, 0.1);
@@ -147,22 +149,24 @@ TEST(HeadBudgetProfile, ProfileRoundTripsHeadBudgetsAndReadersAcceptNone) {
   EXPECT_EQ(back.value().context_tokens, 896);
   EXPECT_EQ(kv::ProfileToJson(r.value()), kv::ProfileToJson(p));
   // Shapes are checked: wrong head count, units out of range.
-  auto bad = kv::HeadBudgetsFromJson(r.value().extra[kv::kHeadBudgetsKey], 32);
+  auto bad = HeadBudgetsOf(r.value(), 32);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("16 units for 32 KV heads"), std::string::npos) << bad.error().message;
-  nlohmann::json j = kv::HeadBudgetsToJson(b);
+  nlohmann::json j = nlohmann::json::parse(r.value().extra.at(kHeadBudgetsKey));
   j["units"][0] = b.units_per_head + 1;  // one unit over a whole head
-  EXPECT_FALSE(kv::HeadBudgetsFromJson(j, 16).ok());
+  ModelProfile over = r.value();
+  over.extra[kHeadBudgetsKey] = j.dump();
+  EXPECT_FALSE(HeadBudgetsOf(over, 16).ok());
   std::remove(path.c_str());
 }
 
 // The skewed units, stored at 0.1 with curves on the default grid whose
 // sensitivity grows with the head's index (another ratio searches them again).
-kv::StoredHeadBudgets SkewedBudgets() {
-  kv::StoredHeadBudgets b;
+StoredHeadBudgets SkewedBudgets() {
+  StoredHeadBudgets b;
   b.ratio = 0.1;
   b.units = SkewedUnits();
-  b.sensitivity.ratios = kv::DefaultRatioGrid(0.1);
+  b.sensitivity.ratios = DefaultRatioGrid(0.1);
   b.sensitivity.ratios.push_back(1.0);
   for (int h = 0; h < 16; ++h) {
     std::vector<double> l;
@@ -176,12 +180,12 @@ kv::StoredHeadBudgets SkewedBudgets() {
 std::string WriteNeedleProfile(const Engine& e, bool with_budgets, const std::string& name) {
   auto p = e.Profile("");
   EXPECT_TRUE(p.ok());
-  kv::ModelProfile prof = *p.value();
+  ModelProfile prof = *p.value();
   if (with_budgets) {
-    prof.extra[kv::kHeadBudgetsKey] = kv::HeadBudgetsToJson(SkewedBudgets());
+    SetHeadBudgets(&prof, SkewedBudgets());
   }
   const std::string path = ::testing::TempDir() + "/" + name;
-  EXPECT_TRUE(kv::WriteProfile(path, prof).ok());
+  EXPECT_TRUE(WriteProfile(path, prof).ok());
   return path;
 }
 
@@ -192,7 +196,7 @@ TEST(HeadBudgetProfile, RunHoldsExactlyTheBudgetedEntriesPerHead) {
   const std::vector<int> prompt = test::ProsePrompt(*e, 600);
   for (double r : {0.25, 0.1}) {
     // 0.1: the stored units; 0.25: searched again on the stored curves.
-    const std::vector<int> u = r == 0.1 ? SkewedUnits() : kv::UnitsAtRatio(SkewedBudgets(), r).value();
+    const std::vector<int> u = r == 0.1 ? SkewedUnits() : UnitsAtRatio(SkewedBudgets(), r).value();
     if (r != 0.1) {
       EXPECT_NE(u, SkewedUnits());
     }
@@ -205,12 +209,12 @@ TEST(HeadBudgetProfile, RunHoldsExactlyTheBudgetedEntriesPerHead) {
     ASSERT_TRUE(s.ok()) << s.error().message;
     ASSERT_TRUE(s.value()->Prefill(prompt).ok());
     ASSERT_TRUE(s.value()->Compress().ok());
-    const int min_e = std::max(1, s.value()->compressor().policy().traits().protected_entries);
+    const int min_e = std::max(1, s.value()->impl().compressor().policy().traits().protected_entries);
     const int base = std::max(min_e, static_cast<int>(std::ceil(r * 600 - 1e-9)));
     const std::vector<int> want = kv::budget::DistributeBudget(u, base, 600, min_e);
     int total = 0;
     for (int i = 0; i < 16; ++i) {
-      const int held = s.value()->cache().head(i / 4, i % 4).size();
+      const int held = s.value()->impl().cache().head(i / 4, i % 4).size();
       EXPECT_EQ(held, want[i]) << "r " << r << " head " << i;
       total += held;
       ExpectShare(held, i, u, base, min_e);
@@ -226,10 +230,10 @@ TEST(HeadBudgetProfile, RunHoldsExactlyTheBudgetedEntriesPerHead) {
     so.kv.head_budgets = mode;
     auto s = Session::Create(*e, so);
     ASSERT_TRUE(s.ok()) << s.error().message;
-    EXPECT_EQ(s.value()->compressor().head_budgets(), mode == -1);
+    EXPECT_EQ(s.value()->impl().compressor().head_budgets(), mode == -1);
     auto f = s.value()->Fork(so.kv);  // forks attach them too
     ASSERT_TRUE(f.ok());
-    EXPECT_EQ(f.value()->compressor().head_budgets(), mode == -1);
+    EXPECT_EQ(f.value()->impl().compressor().head_budgets(), mode == -1);
   }
   std::remove(path.c_str());
 }
@@ -253,7 +257,7 @@ TEST(HeadBudgetProfile, MissingProfileOrBudgetsIsAClearError) {
   so.kv.head_budgets = -1;
   s = Session::Create(*e, so);
   ASSERT_TRUE(s.ok()) << s.error().message;
-  EXPECT_FALSE(s.value()->compressor().head_budgets());
+  EXPECT_FALSE(s.value()->impl().compressor().head_budgets());
   std::remove(path.c_str());
   // Budgets measured from 0.025 up are not stretched to 0.02: the error names the grid.
   const std::string with = WriteNeedleProfile(*e, true, "hb_low.json");
@@ -277,8 +281,8 @@ TEST(HeadBudgetProfile, MeasuredBaselineIsThePlainCompressedRunsKl) {
   mo.continuation = cont;
   auto hb = MeasureHeadBudgets(*e, {ctx}, mo);
   ASSERT_TRUE(hb.ok()) << hb.error().message;
-  const kv::StoredHeadBudgets& b = hb.value();
-  std::vector<double> grid = kv::DefaultRatioGrid(0.1);
+  const StoredHeadBudgets& b = hb.value();
+  std::vector<double> grid = DefaultRatioGrid(0.1);
   grid.push_back(1.0);  // measured, not assumed 0: the other heads stay at r
   ASSERT_EQ(b.sensitivity.ratios, grid);
   ASSERT_EQ(b.units.size(), 16u);
@@ -297,7 +301,7 @@ TEST(HeadBudgetProfile, MeasuredBaselineIsThePlainCompressedRunsKl) {
     return s.value()->ForwardAll(next).value();
   };
   const std::vector<float> full = run("full"), comp = run("snapkv");
-  const size_t V = e->config().vocab;
+  const size_t V = e->impl().config().vocab;
   double kl = 0;
   for (int t = 0; t < cont; ++t) kl += RefKl(full.data() + t * V, comp.data() + t * V, V);
   kl /= cont;

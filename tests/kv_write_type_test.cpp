@@ -9,6 +9,7 @@
 #include <cmath>
 #include <random>
 
+#include "engine/engine_impl.h"
 #include "kernels/attention.h"
 #include "kernels/ref/attention_ref.h"
 #include "kernels/quant.h"
@@ -79,12 +80,12 @@ TEST(KvWriteType, OneBatchPrefillStoresTheQuantizedF32Entries) {
   auto ref = Prefilled(*e, "f32", "write", 256, 200);
   for (const char* q : {"f16", "q8_0", "q4_0"}) {
     auto s = Prefilled(*e, q, "write", 256, 200);
-    const kv::KvCache& c = s->cache();
+    const kv::KvCache& c = s->impl().cache();
     ASSERT_EQ(c.type(), kv::ParseKvQuant(q).value()) << q;
     // Same logits: the batch attended its own rows in f32, as the f32 prefill did.
     EXPECT_EQ(s->logits(), ref->logits()) << q;
     // Same stored bytes as the f32 entries quantized afterwards.
-    kv::KvCache conv = ref->cache();
+    kv::KvCache conv = ref->impl().cache();
     conv.Convert(c.type());
     for (int l = 0; l < c.n_layer(); ++l)
       for (int h = 0; h < c.n_head_kv(); ++h) {
@@ -106,9 +107,9 @@ TEST(KvWriteType, PrefillInBatchesStaysCloseAndKeptEqualsF32ThenQuantized) {
   for (const char* q : {"f16", "q8_0"}) {
     // Later batches read earlier batches' entries in the stored type.
     auto s = Prefilled(*e, q, "write", 32, 200);
-    kv::KvCache conv = ref->cache();
-    conv.Convert(s->cache().type());
-    const float md = MaxEntryDiff(s->cache(), conv) / MaxEntry(conv);
+    kv::KvCache conv = ref->impl().cache();
+    conv.Convert(s->impl().cache().type());
+    const float md = MaxEntryDiff(s->impl().cache(), conv) / MaxEntry(conv);
     std::printf("kv %s written in batches of 32: max |entry - f32 entry quantized| / max |entry| = %.5f\n", q, md);
     EXPECT_GT(md, 0.f) << q;  // the batches really read stored rows
     // f16: within a few units in the last place (2^-11 relative); q8_0: a few steps of 1/127.
@@ -116,8 +117,8 @@ TEST(KvWriteType, PrefillInBatchesStaysCloseAndKeptEqualsF32ThenQuantized) {
     // "kept": f32 throughout the prefill, so entries equal the f32 ones
     // (quantized only by Compress, after compression).
     auto k = Prefilled(*e, q, "kept", 32, 200);
-    EXPECT_EQ(k->cache().type(), GgmlType::F32);
-    EXPECT_EQ(MaxEntryDiff(k->cache(), ref->cache()), 0.f) << q;
+    EXPECT_EQ(k->impl().cache().type(), GgmlType::F32);
+    EXPECT_EQ(MaxEntryDiff(k->impl().cache(), ref->impl().cache()), 0.f) << q;
   }
 }
 

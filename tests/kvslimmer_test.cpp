@@ -10,6 +10,7 @@
 #include <random>
 #include <utility>
 
+#include "engine/engine_impl.h"
 #include "tap_values.h"
 #include "io/tokenizer.h"
 #include "kernels/attention.h"
@@ -373,24 +374,24 @@ TEST(Kvslimmer, ThousandDecodeStepsStayWithinBudgetPlusChunk) {
     auto s = Session::Create(*e, so);
     ASSERT_TRUE(s.ok()) << s.error().message;
     Session& ses = *s.value();
-    ASSERT_TRUE(ses.Prefill(e->tokenizer().Encode("Once upon a time there was a little girl.", true)).ok());
+    ASSERT_TRUE(ses.Prefill(e->impl().tokenizer().Encode("Once upon a time there was a little girl.", true)).ok());
     ASSERT_TRUE(ses.Compress().ok());
     Sampler sampler({0.8f, 0.95f, 5});
     for (int step = 0; step < steps; ++step) {
       Status st = ses.Decode(sampler.Sample(ses.logits()));
       ASSERT_TRUE(st.ok()) << policy << " step " << step << ": " << st.message();
-      const KvCache& c = ses.cache();
+      const KvCache& c = ses.impl().cache();
       for (int l = 0; l < c.n_layer(); ++l)
         for (int h = 0; h < c.n_head_kv(); ++h)
           CheckHead(c.head(l, h), c.logical_length(), budget + chunk, 32, 32,
                     std::string(policy) + " step " + std::to_string(step) + " layer " + std::to_string(l));
     }
-    auto counters = ses.compressor().counters();
+    auto counters = ses.impl().compressor().counters();
     ASSERT_EQ(counters.size(), 3u);
     EXPECT_GT(counters[0].second, steps) << policy << " merges";
     // A merged entry merged again: some entry stands for more than 2 tokens.
     float max_b = 0;
-    for (int i = 0; i < ses.cache().head(0, 0).size(); ++i) max_b = std::max(max_b, ses.cache().head(0, 0).logw(i));
+    for (int i = 0; i < ses.impl().cache().head(0, 0).size(); ++i) max_b = std::max(max_b, ses.impl().cache().head(0, 0).logw(i));
     EXPECT_GT(max_b, std::log(2.5f)) << policy;
   }
 }
@@ -405,12 +406,12 @@ TEST(Kvslimmer, PrefillMergeRoundsReachTheBudget) {
   ASSERT_TRUE(s.ok()) << s.error().message;
   std::string text;
   for (int i = 0; i < 40; ++i) text += "The girl walked to the river and sat down by the old mill. ";
-  const std::vector<int> toks = e->tokenizer().Encode(text, true);
+  const std::vector<int> toks = e->impl().tokenizer().Encode(text, true);
   ASSERT_GT(toks.size(), 400u);
   ASSERT_TRUE(s.value()->Prefill(toks).ok());
   ASSERT_TRUE(s.value()->Compress().ok());
   const int budget = static_cast<int>(std::ceil(0.25 * toks.size() - 1e-9));
-  const KvCache& c = s.value()->cache();
+  const KvCache& c = s.value()->impl().cache();
   for (int l = 0; l < c.n_layer(); ++l)
     for (int h = 0; h < c.n_head_kv(); ++h) {
       ASSERT_EQ(c.head(l, h).size(), budget);

@@ -14,6 +14,7 @@
 #include <tuple>
 #include <unistd.h>
 
+#include "engine/engine_impl.h"
 #include "kv/cache.h"
 #include "kv/compressor.h"
 #include "kv/policy.h"
@@ -144,7 +145,7 @@ TEST(KvzipPlusModel, HiddenNormsAndOutputGramsAgainstFloat64) {
   auto [m, file] = TinyGqa();
   auto e = Engine::Load({file->path, 2});
   ASSERT_TRUE(e.ok()) << e.error().message;
-  const model::ModelConfig& c = e.value()->config();
+  const model::ModelConfig& c = e.value()->impl().config();
   const int D = c.dim, hd = c.head_dim, Q = c.n_head * hd;
   ASSERT_EQ(c.group(), 2);
   // Layer 0's input is the embedding: ||RmsNorm(e_tok) * g||.
@@ -152,7 +153,7 @@ TEST(KvzipPlusModel, HiddenNormsAndOutputGramsAgainstFloat64) {
   KvCache cache(c.n_layer, c.n_head_kv, hd);
   NormTap tap;
   std::vector<float> logits;
-  ASSERT_TRUE(e.value()->transformer().Forward(e.value()->pool(), cache, toks.data(), 9, false, &logits, &tap).ok());
+  ASSERT_TRUE(e.value()->impl().transformer().Forward(e.value()->impl().pool(), cache, toks.data(), 9, false, &logits, &tap).ok());
   ASSERT_EQ(tap.norms.size(), static_cast<size_t>(c.n_layer));
   const std::vector<float>& embd = m.w.at("token_embd.weight");
   const std::vector<float>& g = m.w.at("blk.0.attn_norm.weight");
@@ -166,7 +167,7 @@ TEST(KvzipPlusModel, HiddenNormsAndOutputGramsAgainstFloat64) {
     EXPECT_NEAR(tap.norms[0][t], std::sqrt(hh), 1e-4 * std::sqrt(hh)) << t;
   }
   // sqrt(v^T M v) = ||W_o,q v|| for every layer and query head.
-  const std::vector<float> gram = model::OutputGrams(c, e.value()->transformer().weights());
+  const std::vector<float> gram = model::OutputGrams(c, e.value()->impl().transformer().weights());
   ASSERT_EQ(gram.size(), static_cast<size_t>(c.n_layer) * c.n_head * hd * hd);
   std::mt19937 rng(7);
   std::normal_distribution<float> nd;
@@ -211,7 +212,7 @@ TEST(KvzipPlusEndToEnd, KeepsTheGlobalTopOfTheNormalisedReconstruction) {
   auto loaded = Engine::Load({file->path, 2});
   ASSERT_TRUE(loaded.ok()) << loaded.error().message;
   const Engine& e = *loaded.value();
-  const auto& c = e.config();
+  const auto& c = e.impl().config();
   const int L = c.n_layer, H = c.n_head_kv, G = c.group(), hd = c.head_dim;
   const std::vector<int> toks = Tokens(96, m.vocab, 11);
   const int n = static_cast<int>(toks.size());
@@ -232,7 +233,7 @@ TEST(KvzipPlusEndToEnd, KeepsTheGlobalTopOfTheNormalisedReconstruction) {
   auto full = Session::Create(e, {});
   ASSERT_TRUE(full.ok());
   ASSERT_TRUE(full.value()->Prefill(toks).ok());
-  KvCache copy(full.value()->cache());
+  KvCache copy(full.value()->impl().cache());
   std::vector<std::vector<std::vector<double>>> wov(static_cast<size_t>(L) * H,
                                                     std::vector<std::vector<double>>(G, std::vector<double>(n)));
   std::vector<float> v(hd);
@@ -244,16 +245,16 @@ TEST(KvzipPlusEndToEnd, KeepsTheGlobalTopOfTheNormalisedReconstruction) {
       }
   PlusTap tap(&wov, H, n);
   std::vector<float> logits;
-  std::vector<int> instr = e.tokenizer().Encode("\nRepeat the previous context:\n", false);
-  ASSERT_TRUE(e.transformer().Forward(e.pool(), copy, instr.data(), static_cast<int>(instr.size()), false, &logits).ok());
-  ASSERT_TRUE(e.transformer().Forward(e.pool(), copy, toks.data() + 1, n - 1, false, &logits, &tap).ok());
+  std::vector<int> instr = e.impl().tokenizer().Encode("\nRepeat the previous context:\n", false);
+  ASSERT_TRUE(e.impl().transformer().Forward(e.impl().pool(), copy, instr.data(), static_cast<int>(instr.size()), false, &logits).ok());
+  ASSERT_TRUE(e.impl().transformer().Forward(e.impl().pool(), copy, toks.data() + 1, n - 1, false, &logits, &tap).ok());
 
   // Each head's best entry (the floor of 1), then the best of the rest.
   const int total = L * H * static_cast<int>(std::ceil(r * n));
   std::vector<std::vector<int>> want = test::GlobalTopWithFloor(tap.m_, total);
   auto kept = [&](const Session& x, int l, int h) {
     std::vector<int> got;
-    for (int i = 0; i < x.cache().head(l, h).size(); ++i) got.push_back(x.cache().head(l, h).pos(i));
+    for (int i = 0; i < x.impl().cache().head(l, h).size(); ++i) got.push_back(x.impl().cache().head(l, h).pos(i));
     return got;
   };
   int held = 0;
@@ -261,7 +262,7 @@ TEST(KvzipPlusEndToEnd, KeepsTheGlobalTopOfTheNormalisedReconstruction) {
     for (int h = 0; h < H; ++h) {
       const std::vector<int>& w = want[l * H + h];
       EXPECT_EQ(kept(*s, l, h), w) << "layer " << l << " head " << h;
-      held += s->cache().head(l, h).size();
+      held += s->impl().cache().head(l, h).size();
     }
   EXPECT_EQ(held, total);
   // The normalisation changes what is kept: plain KVzip keeps other entries.

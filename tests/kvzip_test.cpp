@@ -2,6 +2,7 @@
 // hand, the policy on hand-made statistics, then the reconstruction pass on
 // the needle model (one budget over every head, fixed shares with
 // --kvzip-per-head, a repeated block).
+#include "engine/engine_impl.h"
 #include "kv/budget.h"
 #include "kvtrim/clock.h"
 
@@ -188,9 +189,9 @@ class MaxTap : public AttentionTap {
 TEST(KvzipEndToEnd, KeepsTheGlobalTopOfTheReconstructionsAttention) {
   auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
   ASSERT_TRUE(e);
-  const auto& c = e->config();
+  const auto& c = e->impl().config();
   const int K = 24, L = c.n_layer, H = c.n_head_kv;
-  const std::vector<int> toks = RepeatedBlock(e->tokenizer(), K, 3, 5);  // BOS + 3 copies of one block
+  const std::vector<int> toks = RepeatedBlock(e->impl().tokenizer(), K, 3, 5);  // BOS + 3 copies of one block
   const int n = static_cast<int>(toks.size());
   const double r = 0.25;
   KvOptions kv;
@@ -204,12 +205,12 @@ TEST(KvzipEndToEnd, KeepsTheGlobalTopOfTheReconstructionsAttention) {
   auto full = Session::Create(*e, so);
   ASSERT_TRUE(full.ok());
   ASSERT_TRUE(full.value()->Prefill(toks).ok());
-  KvCache copy2(full.value()->cache());
+  KvCache copy2(full.value()->impl().cache());
   MaxTap tap2(L, H, n);  // the reconstruction's queries only (not the instruction's)
   std::vector<float> logits;
-  std::vector<int> instr = e->tokenizer().Encode("\nRepeat the previous context:\n", false);
-  ASSERT_TRUE(e->transformer().Forward(e->pool(), copy2, instr.data(), static_cast<int>(instr.size()), false, &logits).ok());
-  ASSERT_TRUE(e->transformer().Forward(e->pool(), copy2, toks.data() + 1, n - 1, false, &logits, &tap2).ok());
+  std::vector<int> instr = e->impl().tokenizer().Encode("\nRepeat the previous context:\n", false);
+  ASSERT_TRUE(e->impl().transformer().Forward(e->impl().pool(), copy2, instr.data(), static_cast<int>(instr.size()), false, &logits).ok());
+  ASSERT_TRUE(e->impl().transformer().Forward(e->impl().pool(), copy2, toks.data() + 1, n - 1, false, &logits, &tap2).ok());
 
   // By a full sort over every (layer, head, entry): each head's best entry
   // (the floor of 1), then the best of the rest up to the uniform total.
@@ -219,7 +220,7 @@ TEST(KvzipEndToEnd, KeepsTheGlobalTopOfTheReconstructionsAttention) {
   for (int l = 0; l < L; ++l)
     for (int h = 0; h < H; ++h) {
       const std::vector<int>& w = want[l * H + h];
-      const HeadStore& hs = s->cache().head(l, h);
+      const HeadStore& hs = s->impl().cache().head(l, h);
       std::vector<int> got;
       for (int i = 0; i < hs.size(); ++i) got.push_back(hs.pos(i));
       EXPECT_EQ(got, w) << "layer " << l << " head " << h;
@@ -230,13 +231,13 @@ TEST(KvzipEndToEnd, KeepsTheGlobalTopOfTheReconstructionsAttention) {
   EXPECT_LT(smallest, largest);
   // The pass's time is reported against the prefill's.
   std::map<std::string, int64_t> ctr;
-  for (const auto& [k, v] : s->compressor().counters()) ctr[k] = v;
+  for (const auto& [k, v] : s->impl().compressor().counters()) ctr[k] = v;
   // Present and never negative; a short pass may read 0 on a clock that
   // ticks in 20 ms steps (io/clock.h), and is then marked below resolution.
   ASSERT_TRUE(ctr.count("ref-pass-us") && ctr.count("prefill-us"));
   EXPECT_GE(ctr["ref-pass-us"], 0);
   EXPECT_GE(ctr["prefill-us"], 0);
-  const int64_t min_us = io::SteadyClock().Span() / 1000;
+  const int64_t min_us = SteadyClock().Span() / 1000;
   EXPECT_EQ(ctr.count("timing-below-clock-res"), (ctr["ref-pass-us"] < min_us || ctr["prefill-us"] < min_us) ? 1u : 0u);
   EXPECT_EQ(ctr["head-max"], largest);
   EXPECT_EQ(ctr["head-min"], smallest);
@@ -245,7 +246,7 @@ TEST(KvzipEndToEnd, KeepsTheGlobalTopOfTheReconstructionsAttention) {
   kv.params = {{"kvzip-per-head", 1}};
   auto fixed = Compressed(*e, kv, toks);
   for (int l = 0; l < L; ++l)
-    for (int h = 0; h < H; ++h) EXPECT_EQ(fixed->cache().head(l, h).size(), static_cast<int>(std::ceil(r * n)));
+    for (int h = 0; h < H; ++h) EXPECT_EQ(fixed->impl().cache().head(l, h).size(), static_cast<int>(std::ceil(r * n)));
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // The layers of src/ (docs/ARCHITECTURE.md), held from one table: a file
 // includes its own layer and those below it, never one above nor a sibling
-// (eval and server sit side by side).
+// (eval and server sit side by side); and the public headers name no
+// internal namespace (kv::, io::, model::, kernels::, numerics::) nor a
+// third-party type (nlohmann::), so the library can move its inside freely.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -44,6 +46,24 @@ std::vector<std::string> UpwardIncludes(const fs::path& src) {
   return out;
 }
 
+// "header:line: text" for each line of the public headers naming an
+// internal namespace or nlohmann (comments aside).
+std::vector<std::string> InternalNames(const fs::path& inc) {
+  std::vector<std::string> out;
+  const std::regex names(R"(\b(kv|io|model|kernels|numerics|nlohmann)::|namespace\s+kvtrim::(kv|io|model|kernels)\b)");
+  for (const auto& e : fs::directory_iterator(inc)) {
+    if (e.path().extension() != ".h") continue;
+    std::ifstream in(e.path());
+    int n = 0;
+    for (std::string line; std::getline(in, line);) {
+      ++n;
+      const std::string code = line.substr(0, line.find("//"));
+      if (std::regex_search(code, names)) out.push_back(e.path().filename().string() + ":" + std::to_string(n) + ": " + line);
+    }
+  }
+  return out;
+}
+
 TEST(Layering, NoIncludeGoesUpOrSideways) {
   const fs::path src = fs::path(KVTRIM_SOURCE_DIR) / "src";
   for (const auto& [layer, rank] : Layers()) ASSERT_TRUE(fs::is_directory(src / layer)) << layer;
@@ -62,6 +82,11 @@ TEST(Layering, TheCheckFindsAnUpwardInclude) {
   EXPECT_EQ(UpwardIncludes(root), (std::vector<std::string>{"kv/a.cpp: \"engine/session.h\" (a higher layer)",
                                                              "server/c.cpp: \"eval/sweep.h\" (a sibling layer)"}));
   fs::remove_all(root);
+}
+
+TEST(Layering, PublicHeadersNameNoInternalNamespace) {
+  const fs::path inc = fs::path(KVTRIM_SOURCE_DIR) / "include" / "kvtrim";
+  EXPECT_EQ(InternalNames(inc), std::vector<std::string>{});
 }
 
 }  // namespace

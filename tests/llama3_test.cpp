@@ -13,6 +13,7 @@
 
 #include <unistd.h>
 
+#include "engine/engine_impl.h"
 #include "chat_templates.h"
 #include "io/gguf.h"
 #include "io/tokenizer.h"
@@ -190,7 +191,7 @@ void CheckAgainstReference(const TinySpec& s, const RefRopeSpec& rs, const RefRo
   const std::string& path = path_file.path;
   auto e = Engine::Load({path, 2});
   ASSERT_TRUE(e.ok()) << e.error().message;
-  const model::ModelConfig& c = e.value()->config();
+  const model::ModelConfig& c = e.value()->impl().config();
   EXPECT_FALSE(c.tied_embeddings);
   EXPECT_EQ(c.rope_dims, s.rope_dims);
   EXPECT_FLOAT_EQ(c.rope_freq_scale, static_cast<float>(rs.freq_scale));
@@ -254,7 +255,7 @@ TEST(Llama3, BpeQwen2ChatPromptTokenizesTheSpecialsAsTokens) {
   const TempFile file = WriteTemp("kvtrim-tiny-qwen2-bpe.gguf", test::MakeTinyModel(s).bytes);
   auto e = Engine::Load({file.path, 2});
   ASSERT_TRUE(e.ok()) << e.error().message;
-  const io::Tokenizer& tok = e.value()->tokenizer();
+  const io::Tokenizer& tok = e.value()->impl().tokenizer();
   EXPECT_EQ(tok.model(), io::Tokenizer::Model::kByteLevelBpe);
   EXPECT_EQ(tok.vocab_size(), 50257 + 2);
   const int im_start = 50257, im_end = 50258;
@@ -497,7 +498,7 @@ TEST(Llama3, LargeVocabularyModelDecodesGreedyAsArgmax) {
   const std::string& path = path_file.path;
   auto e = Engine::Load({path, 2});
   ASSERT_TRUE(e.ok()) << e.error().message;
-  EXPECT_EQ(e.value()->config().vocab, 128256);
+  EXPECT_EQ(e.value()->impl().config().vocab, 128256);
   auto sess = Session::Create(*e.value(), {});
   ASSERT_TRUE(sess.value()->Prefill(Prompt()).ok());
   Sampler greedy({0.f, 0.9f, 1}), nucleus({0.8f, 0.9f, 3});

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "engine/engine_impl.h"
 #include "io/tokenizer.h"
 #include "model/config.h"
 #include "test_util.h"
@@ -64,7 +65,7 @@ TEST(ModelGolden, NeedleV1Q4Logits) { CheckLogits("needle-v1-3.7M-q4_0.gguf", 5e
 TEST(ModelGolden, NeedleV1PromptTokenizesToGoldenIds) {
   auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
   ASSERT_TRUE(e);
-  EXPECT_EQ(e->tokenizer().Encode(GoldensV1()["prompt"].get<std::string>(), true),
+  EXPECT_EQ(e->impl().tokenizer().Encode(GoldensV1()["prompt"].get<std::string>(), true),
             FindEntry("logits", "needle-v1-3.7M-f32.gguf")->at("ids").get<std::vector<int>>());
 }
 TEST(ModelGolden, ShippedDefaultModelIsNeedleV1) {
@@ -78,7 +79,7 @@ TEST(ModelGolden, NeedlePromptTokenizesToGoldenIds) {
   auto e = test::LoadEngine("needle-3.7M-f32.gguf");
   ASSERT_TRUE(e);
   std::string prompt = test::Goldens()["needle_prompt"];
-  EXPECT_EQ(e->tokenizer().Encode(prompt, true), FindEntry("logits", "needle-3.7M-f32.gguf")->at("ids").get<std::vector<int>>());
+  EXPECT_EQ(e->impl().tokenizer().Encode(prompt, true), FindEntry("logits", "needle-3.7M-f32.gguf")->at("ids").get<std::vector<int>>());
 }
 
 void CheckGreedy(const std::string& model) {
@@ -110,7 +111,7 @@ TEST(ModelGolden, DecodeMatchesPrefillLogits) {
   auto b = Session::Create(*e, {});
   auto all = a.value()->ForwardAll(ids);
   ASSERT_TRUE(all.ok());
-  const size_t V = e->tokenizer().vocab_size();
+  const size_t V = e->impl().tokenizer().vocab_size();
   for (size_t t = 0; t < ids.size(); ++t) {
     ASSERT_TRUE(b.value()->Decode(ids[t]).ok());
     double md = 0;
@@ -258,12 +259,12 @@ TEST(CliRun, GeneratesExactlyNTokens) {
     auto s = Session::Create(*e, {});
     ASSERT_TRUE(s.ok());
     int count = 0;
-    auto st = Generate(*s.value(), e->tokenizer().Encode("Once upon a time", true), n, {0.f, 1.f, 0, true},
+    auto st = Generate(*s.value(), e->impl().tokenizer().Encode("Once upon a time", true), n, {0.f, 1.f, 0, true},
                        [&](int) { ++count; });
     ASSERT_TRUE(st.ok());
     EXPECT_EQ(count, n);
     EXPECT_EQ(st->generated, n);
-    EXPECT_EQ(s.value()->position(), static_cast<int64_t>(e->tokenizer().Encode("Once upon a time", true).size()) + n - 1);
+    EXPECT_EQ(s.value()->position(), static_cast<int64_t>(e->impl().tokenizer().Encode("Once upon a time", true).size()) + n - 1);
   }
 }
 
@@ -286,7 +287,7 @@ TEST(Session, TokenIdsOutsideTheVocabularyAreRefused) {
   ASSERT_TRUE(e);
   auto s = Session::Create(*e, {});
   ASSERT_TRUE(s.ok());
-  const int V = e->config().vocab;
+  const int V = e->impl().config().vocab;
   Status a = s.value()->Prefill({1, -1});
   ASSERT_FALSE(a.ok());
   EXPECT_NE(a.error().message.find("token id -1 at position 1"), std::string::npos) << a.error().message;
@@ -294,7 +295,7 @@ TEST(Session, TokenIdsOutsideTheVocabularyAreRefused) {
   EXPECT_FALSE(s.value()->ForwardAll({V + 5}).ok());
   EXPECT_EQ(s.value()->position(), 0) << "nothing was appended";
   EXPECT_TRUE(s.value()->Prefill({1, V - 1}).ok());
-  EXPECT_EQ(e->tokenizer().start(), e->tokenizer().bos());
+  EXPECT_EQ(e->impl().tokenizer().start(), e->impl().tokenizer().bos());
 }
 }  // namespace
 }  // namespace kvtrim

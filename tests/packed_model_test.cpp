@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "engine/engine_impl.h"
 #include "io/tokenizer.h"
 #include "model/weights.h"
 #include "test_util.h"
@@ -41,8 +42,8 @@ void CheckThroughRepack(const std::string& model, double tol) {
   auto e = test::LoadEngine(model);
   ASSERT_TRUE(e);
   if (!std::getenv("KVTRIM_REPACK")) {  // the products run on the repack
-    ASSERT_GT(e->weights().packed_bytes, 0u) << model;
-    ASSERT_NE(e->weights().layers[0].wq.packed, nullptr);
+    ASSERT_GT(e->impl().weights().packed_bytes, 0u) << model;
+    ASSERT_NE(e->impl().weights().layers[0].wq.packed, nullptr);
   }
   const std::vector<int> ids = (*g)["ids"].get<std::vector<int>>();
   const std::vector<int> ext = Extended(ids);
@@ -50,7 +51,7 @@ void CheckThroughRepack(const std::string& model, double tol) {
   ASSERT_TRUE(s.ok());
   auto all = s.value()->ForwardAll(ext);
   ASSERT_TRUE(all.ok());
-  const size_t V = e->tokenizer().vocab_size();
+  const size_t V = e->impl().tokenizer().vocab_size();
   const float* lg = all.value().data() + (ids.size() - 1) * V;
   std::vector<int> top = (*g)["top_ids"].get<std::vector<int>>();
   std::vector<double> want = (*g)["top_logits"].get<std::vector<double>>();
@@ -82,8 +83,8 @@ TEST(PackedModel, NeedleV1Q4GoldenThroughRepack) { CheckThroughRepack("needle-v1
 TEST(PackedModel, F32HasNoRepack) {
   auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
   ASSERT_TRUE(e);
-  EXPECT_EQ(e->weights().packed_bytes, 0u);
-  EXPECT_EQ(e->weights().layers[0].wq.packed, nullptr);
+  EXPECT_EQ(e->impl().weights().packed_bytes, 0u);
+  EXPECT_EQ(e->impl().weights().layers[0].wq.packed, nullptr);
 }
 
 }  // namespace

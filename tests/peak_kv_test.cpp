@@ -6,6 +6,7 @@
 
 #include <random>
 
+#include "engine/engine_impl.h"
 #include "kv/cache.h"
 #include "kvtrim/engine.h"
 #include "test_util.h"
@@ -39,8 +40,8 @@ TEST(PeakKv, OneShotCompressionPeaksAtTheFullCache) {
   EXPECT_EQ(full->peak_kv_bytes(), kHeads * 200 * kEntryBytes);  // 288,000
   auto s = Prefilled(*e, "snapkv", 0.5, 200);
   ASSERT_TRUE(s->Compress().ok());
-  EXPECT_EQ(s->cache().BytesUsed(), kHeads * 100 * kEntryBytes);
-  EXPECT_LT(s->cache().BytesHeld(), kHeads * 200 * kEntryBytes);  // memory really freed ...
+  EXPECT_EQ(s->impl().cache().BytesUsed(), kHeads * 100 * kEntryBytes);
+  EXPECT_LT(s->impl().cache().BytesHeld(), kHeads * 200 * kEntryBytes);  // memory really freed ...
   EXPECT_EQ(s->peak_kv_bytes(), kHeads * 200 * kEntryBytes);      // ... after the full prefill held it all
   for (int t = 0; t < 3; ++t) ASSERT_TRUE(s->Decode(5 + t).ok());
   EXPECT_EQ(s->peak_kv_bytes(), kHeads * 200 * kEntryBytes);  // decoding past 100 kept stays below
@@ -48,7 +49,7 @@ TEST(PeakKv, OneShotCompressionPeaksAtTheFullCache) {
   same.policy = "snapkv", same.ratio = 0.5, same.ratio_explicit = true;
   auto f = s->Fork(same);
   ASSERT_TRUE(f.ok());
-  EXPECT_EQ(f.value()->peak_kv_bytes(), f.value()->cache().BytesHeld());  // a fork starts at its copy
+  EXPECT_EQ(f.value()->peak_kv_bytes(), f.value()->impl().cache().BytesHeld());  // a fork starts at its copy
 }
 
 TEST(PeakKv, AReferencePassHoldsTheCacheAndItsCopy) {
@@ -59,7 +60,7 @@ TEST(PeakKv, AReferencePassHoldsTheCacheAndItsCopy) {
   // The copy of the 200 entries replays them after the instruction: at least
   // 400 entries per head beside the cache's 200.
   EXPECT_GE(s->peak_kv_bytes(), kHeads * (200 + 400) * kEntryBytes);
-  EXPECT_LE(s->cache().BytesUsed(), kHeads * 100 * kEntryBytes + kHeads * kEntryBytes);  // one shared budget
+  EXPECT_LE(s->impl().cache().BytesUsed(), kHeads * 100 * kEntryBytes + kHeads * kEntryBytes);  // one shared budget
 }
 
 }  // namespace

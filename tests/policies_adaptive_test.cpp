@@ -9,6 +9,7 @@
 #include <numeric>
 #include <random>
 
+#include "engine/engine_impl.h"
 #include "policy_keep.h"
 #include "io/tokenizer.h"
 #include "kvtrim/eval_report.h"
@@ -239,9 +240,9 @@ TEST(AdaptiveBudget, SessionKeepsLayerTotals) {
   auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
   ASSERT_TRUE(e);
   const std::string text = test::ReadFile(test::SharedPath("data/frankenstein.txt")).substr(30000, 6000);
-  std::vector<int> toks = e->tokenizer().Encode(text, true);
+  std::vector<int> toks = e->impl().tokenizer().Encode(text, true);
   toks.resize(400);
-  const int L = e->config().n_layer, H = e->config().n_head_kv;
+  const int L = e->impl().config().n_layer, H = e->impl().config().n_head_kv;
   for (const char* policy : {"snapkv", "h2o", "knorm", "keydiff", "tova"}) {
     SessionOptions so;
     so.kv.policy = policy;
@@ -251,13 +252,13 @@ TEST(AdaptiveBudget, SessionKeepsLayerTotals) {
     ASSERT_TRUE(s.ok()) << policy;
     ASSERT_TRUE(s.value()->Prefill(toks).ok());
     ASSERT_TRUE(s.value()->Compress().ok());
-    const int b = s.value()->compressor().Budget(0, 400);
+    const int b = s.value()->impl().compressor().Budget(0, 400);
     EXPECT_EQ(b, 100);
     bool differ = false;
     for (int l = 0; l < L; ++l) {
       int total = 0;
       for (int h = 0; h < H; ++h) {
-        const int k = s.value()->cache().head(l, h).size();
+        const int k = s.value()->impl().cache().head(l, h).size();
         total += k;
         EXPECT_GE(k, 20) << policy << " layer " << l << " head " << h;  // 0.2 of 100
         differ |= k != b;
@@ -266,12 +267,12 @@ TEST(AdaptiveBudget, SessionKeepsLayerTotals) {
     }
     EXPECT_TRUE(differ) << policy;
     // Decode-time (tova, h2o): the layer total stays within the uniform one.
-    if (!s.value()->compressor().policy().traits().decode_time) continue;
+    if (!s.value()->impl().compressor().policy().traits().decode_time) continue;
     for (int t = 0; t < 8; ++t) ASSERT_TRUE(s.value()->Decode(toks[t + 1]).ok());
-    const int b2 = s.value()->compressor().Budget(0, s.value()->position());
+    const int b2 = s.value()->impl().compressor().Budget(0, s.value()->position());
     for (int l = 0; l < L; ++l) {
       int total = 0;
-      for (int h = 0; h < H; ++h) total += s.value()->cache().head(l, h).size();
+      for (int h = 0; h < H; ++h) total += s.value()->impl().cache().head(l, h).size();
       EXPECT_LE(total, H * b2) << policy << " layer " << l;
     }
   }
@@ -298,7 +299,7 @@ TEST(AdaptiveBudget, EvalReportsHeadEntries) {
   o.haystack = test::SharedPath("data/frankenstein.txt");
   auto r = RunSweep(*e, o);
   ASSERT_TRUE(r.ok()) << r.error().message;
-  const int L = e->config().n_layer, H = e->config().n_head_kv;
+  const int L = e->impl().config().n_layer, H = e->impl().config().n_head_kv;
   const Cell* uni = nullptr;
   const Cell* ada = nullptr;
   for (const Cell& c : r->cells) {

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 
+#include "engine/engine_impl.h"
 #include "one_head.h"
 #include "tap_values.h"
 #include "kv/cache.h"
@@ -95,11 +96,11 @@ TEST(PrefillChunk, ChunkAtLeastThePromptIsTheOneShotPrefillBitForBit) {
     ++streaming;
     auto one = Compressed(*e, policy, 0, t);
     ASSERT_TRUE(one);
-    EXPECT_LT(one->cache().EntriesHeld(), static_cast<size_t>(300 * 5 * 4)) << policy << " compressed nothing";
+    EXPECT_LT(one->impl().cache().EntriesHeld(), static_cast<size_t>(300 * 5 * 4)) << policy << " compressed nothing";
     for (int chunk : {300, 301, 4096}) {
       auto ch = Compressed(*e, policy, chunk, t);
       ASSERT_TRUE(ch);
-      ExpectSameCache(one->cache(), ch->cache(), policy + " chunk " + std::to_string(chunk));
+      ExpectSameCache(one->impl().cache(), ch->impl().cache(), policy + " chunk " + std::to_string(chunk));
       ASSERT_EQ(one->logits(), ch->logits()) << policy;
     }
   }
@@ -149,10 +150,10 @@ TEST(PrefillChunk, NoHeadEverHoldsMoreThanItsBudgetPlusAChunk) {
       ASSERT_EQ(total, n);
       ASSERT_EQ(done, static_cast<int64_t>(calls) * chunk);
       ASSERT_NE(ses, nullptr);
-      const std::vector<int> b = ses->compressor().HeadBudgets(n);
-      for (int l = 0; l < ses->cache().n_layer(); ++l)
-        for (int h = 0; h < ses->cache().n_head_kv(); ++h)
-          ASSERT_LE(ses->cache().head(l, h).size(), b[static_cast<size_t>(l) * ses->cache().n_head_kv() + h])
+      const std::vector<int> b = ses->impl().compressor().HeadBudgets(n);
+      for (int l = 0; l < ses->impl().cache().n_layer(); ++l)
+        for (int h = 0; h < ses->impl().cache().n_head_kv(); ++h)
+          ASSERT_LE(ses->impl().cache().head(l, h).size(), b[static_cast<size_t>(l) * ses->impl().cache().n_head_kv() + h])
               << policy << " after " << done << " tokens, layer " << l << " head " << h;
     };
     SessionOptions so = ChunkOptions(policy, 0.1, chunk, 128);
@@ -167,7 +168,7 @@ TEST(PrefillChunk, NoHeadEverHoldsMoreThanItsBudgetPlusAChunk) {
     // Budget (about 400 per head; razor 2000) + a chunk, against 4000 per
     // head; a reference pass (am's repeat) runs on a copy of the compressed
     // past and the chunk, with the chunk repeated: budget + 3 chunks at most.
-    const double factor = policy == "razor" ? 1.2 : s.value()->compressor().policy().traits().reference_pass.repeat ? 1.5 : 3.0;
+    const double factor = policy == "razor" ? 1.2 : s.value()->impl().compressor().policy().traits().reference_pass.repeat ? 1.5 : 3.0;
     EXPECT_LT(s.value()->peak_kv_bytes() * factor, full->peak_kv_bytes()) << policy;
     EXPECT_EQ(s.value()->position(), n);
   }
@@ -197,7 +198,7 @@ TEST(PrefillChunk, TheFirstChunkIsCompressedAsAOneShotPrefillOfIt) {
     so.ubatch = 64;
     so.kv.prefill_chunk = chunk;
     Session* ses = nullptr;
-    so.on_chunk = [&](int64_t, int64_t) { after.push_back(ses->cache()); };
+    so.on_chunk = [&](int64_t, int64_t) { after.push_back(ses->impl().cache()); };
     auto ch = Session::Create(*e, so);
     ASSERT_TRUE(ch.ok()) << ch.error().message;
     ses = ch.value().get();
@@ -209,7 +210,7 @@ TEST(PrefillChunk, TheFirstChunkIsCompressedAsAOneShotPrefillOfIt) {
     ASSERT_TRUE(one.ok());
     ASSERT_TRUE(one.value()->Prefill(first).ok());
     ASSERT_TRUE(one.value()->Compress().ok());
-    ExpectSameCache(one.value()->cache(), after[0], policy + " after the first chunk");
+    ExpectSameCache(one.value()->impl().cache(), after[0], policy + " after the first chunk");
     if (policy != "compactor") continue;
     int from_second = 0, first_dropped = 0;
     for (int l = 0; l < after[1].n_layer(); ++l)
@@ -226,7 +227,7 @@ TEST(PrefillChunk, TheFirstChunkIsCompressedAsAOneShotPrefillOfIt) {
     // before it compete by their carried scores there too.
     ASSERT_TRUE(ch.value()->Compress().ok());
     int from_last = 0;
-    const kv::KvCache& end = ch.value()->cache();
+    const kv::KvCache& end = ch.value()->impl().cache();
     for (int l = 0; l < end.n_layer(); ++l)
       for (int h = 0; h < end.n_head_kv(); ++h)
         for (int i = 0; i < end.head(l, h).size(); ++i) from_last += end.head(l, h).pos(i) >= 2 * chunk;
@@ -263,24 +264,24 @@ void KvzipPerHeadStreams(const std::string& policy) {
     return std::move(s.value());
   };
   auto one = run(opts(0), t);
-  for (int c : {500, 4096}) ExpectSameCache(one->cache(), run(opts(c), t)->cache(), "kvzip chunk " + std::to_string(c));
+  for (int c : {500, 4096}) ExpectSameCache(one->impl().cache(), run(opts(c), t)->impl().cache(), "kvzip chunk " + std::to_string(c));
   std::vector<kv::KvCache> after;
   SessionOptions so = opts(chunk);
   Session* ses = nullptr;
   so.on_chunk = [&](int64_t, int64_t) {
-    after.push_back(ses->cache());
-    for (int l = 0; l < ses->cache().n_layer(); ++l)
-      for (int h = 0; h < ses->cache().n_head_kv(); ++h) ASSERT_LE(ses->cache().head(l, h).size(), budget);
+    after.push_back(ses->impl().cache());
+    for (int l = 0; l < ses->impl().cache().n_layer(); ++l)
+      for (int h = 0; h < ses->impl().cache().n_head_kv(); ++h) ASSERT_LE(ses->impl().cache().head(l, h).size(), budget);
   };
   auto ch = Session::Create(*e, so);
   ASSERT_TRUE(ch.ok()) << ch.error().message;
   ses = ch.value().get();
   ASSERT_TRUE(ch.value()->Prefill(t).ok());
   ASSERT_EQ(after.size(), 2u);
-  ExpectSameCache(run(opts(0), {t.begin(), t.begin() + chunk})->cache(), after[0], "kvzip after the first chunk");
+  ExpectSameCache(run(opts(0), {t.begin(), t.begin() + chunk})->impl().cache(), after[0], "kvzip after the first chunk");
   ASSERT_TRUE(ch.value()->Compress().ok());
   int from_last = 0, from_first = 0;
-  const kv::KvCache& end = ch.value()->cache();
+  const kv::KvCache& end = ch.value()->impl().cache();
   for (int l = 0; l < end.n_layer(); ++l)
     for (int h = 0; h < end.n_head_kv(); ++h)
       for (int i = 0; i < end.head(l, h).size(); ++i) {
@@ -292,7 +293,7 @@ void KvzipPerHeadStreams(const std::string& policy) {
   bool differs = false;
   for (int l = 0; l < end.n_layer() && !differs; ++l)
     for (int h = 0; h < end.n_head_kv() && !differs; ++h)
-      for (int i = 0; i < end.head(l, h).size() && !differs; ++i) differs = end.head(l, h).pos(i) != one->cache().head(l, h).pos(i);
+      for (int i = 0; i < end.head(l, h).size() && !differs; ++i) differs = end.head(l, h).pos(i) != one->impl().cache().head(l, h).pos(i);
   EXPECT_TRUE(differs) << "chunked reconstruction chose the one-shot's entries everywhere";
   SessionOptions shared = opts(chunk);
   shared.kv.params.erase("kvzip-per-head");
@@ -329,20 +330,20 @@ TEST(PrefillChunk, AmCompactsEachChunkToItsShare) {
   std::vector<kv::KvCache> after;
   SessionOptions so = opts(chunk, budget);
   Session* ses = nullptr;
-  so.on_chunk = [&](int64_t, int64_t) { after.push_back(ses->cache()); };
+  so.on_chunk = [&](int64_t, int64_t) { after.push_back(ses->impl().cache()); };
   auto ch = Session::Create(*e, so);
   ASSERT_TRUE(ch.ok()) << ch.error().message;
   ses = ch.value().get();
   ASSERT_TRUE(ch.value()->Prefill(t).ok());
   ASSERT_TRUE(ch.value()->Compress().ok());
-  after.push_back(ch.value()->cache());
+  after.push_back(ch.value()->impl().cache());
   ASSERT_EQ(after.size(), 3u);
   const int share[3] = {64, 128, 160};  // ceil(160 * {200, 400, 500} / 500)
   auto one = Session::Create(*e, opts(0, share[0]));
   ASSERT_TRUE(one.ok());
   ASSERT_TRUE(one.value()->Prefill({t.begin(), t.begin() + chunk}).ok());
   ASSERT_TRUE(one.value()->Compress().ok());
-  ExpectSameCache(one.value()->cache(), after[0], "am after the first chunk");
+  ExpectSameCache(one.value()->impl().cache(), after[0], "am after the first chunk");
   for (int c = 1; c < 3; ++c)
     for (int l = 0; l < after[c].n_layer(); ++l)
       for (int h = 0; h < after[c].n_head_kv(); ++h) {
@@ -367,7 +368,7 @@ TEST(PrefillChunk, AmCompactsEachChunkToItsShare) {
   int64_t missing = 0, dropped = -1;
   for (int l = 0; l < after[2].n_layer(); ++l)
     for (int h = 0; h < after[2].n_head_kv(); ++h) missing += share[2] - after[2].head(l, h).size();
-  for (const auto& [name, v] : ch.value()->compressor().counters())
+  for (const auto& [name, v] : ch.value()->impl().compressor().counters())
     if (name == "am-dropped") dropped = v;
   EXPECT_EQ(missing, dropped);
   SessionOptions onpolicy = opts(chunk, budget);

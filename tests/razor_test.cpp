@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <random>
 
+#include "engine/engine_impl.h"
 #include "kv/compressor.h"
 #include "kv/policy.h"
 #include "kv/profile.h"
@@ -228,7 +229,7 @@ TEST(Razor, ProfileRoundTripAndRefusals) {
   ModelProfile p = *TinyProfile();
   p.model = {"m.gguf", 1234, "00112233deadbeef"};
   p.seed = 9, p.seconds = 0.25;
-  p.extra["head_budgets"] = {1, 2};  // a later method's field survives
+  p.extra["head_budgets"] = "[1,2]";  // a later method's field survives
   const std::string dir = ::testing::TempDir();
   const std::string path = dir + "/razor_profile.json";
   ASSERT_TRUE(WriteProfile(path, p).ok());
@@ -238,7 +239,7 @@ TEST(Razor, ProfileRoundTripAndRefusals) {
   EXPECT_EQ(r->model, p.model);
   EXPECT_EQ(r->echo, p.echo);
   EXPECT_EQ(r->heads.kv, (std::vector<char>{0, 1}));
-  EXPECT_EQ(r->extra.at("head_budgets"), nlohmann::json({1, 2}));
+  EXPECT_EQ(r->extra.at("head_budgets"), "[1,2]");
   EXPECT_TRUE(CheckProfileFor(r.value(), p.model, 1, 4, 2).ok());
   Status other = CheckProfileFor(r.value(), {"m.gguf", 1234, "ffffffffffffffff"}, 1, 4, 2);
   EXPECT_NE(other.message().find("another model"), std::string::npos) << other.message();
@@ -269,7 +270,7 @@ TEST(Razor, ProfileRoundTripAndRefusals) {
 
 std::vector<int> Prompt(const Engine& e, int n) {
   std::string text = test::ReadFile(test::SharedPath("data/frankenstein.txt")).substr(5000, 20000);
-  std::vector<int> t = e.tokenizer().Encode(text, true);
+  std::vector<int> t = e.impl().tokenizer().Encode(text, true);
   t.resize(n);
   return t;
 }
@@ -324,8 +325,8 @@ TEST(Razor, CompressedCacheMatchesTheSpecBuiltByHand) {
   ASSERT_TRUE(razor.value()->Prefill(prompt).ok());
   ASSERT_TRUE(razor.value()->Compress().ok());
   const auto& prof = *e->Profile("").value();
-  KvCache& fc = full.value()->cache();
-  const KvCache& rc = razor.value()->cache();
+  KvCache& fc = full.value()->impl().cache();
+  const KvCache& rc = razor.value()->impl().cache();
   const int d = fc.head(0, 0).head_dim();
   int n_retrieval = 0;
   for (int l = 0; l < fc.n_layer(); ++l)
@@ -404,12 +405,12 @@ TEST(Razor, RatiosBelowTheReachableMinimumAreRefused) {
   auto s = Session::Create(*e, so);
   ASSERT_TRUE(s.ok());
   ASSERT_TRUE(s.value()->Prefill(prompt).ok());
-  const size_t before = s.value()->cache().EntriesHeld();
+  const size_t before = s.value()->impl().cache().EntriesHeld();
   Status st = s.value()->Compress();
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.code(), ErrorCode::kUnreachable);
   EXPECT_NE(st.message().find("reachable"), std::string::npos) << st.message();
-  EXPECT_EQ(s.value()->cache().EntriesHeld(), before);  // refused before any head changed
+  EXPECT_EQ(s.value()->impl().cache().EntriesHeld(), before);  // refused before any head changed
 }
 
 TEST(Razor, RatioSolvesTheWindow) {
@@ -432,13 +433,13 @@ TEST(Razor, RatioSolvesTheWindow) {
     ASSERT_TRUE(st.ok()) << st.message();
     // f N + (1 - f)(S + L + 1) = r N, L rounded down: at most r N T entries,
     // within one entry per non-retrieval head of it.
-    const double held = static_cast<double>(s.value()->cache().EntriesHeld());
+    const double held = static_cast<double>(s.value()->impl().cache().EntriesHeld());
     EXPECT_LE(held, r * N * T + 1e-9) << r;
     EXPECT_GT(held, r * N * T - (T - R)) << r;
     const int L = static_cast<int>(std::floor((r * N * T - R * N) / (T - R) - 5 + 1e-9));
     for (int l = 0; l < 4; ++l)
       for (int h = 0; h < 4; ++h)
-        EXPECT_EQ(s.value()->cache().head(l, h).size(), prof.heads.kv[l * 4 + h] ? N : 4 + 1 + L) << l << " " << h;
+        EXPECT_EQ(s.value()->impl().cache().head(l, h).size(), prof.heads.kv[l * 4 + h] ? N : 4 + 1 + L) << l << " " << h;
   }
 }
 

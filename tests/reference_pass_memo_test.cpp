@@ -6,6 +6,7 @@
 
 #include <map>
 
+#include "engine/engine_impl.h"
 #include "kv/cache.h"
 #include "kv/compressor.h"
 #include "io/tokenizer.h"
@@ -19,13 +20,13 @@ namespace {
 // Every head's kept positions, and the counter ref-pass-us.
 std::pair<std::vector<std::vector<int>>, int64_t> Kept(const Session& s) {
   std::vector<std::vector<int>> out;
-  for (int l = 0; l < s.cache().n_layer(); ++l)
-    for (int h = 0; h < s.cache().n_head_kv(); ++h) {
+  for (int l = 0; l < s.impl().cache().n_layer(); ++l)
+    for (int h = 0; h < s.impl().cache().n_head_kv(); ++h) {
       out.emplace_back();
-      for (int i = 0; i < s.cache().head(l, h).size(); ++i) out.back().push_back(s.cache().head(l, h).pos(i));
+      for (int i = 0; i < s.impl().cache().head(l, h).size(); ++i) out.back().push_back(s.impl().cache().head(l, h).pos(i));
     }
   int64_t us = -1;
-  for (const auto& [k, v] : s.compressor().counters())
+  for (const auto& [k, v] : s.impl().compressor().counters())
     if (k == "ref-pass-us") us = v;
   return {out, us};
 }
@@ -70,10 +71,10 @@ TEST(ReferencePassMemo, ForksShareOnePassAndKeepWhatTheirOwnWouldKeep) {
     // The second ratio reused the first's pass and is charged its time.
     if (!first_us.count(k.policy)) {
       first_us[k.policy] = us;
-      EXPECT_EQ(f.value()->compressor().reused_pass_seconds(), 0.0);
+      EXPECT_EQ(f.value()->impl().compressor().reused_pass_seconds(), 0.0);
     } else {
       EXPECT_EQ(us, first_us[k.policy]) << k.policy;
-      EXPECT_NEAR(f.value()->compressor().reused_pass_seconds() * 1e6, us, 1.0) << k.policy;
+      EXPECT_NEAR(f.value()->impl().compressor().reused_pass_seconds() * 1e6, us, 1.0) << k.policy;
     }
   }
   // A fork that decodes first has a state of its own: its own pass.
@@ -87,7 +88,7 @@ TEST(ReferencePassMemo, ForksShareOnePassAndKeepWhatTheirOwnWouldKeep) {
   // at a lower ratio runs a pass over what the fork holds now.
   auto twice = [&](Session& s) {
     EXPECT_TRUE(s.Compress().ok());
-    s.compressor().SetRatio(0.05);
+    s.impl().compressor().SetRatio(0.05);
     EXPECT_TRUE(s.Compress().ok());
     return Kept(s).first;
   };

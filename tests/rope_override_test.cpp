@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/engine_impl.h"
 #include "kvtrim/engine.h"
 #include "model/config.h"
 #include "test_util.h"
@@ -62,7 +63,7 @@ void ExpectSameAsFile(const test::TinySpec& keyed, const RopeOverrides& o, const
   auto none = Engine::Load({plain.path, 1});
   ASSERT_TRUE(a.ok()) << a.error().message;
   ASSERT_TRUE(b.ok()) << b.error().message;
-  const model::ModelConfig &ca = a.value()->config(), &cb = b.value()->config();
+  const model::ModelConfig &ca = a.value()->impl().config(), &cb = b.value()->impl().config();
   EXPECT_EQ(ca.rope_scaling, cb.rope_scaling) << tag;
   EXPECT_EQ(ca.rope_freq_scale, cb.rope_freq_scale) << tag;
   EXPECT_EQ(ca.rope_base, cb.rope_base) << tag;
@@ -119,17 +120,17 @@ TEST(RopeOverrides, WhatCannotApplyIsAnErrorNamingTheFlag) {
   TempModel yarn(k, "yarn-refactor");
   auto e = Engine::Load({yarn.path, 1, {"", 8, 0, 0}});
   ASSERT_TRUE(e.ok()) << e.error().message;
-  EXPECT_EQ(e.value()->config().rope_scaling, "yarn");
-  EXPECT_FLOAT_EQ(e.value()->config().rope_freq_scale, 0.125f);
-  EXPECT_EQ(e.value()->config().rope_orig_ctx, 16);
+  EXPECT_EQ(e.value()->impl().config().rope_scaling, "yarn");
+  EXPECT_FLOAT_EQ(e.value()->impl().config().rope_freq_scale, 0.125f);
+  EXPECT_EQ(e.value()->impl().config().rope_orig_ctx, 16);
 }
 
 TEST(RopeOverrides, ContextLengthGrowsAndTheOriginalContextStays) {
   TempModel plain(Plain(), "ctx");
   auto e = Engine::Load({plain.path, 1, {"yarn", 4, 0, 0}, 256});
   ASSERT_TRUE(e.ok()) << e.error().message;
-  EXPECT_EQ(e.value()->config().ctx, 256);
-  EXPECT_EQ(e.value()->config().rope_orig_ctx, 64);  // the trained context, YaRN's default
+  EXPECT_EQ(e.value()->impl().config().ctx, 256);
+  EXPECT_EQ(e.value()->impl().config().rope_orig_ctx, 64);  // the trained context, YaRN's default
   auto s = Session::Create(*e.value(), {});
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s.value()->ctx(), 256);

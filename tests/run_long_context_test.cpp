@@ -7,7 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "engine/engine_impl.h"
 #include "eval/scoring.h"
+#include "eval/tasks.h"
 #include "io/tokenizer.h"
 #include "kvtrim/engine.h"
 #include "kvtrim/eval_sweep.h"
@@ -43,7 +45,7 @@ TEST(RunLongContext, YarnAt4kAnswersTheNeedleAsTheEval) {
   rope.scaling = "yarn", rope.scale = 4, rope.yarn_orig_ctx = 1024;
   auto e = Engine::Load({model, 2, rope, kCtx});
   ASSERT_TRUE(e.ok()) << e.error().message;
-  const io::Tokenizer& tok = e.value()->tokenizer();
+  const io::Tokenizer& tok = e.value()->impl().tokenizer();
   auto hay = eval::Haystack::Load(haystack);
   ASSERT_TRUE(hay.ok());
   eval::TaskOptions to;

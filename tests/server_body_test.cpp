@@ -5,6 +5,7 @@
 // docs/request-fields.md as generated from the tables the parser reads.
 #include <gtest/gtest.h>
 
+#include "engine/engine_impl.h"
 #include "server_fixture.h"
 
 namespace kvtrim::server {
@@ -29,7 +30,7 @@ TEST_F(ServerTest, ALongDocumentPostedWithCurlsContentTypeIsStored) {
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body.substr(0, 300);
   const json ctx = json::parse(r->body);
-  EXPECT_EQ(ctx["tokens"].get<size_t>(), e.value()->tokenizer().Encode(text, true).size());
+  EXPECT_EQ(ctx["tokens"].get<size_t>(), e.value()->impl().tokenizer().Encode(text, true).size());
   EXPECT_LT(ctx["kv_bytes"].get<double>(), 0.06 * ctx["kv_bytes_full"].get<double>());
   auto l = c.Get(("/v1/contexts/" + ctx["id"].get<std::string>()).c_str());
   ASSERT_TRUE(l);

@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/engine_impl.h"
 #include "io/tokenizer.h"
 #include "kvtrim/engine.h"
 #include "kvtrim/server.h"
@@ -103,7 +104,7 @@ class ServerTest : public ::testing::Test {
     opts.kv = kv;
     auto s = Session::Create(engine(), opts);
     EXPECT_TRUE(s.ok());
-    const io::Tokenizer& tok = engine().tokenizer();
+    const io::Tokenizer& tok = engine().impl().tokenizer();
     EXPECT_TRUE(s.value()->Prefill(tok.Encode(context, true)).ok());
     EXPECT_TRUE(s.value()->Compress().ok());
     EXPECT_TRUE(s.value()->Prefill(tok.Encode(question, false)).ok());

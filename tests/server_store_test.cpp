@@ -19,6 +19,7 @@
 #include <random>
 #include <set>
 
+#include "engine/engine_impl.h"
 #include "server/context_backend.h"
 #include "io/tokenizer.h"
 #include "context_round_trip.h"
@@ -246,7 +247,7 @@ TEST_F(ServerTest, CachedPromptIsReusedByAPromptThatExtendsIt) {
     body.update(kvf);
     return Post(c, "/v1/completions", body);
   };
-  const io::Tokenizer& tok = engine().tokenizer();
+  const io::Tokenizer& tok = engine().impl().tokenizer();
   const std::vector<int> first = tok.Encode(doc, true), whole = tok.Encode(doc + question, true);
   ASSERT_TRUE(std::equal(first.begin(), first.end(), whole.begin())) << "the question must not merge with the doc";
   KvOptions kv;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "engine/engine_impl.h"
 #include "io/tokenizer.h"
 #include "kv/cache.h"
 #include "kvtrim/option_table.h"
@@ -176,7 +177,7 @@ TEST_F(ServerTest, CompletionEqualsKvtrimRun) {
   TestServer ts(engine(), {});
   auto c = ts.Client();
   const std::string prompt = Passage(3000, 500);
-  const io::Tokenizer& tok = engine().tokenizer();
+  const io::Tokenizer& tok = engine().impl().tokenizer();
   std::string echoed;
   int prev = -1;
   for (int id : tok.Encode(prompt, true)) echoed += tok.Piece(prev, id), prev = id;
@@ -227,7 +228,7 @@ TEST_F(ServerTest, ChatAndStopStrings) {
   const std::string text = r["choices"][0]["message"]["content"];
   // The prompt is FormatChat's text, BOS first.
   ChatPrompt p = FormatChat(engine(), {{"user", Passage(5000, 200)}});
-  EXPECT_EQ(r["usage"]["prompt_tokens"].get<size_t>(), engine().tokenizer().Encode(p.text, !p.has_bos).size());
+  EXPECT_EQ(r["usage"]["prompt_tokens"].get<size_t>(), engine().impl().tokenizer().Encode(p.text, !p.has_bos).size());
   body["stream"] = true;
   auto s = c.Post("/v1/chat/completions", body.dump(), "application/json");
   ASSERT_TRUE(s && s->status == 200);
@@ -270,10 +271,10 @@ TEST_F(ServerTest, StoredContextAnswersEqualIndependentRuns) {
     so.kv = kv;
     auto s = Session::Create(engine(), so);
     ASSERT_TRUE(s.ok());
-    ASSERT_TRUE(s.value()->Prefill(engine().tokenizer().Encode(context, true)).ok());
+    ASSERT_TRUE(s.value()->Prefill(engine().impl().tokenizer().Encode(context, true)).ok());
     ASSERT_TRUE(s.value()->Compress().ok());
-    EXPECT_EQ(ctx["kv_bytes"].get<size_t>(), s.value()->cache().BytesUsed());
-    EXPECT_EQ(ctx["kv_bytes_held"].get<size_t>(), s.value()->cache().BytesHeld());
+    EXPECT_EQ(ctx["kv_bytes"].get<size_t>(), s.value()->impl().cache().BytesUsed());
+    EXPECT_EQ(ctx["kv_bytes_held"].get<size_t>(), s.value()->impl().cache().BytesHeld());
     EXPECT_EQ(ctx["kv_bytes_peak"].get<size_t>(), s.value()->peak_kv_bytes());  // the full prefill's bytes
     EXPECT_EQ(ctx["tokens"].get<int64_t>(), s.value()->position());
     EXPECT_LT(ctx["kv_bytes"].get<double>(), 0.35 * ctx["kv_bytes_full"].get<double>());
@@ -367,9 +368,9 @@ TEST_F(ServerTest, BadInputsGet4xxAndServingGoesOn) {
     so.kv.policy = "window", so.kv.ratio = 0.5, so.kv.ratio_explicit = true;
     auto s = Session::Create(engine(), so);
     ASSERT_TRUE(s.ok());
-    ASSERT_TRUE(s.value()->Prefill(engine().tokenizer().Encode(Passage(100, 1200), true)).ok());
+    ASSERT_TRUE(s.value()->Prefill(engine().impl().tokenizer().Encode(Passage(100, 1200), true)).ok());
     ASSERT_TRUE(s.value()->Compress().ok());
-    o.context_store_bytes = s.value()->cache().BytesHeld() * 2 + s.value()->cache().BytesHeld() / 2;  // room for 2
+    o.context_store_bytes = s.value()->impl().cache().BytesHeld() * 2 + s.value()->impl().cache().BytesHeld() / 2;  // room for 2
   }
   TestServer ts(engine(), o);
   auto c = ts.Client();

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <unistd.h>
 
+#include "engine/engine_impl.h"
 #include "io/gguf.h"
 #include "io/gguf_writer.h"
 #include "io/tokenizer.h"
@@ -217,10 +218,10 @@ TEST(ShapeModels, EngineRunsTheFullSmolLM2Shape) {
   ASSERT_TRUE(w->WriteFile(path).ok());
   auto e = Engine::Load({path, 2});
   ASSERT_TRUE(e.ok()) << e.error().message;
-  const model::ModelConfig& c = e.value()->config();
+  const model::ModelConfig& c = e.value()->impl().config();
   EXPECT_EQ(c.n_layer, 30);
   EXPECT_EQ(c.vocab, 49152);
-  const std::vector<int> ids = e.value()->tokenizer().Encode("Once upon a time there was a little cat", true);
+  const std::vector<int> ids = e.value()->impl().tokenizer().Encode("Once upon a time there was a little cat", true);
   auto s = Session::Create(*e.value(), {});
   ASSERT_TRUE(s.ok());
   ASSERT_TRUE(s.value()->Prefill(ids).ok());

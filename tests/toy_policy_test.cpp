@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "engine/engine_impl.h"
 #include "io/tokenizer.h"
 #include "kv/compressor.h"
 #include "kv/policy.h"
@@ -103,7 +104,7 @@ TEST_F(ToyPolicy, IsListedFromItsTraitsWithoutBeingBuilt) {
 TEST_F(ToyPolicy, ASessionCompressesWithIt) {
   auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
   ASSERT_TRUE(e);
-  const std::vector<int> prompt = e->tokenizer().Encode(test::ReadFile(test::SharedPath("data/frankenstein.txt")).substr(0, 2400), true);
+  const std::vector<int> prompt = e->impl().tokenizer().Encode(test::ReadFile(test::SharedPath("data/frankenstein.txt")).substr(0, 2400), true);
   SessionOptions so;
   so.kv.policy = "toy-peak";
   so.kv.ratio = 0.25;
@@ -114,10 +115,10 @@ TEST_F(ToyPolicy, ASessionCompressesWithIt) {
   // the newest entry (always kept) and the highest peaks (ties: the newer),
   // the budget ceil(0.25 n).
   const int n = static_cast<int>(prompt.size()), budget = (n + 3) / 4;
-  const AttentionStats& st = s.value()->compressor().stats();
+  const AttentionStats& st = s.value()->impl().compressor().stats();
   std::vector<std::vector<int>> want;
   for (int l = 0; l < st.n_layer(); ++l)
-    for (int h = 0; h < e->config().n_head_kv; ++h) {
+    for (int h = 0; h < e->impl().config().n_head_kv; ++h) {
       std::vector<float> peak = st.head(l, h).taps.Get<PeakStat>(kPeakTap)->values();
       ASSERT_EQ(static_cast<int>(peak.size()), n);
       std::vector<int> order = {0, 1, 2, 3, n - 1}, rest(n - 5);
@@ -130,8 +131,8 @@ TEST_F(ToyPolicy, ASessionCompressesWithIt) {
     }
   ASSERT_TRUE(s.value()->Compress().ok());
   for (int l = 0, k = 0; l < st.n_layer(); ++l)
-    for (int h = 0; h < e->config().n_head_kv; ++h, ++k) {
-      const HeadStore& hs = s.value()->cache().head(l, h);
+    for (int h = 0; h < e->impl().config().n_head_kv; ++h, ++k) {
+      const HeadStore& hs = s.value()->impl().cache().head(l, h);
       ASSERT_EQ(hs.size(), budget) << l << " " << h;
       for (int i = 0; i < budget; ++i) ASSERT_EQ(hs.pos(i), want[k][i]) << l << " " << h << " " << i;
     }
@@ -140,7 +141,7 @@ TEST_F(ToyPolicy, ASessionCompressesWithIt) {
 TEST_F(ToyPolicy, AChunkedPrefillStreamsOrIsRefusedByItsTraits) {
   auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
   ASSERT_TRUE(e);
-  const std::vector<int> prompt = e->tokenizer().Encode(test::ReadFile(test::SharedPath("data/frankenstein.txt")).substr(0, 2400), true);
+  const std::vector<int> prompt = e->impl().tokenizer().Encode(test::ReadFile(test::SharedPath("data/frankenstein.txt")).substr(0, 2400), true);
   SessionOptions so;
   so.kv.policy = "toy-peak";
   so.kv.ratio = 0.25;
@@ -149,8 +150,8 @@ TEST_F(ToyPolicy, AChunkedPrefillStreamsOrIsRefusedByItsTraits) {
   auto s = Session::Create(*e, so);
   ASSERT_TRUE(s.ok()) << s.error().message;
   ASSERT_TRUE(s.value()->Prefill(prompt).ok());
-  for (int l = 0; l < e->config().n_layer; ++l)
-    for (int h = 0; h < e->config().n_head_kv; ++h) most = std::max<int64_t>(most, s.value()->cache().head(l, h).size());
+  for (int l = 0; l < e->impl().config().n_layer; ++l)
+    for (int h = 0; h < e->impl().config().n_head_kv; ++h) most = std::max<int64_t>(most, s.value()->impl().cache().head(l, h).size());
   const int budget = (static_cast<int>(prompt.size()) + 3) / 4;
   EXPECT_LE(most, budget + 128);  // compressed as it went
   so.kv.policy = "toy-peak-whole";

@@ -22,9 +22,9 @@ struct BenchOptions {
   double warmup_s = 0.5;   // untimed warm-up before the first depth
   SessionOptions session;
   std::function<void(const std::string&)> progress;  // may be empty
-  // The clock (null: io::SteadyClock()); each repetition runs its prefill
+  // The clock (null: SteadyClock()); each repetition runs its prefill
   // and decode again until both span limits.min_steps clock steps.
-  const io::Clock* clock = nullptr;
+  const Clock* clock = nullptr;
   RepeatLimits limits;
 };
 

@@ -21,9 +21,9 @@ struct LlamaBenchOptions {
   double warmup_s = 0.5;  // untimed warm-up before the first test
   SessionOptions session;
   std::function<void(const std::string&)> progress;  // may be empty
-  // The clock the samples are read from (null: io::SteadyClock()); a sample
+  // The clock the samples are read from (null: SteadyClock()); a sample
   // repeats its work until it spans limits.min_steps of the clock's steps.
-  const io::Clock* clock = nullptr;
+  const Clock* clock = nullptr;
   RepeatLimits limits;
 };
 

@@ -33,7 +33,7 @@ struct RepeatedTiming {
 };
 
 struct RepeatLimits {
-  int min_steps = io::kMinClockSteps;
+  int min_steps = kMinClockSteps;
   size_t max_batch_bytes = size_t{256} << 20;  // prepared repetitions held at once
   int max_k = 1 << 16;
   double max_wall_s = 20;  // per measurement, summed over its batches
@@ -41,7 +41,7 @@ struct RepeatLimits {
 
 class RepeatUntilResolved {
  public:
-  explicit RepeatUntilResolved(const io::Clock& clock, RepeatLimits lim = {}) : clock_(clock), lim_(lim) {}
+  explicit RepeatUntilResolved(const Clock& clock, RepeatLimits lim = {}) : clock_(clock), lim_(lim) {}
   // `batch(k)` prepares and times k repetitions. The k that resolved is kept
   // for the next call (the next sample of the same test).
   Expected<RepeatedTiming> Measure(const std::function<Expected<BatchTiming>(int k)>& batch);
@@ -50,7 +50,7 @@ class RepeatUntilResolved {
  private:
   bool Resolved(const std::vector<int64_t>& spans) const;
   int NextK(int k, const std::vector<int64_t>& spans, int cap) const;
-  const io::Clock& clock_;
+  const Clock& clock_;
   RepeatLimits lim_;
   int k_ = 1;
 };

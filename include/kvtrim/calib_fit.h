@@ -7,7 +7,7 @@
 
 #include "kvtrim/status.h"
 
-namespace kvtrim::kv::numerics {
+namespace kvtrim {
 
 // f(r) = (exp(r k - k) - exp(-k)) / (1 - exp(-k)) = expm1(r k) / expm1(k);
 // f(0) = 0, f(1) = 1, f -> r as k -> 0. Evaluated without overflow for any k.
@@ -39,4 +39,4 @@ struct CalibFit {
 // non-finite sample or penalty < 1 is not an error (any positive weight).
 Expected<CalibFit> FitCalibration(const std::vector<CalibSample>& samples, double penalty = 4);
 
-}  // namespace kvtrim::kv::numerics
+}  // namespace kvtrim

@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 
-namespace kvtrim::io {
+namespace kvtrim {
 
 // A figure is trusted when it spans at least this many clock steps (a
 // reading is off by up to one step, so the error is at most 2%).
@@ -81,4 +81,4 @@ std::string FormatRate(double count, double seconds, const char* unit = "tok/s")
 // The clock's step for headers: "20 ms", "20 ns", "1.5 us".
 std::string FormatStep(int64_t step_ns);
 
-}  // namespace kvtrim::io
+}  // namespace kvtrim

@@ -12,10 +12,9 @@
 
 namespace kvtrim {
 
-namespace io { class GgufFile; class Tokenizer; }
-namespace model { struct ModelConfig; struct Weights; class Transformer; }
-namespace kernels { class ThreadPool; }
-namespace kv { class KvCache; class Compressor; struct ModelProfile; struct ModelId; struct StoredHeadBudgets; }
+struct ModelId;            // kvtrim/profile.h
+struct ModelProfile;       // kvtrim/profile.h
+struct StoredHeadBudgets;  // kvtrim/head_budgets.h
 
 // The RazorAttention probe (METHODS.md section 2): BOS + 4 copies of a block
 // of probe_len random ordinary token ids (0: min(2500, ctx/4 - 1)), seeded.
@@ -30,12 +29,6 @@ class Engine {
   static Expected<std::unique_ptr<Engine>> Load(const EngineOptions& opts);
   ~Engine();
 
-  const model::ModelConfig& config() const { return *config_; }
-  const model::Weights& weights() const { return *weights_; }
-  const io::Tokenizer& tokenizer() const { return *tokenizer_; }
-  const io::GgufFile& file() const { return *file_; }
-  const model::Transformer& transformer() const { return *transformer_; }
-  kernels::ThreadPool& pool() const { return *pool_; }
   int threads() const;
   // The context length the model is read at (its trained one, or the one
   // given with RoPE scaling).
@@ -46,33 +39,30 @@ class Engine {
   int trained_context_length() const;
   bool rope_scaled() const;
   // File name, size and metadata hash of the model (profiles are checked against it).
-  const kv::ModelId& model_id() const { return *id_; }
+  const ModelId& model_id() const;
   // The model profile in `path`, checked against this model; for an empty
   // path, the probe run in-process once (default ProfileOptions) and cached.
   // Thread-safe; errors are returned (and not cached).
-  Expected<std::shared_ptr<const kv::ModelProfile>> Profile(const std::string& path) const;
+  Expected<std::shared_ptr<const ModelProfile>> Profile(const std::string& path) const;
+
+  // The library's inside: the model file, configuration, weights, tokenizer,
+  // forward pass and threads (src/engine/engine_impl.h; opaque here).
+  struct Impl;
+  const Impl& impl() const { return *impl_; }
 
  private:
-  Engine() = default;
-  std::unique_ptr<kv::ModelId> id_;
-  mutable std::mutex profile_mu_;
-  mutable std::map<std::string, std::shared_ptr<const kv::ModelProfile>> profiles_;
-  std::unique_ptr<io::GgufFile> file_;
-  std::unique_ptr<model::ModelConfig> config_;
-  std::unique_ptr<model::Weights> weights_;
-  std::unique_ptr<io::Tokenizer> tokenizer_;
-  std::unique_ptr<model::Transformer> transformer_;
-  std::unique_ptr<kernels::ThreadPool> pool_;
+  Engine();
+  std::unique_ptr<Impl> impl_;
 };
 
 // Runs the probe on the model and scores every (layer, query head).
-Expected<kv::ModelProfile> ProfileModel(const Engine& engine, const ProfileOptions& o);
+Expected<ModelProfile> ProfileModel(const Engine& engine, const ProfileOptions& o);
 
 // Nonuniform head budgets (METHODS.md section 4): each KV head's sensitivity
 // is the mean KL(full || compressed) of the next-token distributions over a
 // teacher-forced continuation when only that head is compacted with `policy`
-// (am) at each ratio of kv::DefaultRatioGrid(ratio) and at 1 (whole), every
-// other head at `ratio`; then kv::SearchHeadBudgets on the kv::NonIncreasing
+// (am) at each ratio of DefaultRatioGrid(ratio) and at 1 (whole), every
+// other head at `ratio`; then SearchHeadBudgets on the NonIncreasing
 // curves. Each context is a prefix (BOS + text) followed by `continuation`
 // tokens. The policy must compact heads
 // independently (not on-policy): each (head, ratio) is compacted once per
@@ -84,7 +74,7 @@ struct HeadBudgetMeasureOptions {
   int units_per_head = 128;
   uint64_t seed = 0;  // recorded only (the contexts carry the randomness)
 };
-Expected<kv::StoredHeadBudgets> MeasureHeadBudgets(const Engine& engine, const std::vector<std::vector<int>>& contexts,
+Expected<StoredHeadBudgets> MeasureHeadBudgets(const Engine& engine, const std::vector<std::vector<int>>& contexts,
                                                    const HeadBudgetMeasureOptions& o,
                                                    const std::function<void(const std::string&)>& progress = {});
 // (Its calibration contexts from a haystack: HeadBudgetContexts, kvtrim/eval_tasks.h.)
@@ -131,11 +121,6 @@ class Session {
                                                              const std::string& name, const SessionOptions& opts);
   // Append tokens and return the logits of every one of them: [n, vocab].
   Expected<std::vector<float>> ForwardAll(const std::vector<int>& tokens);
-  // Forward passes and compression run on `pool` (nullptr: the engine's).
-  // A pool serves one caller at a time, so sessions running concurrently on
-  // one Engine need a pool each (the server gives each decoding slot its own).
-  // A fork inherits it.
-  void UsePool(kernels::ThreadPool* pool) { pool_ = pool; }
 
   // Token-averaged NLL of the tokens prefilled so far, NLL(c), computed only
   // with KvOptions::quality > 0 (NaN otherwise, or before two tokens).
@@ -156,13 +141,14 @@ class Session {
   // a reference pass's copy of the cache while it ran), taken after every
   // forward pass and compression; a fork starts at its copy's bytes.
   size_t peak_kv_bytes() const { return peak_kv_bytes_; }
-  kv::KvCache& cache() { return *cache_; }
-  const kv::KvCache& cache() const { return *cache_; }
-  kv::Compressor& compressor() { return *compressor_; }
-  const kv::Compressor& compressor() const { return *compressor_; }
+  // The library's inside: the cache, its compressor, the thread pool it runs
+  // on (src/engine/engine_impl.h; opaque here).
+  struct Impl;
+  Impl& impl() { return *impl_; }
+  const Impl& impl() const { return *impl_; }
 
  private:
-  Session() = default;
+  Session();
   Status CheckRoom(size_t n) const;
   Status CheckTokens(const int* t, size_t n) const;  // every id inside the vocabulary
   Status SetupQuality();  // loads the calibration of opts_.kv when quality > 0
@@ -175,14 +161,11 @@ class Session {
   // just ended, KVzip's chunked reconstruction); the rotated queries and the
   // taps go to the compressor's statistics.
   Status RunReferencePass();
-  kernels::ThreadPool& pool() const;  // pool_ or the engine's
   void NotePeak(size_t extra = 0);    // peak_kv_bytes_ = max(it, the cache's bytes + extra)
   const Engine* engine_ = nullptr;
-  kernels::ThreadPool* pool_ = nullptr;
+  std::unique_ptr<Impl> impl_;
   int ctx_ = 0;
   int ubatch_ = 512;
-  std::unique_ptr<kv::KvCache> cache_;
-  std::unique_ptr<kv::Compressor> compressor_;
   SessionOptions opts_;
   std::vector<float> logits_;
   double calib_alpha_ = 0, calib_beta_ = 0;  // with quality > 0

@@ -57,7 +57,7 @@ struct CalibContext {
 struct CalibrateResult {
   std::vector<CalibContext> contexts;
   std::vector<CalibPoint> points;
-  std::map<std::string, kv::numerics::CalibFit> fits;  // per method, from the non-held-out points
+  std::map<std::string, CalibFit> fits;  // per method, from the non-held-out points
   std::vector<HeldOutCheck> checks;
   double elapsed_s = 0;
 };

@@ -22,7 +22,7 @@ struct Cell {
   double kv_bytes = 0, kv_bytes_full = 0;  // mean bytes held after compression vs a full cache
   double kv_bytes_peak = NAN;              // mean of the most bytes held at once (Session::peak_kv_bytes)
   double compress_ms = 0;                  // mean prefill-time compression time
-  // The samples' compression times sum to fewer than io::kMinClockSteps
+  // The samples' compression times sum to fewer than kMinClockSteps
   // steps of the wall clock (io/clock.h): the mean is below its resolution.
   bool compress_below_res = false;
   // Why some or all samples have no numbers: "n/a: ..." (the protocol does

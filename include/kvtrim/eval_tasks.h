@@ -7,7 +7,10 @@
 
 #include "kvtrim/status.h"
 
-namespace kvtrim::io { class Tokenizer; }
+
+namespace kvtrim {
+class Engine;
+}  // namespace kvtrim
 
 namespace kvtrim::eval {
 
@@ -24,9 +27,6 @@ class Haystack {
   static Haystack FromText(std::string text, std::string name = "text");
   const std::string& name() const { return name_; }
   const std::string& text() const { return text_; }
-  // About n tokens of filler starting at a seeded offset (snapped to a line
-  // start); deterministic for a given (seed, n). No BOS.
-  std::vector<int> Filler(const io::Tokenizer& tok, int n, uint64_t seed) const;
 
  private:
   std::string name_, text_;
@@ -53,8 +53,9 @@ struct TaskSample {
   int max_answer_tokens = 16;       // greedy tokens to generate for the answer
 };
 
-// Sample `index` of `n_samples` (needle depths spread evenly over samples).
-Expected<TaskSample> MakeSample(const io::Tokenizer& tok, const Haystack& hay, TaskKind kind, const TaskOptions& o,
+// Sample `index` of `n_samples` (needle depths spread evenly over samples),
+// tokenized with the engine's tokenizer.
+Expected<TaskSample> MakeSample(const Engine& engine, const Haystack& hay, TaskKind kind, const TaskOptions& o,
                                 int index, int n_samples);
 
 }  // namespace kvtrim::eval

@@ -12,11 +12,10 @@
 #include <cstdint>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "kvtrim/profile.h"
 #include "kvtrim/status.h"
 
-namespace kvtrim::kv {
+namespace kvtrim {
 
 struct HeadSensitivity {
   std::vector<double> ratios;             // increasing, in (0, 1]
@@ -70,14 +69,17 @@ struct StoredHeadBudgets {
   double seconds = 0;       // time the measurement took
 };
 inline constexpr const char* kHeadBudgetsKey = "head_budgets";
-nlohmann::json HeadBudgetsToJson(const StoredHeadBudgets& b);
 // The units for target ratio r: the stored ones at the profile's ratio,
 // else the search run again at r on the stored curves (their non-increasing
 // majorant), so budgets measured at one ratio are never applied unchecked at
 // another; r below the curves' smallest ratio, or a profile without curves,
 // is an error that says what to measure.
 Expected<std::vector<int>> UnitsAtRatio(const StoredHeadBudgets& b, double r);
-// Checks shapes (n_heads units, each in [0, units_per_head], a positive sum) and names the problem.
-Expected<StoredHeadBudgets> HeadBudgetsFromJson(const nlohmann::json& j, int n_heads);
+// A profile's head budgets (its field kHeadBudgetsKey): written into it, and
+// read back checked (n_heads units, each in [0, units_per_head], a positive
+// sum; an error names the problem, or says the profile has none).
+void SetHeadBudgets(ModelProfile* p, const StoredHeadBudgets& b);
+bool HasHeadBudgets(const ModelProfile& p);
+Expected<StoredHeadBudgets> HeadBudgetsOf(const ModelProfile& p, int n_heads);
 
-}  // namespace kvtrim::kv
+}  // namespace kvtrim

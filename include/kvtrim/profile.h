@@ -7,16 +7,13 @@
 // rows lives in src/kv/profile.h.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "kvtrim/status.h"
 
-namespace kvtrim::io { class GgufFile; }
-
-namespace kvtrim::kv {
+namespace kvtrim {
 
 inline constexpr int kProfileVersion = 1;
 
@@ -25,14 +22,9 @@ inline constexpr int kProfileVersion = 1;
 struct ModelId {
   std::string file;            // file name, without directories
   uint64_t size = 0;           // bytes
-  std::string metadata_hash;   // 16 hex digits, see ModelMetadataHash
+  std::string metadata_hash;   // 16 hex digits: a hash of the file's metadata (Engine::model_id)
   bool operator==(const ModelId&) const = default;
 };
-
-// FNV-1a 64 over every metadata key and value, the tensor table (names,
-// types, shapes) and the first and last 64 bytes of each tensor's data (so
-// two trainings of one architecture differ too).
-std::string ModelMetadataHash(const io::GgufFile& f);
 
 // Retrieval heads chosen from the scores (METHODS.md section 2).
 struct RetrievalHeads {
@@ -60,15 +52,14 @@ struct ModelProfile {
   std::vector<double> echo, induction;  // [n_layer * n_head]
   double echo_frac = 0.01, induction_frac = 0.14;
   RetrievalHeads heads;               // for the fractions above
-  nlohmann::json extra = nlohmann::json::object();  // fields this version does not know, kept on rewrite
+  // Fields this version does not know, each as its JSON text, kept on
+  // rewrite (a later method's: the head budgets, kHeadBudgetsKey).
+  std::map<std::string, std::string> extra;
 
   double echo_at(int l, int h) const { return echo[static_cast<size_t>(l) * n_head + h]; }
   double induction_at(int l, int h) const { return induction[static_cast<size_t>(l) * n_head + h]; }
 };
 
-nlohmann::json ProfileToJson(const ModelProfile& p);
-// Checks version, shapes and ranges; names the problem.
-Expected<ModelProfile> ProfileFromJson(const nlohmann::json& j);
 Status WriteProfile(const std::string& path, const ModelProfile& p);
 Expected<ModelProfile> ReadProfile(const std::string& path);
 // A profile is for this model: same size and hash, same head layout.
@@ -79,4 +70,4 @@ Status CheckProfileFor(const ModelProfile& p, const ModelId& id, int n_layer, in
 // as a fraction of the full cache (METHODS.md section 2).
 double MinReachableRatio(const RetrievalHeads& h, int64_t n, int sinks, int min_window);
 
-}  // namespace kvtrim::kv
+}  // namespace kvtrim

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "kvtrim/clock.h"
+
 namespace kvtrim {
 
 class Engine;
@@ -53,8 +55,6 @@ std::string KernelPathsLabel(const Engine& engine);
 // Peak resident set size of this process so far (VmHWM), in bytes; 0 if unknown.
 size_t PeakRssBytes();
 
-// "12.3 tok/s" (count / seconds), or "below the clock's resolution (step
-// 20 ms)" when `seconds` spans too few steps of the steady clock to measure.
-std::string FormatRate(double count, double seconds, const char* unit = "tok/s");
+// (FormatRate, the rates run and bench print: kvtrim/clock.h.)
 
 }  // namespace kvtrim

@@ -1,5 +1,7 @@
 #include "kvtrim/bench.h"
 
+#include "engine/engine_impl.h"
+
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
@@ -23,8 +25,8 @@
 namespace kvtrim {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+using Chrono = std::chrono::steady_clock;
+double Since(Chrono::time_point t) { return std::chrono::duration<double>(Chrono::now() - t).count(); }
 
 // Bytes of K and V rows a decode step reads: every entry of every head.
 double KvRowBytes(const kv::KvCache& c) {
@@ -37,7 +39,7 @@ double KvRowBytes(const kv::KvCache& c) {
 // Weight bytes read per decoded token: every matrix once (the embedding
 // table only through its output use when tied, one row otherwise).
 double WeightBytesPerToken(const Engine& e) {
-  const auto& w = e.weights();
+  const auto& w = e.impl().weights();
   double s = static_cast<double>(w.output.bytes()) + w.output_norm.size() * 4.0;
   if (w.tok_embd.data != w.output.data) s += static_cast<double>(w.tok_embd.row_bytes());
   for (const auto& L : w.layers) {
@@ -127,8 +129,8 @@ struct DepthSamples {
 // go to `d`; the counters of the first session to `row` (summed over the
 // repetitions, as before batches).
 Expected<BatchTiming> BenchBatch(const Engine& e, const BenchOptions& o, int prefill_len, std::mt19937_64& rng,
-                                 const io::Clock& clock, int k, DepthSamples* d, BenchRow* row) {
-  const int vocab = e.config().vocab;
+                                 const Clock& clock, int k, DepthSamples* d, BenchRow* row) {
+  const int vocab = e.impl().config().vocab;
   std::vector<std::unique_ptr<Session>> ses;
   std::vector<std::vector<int>> toks;
   for (int i = 0; i < k; ++i) {
@@ -140,37 +142,37 @@ Expected<BatchTiming> BenchBatch(const Engine& e, const BenchOptions& o, int pre
                        std::to_string(s.value()->ctx()));
     }
     std::vector<int> t(prefill_len);
-    t[0] = e.tokenizer().start();
+    t[0] = e.impl().tokenizer().start();
     for (size_t j = 1; j < t.size(); ++j) t[j] = static_cast<int>(3 + rng() % (vocab - 3));
     toks.push_back(std::move(t));
     ses.push_back(std::move(s.value()));
   }
   BatchTiming b;
-  io::Stopwatch sw_pf(clock);
+  Stopwatch sw_pf(clock);
   for (int i = 0; i < k; ++i) KVTRIM_RETURN_IF_ERROR(ses[i]->Prefill(toks[i]));
   b.spans_ns.push_back(sw_pf.Elapsed().ns);
-  for (int i = 0; i < k; ++i) d->chunk_ms.push_back(ses[i]->compressor().compress_seconds() * 1e3);  // between chunks
+  for (int i = 0; i < k; ++i) d->chunk_ms.push_back(ses[i]->impl().compressor().compress_seconds() * 1e3);  // between chunks
   std::vector<double> comp_before(k);
   std::vector<std::vector<std::pair<std::string, int64_t>>> counters_before(k);
   for (int i = 0; i < k; ++i) {
     KVTRIM_RETURN_IF_ERROR(ses[i]->Compress());
-    d->comp_ms.push_back(ses[i]->compressor().compress_seconds() * 1e3);
-    d->comp_total_ns += ses[i]->compressor().compress_seconds() * 1e9;
+    d->comp_ms.push_back(ses[i]->impl().compressor().compress_seconds() * 1e3);
+    d->comp_total_ns += ses[i]->impl().compressor().compress_seconds() * 1e9;
     d->ratios.push_back(ses[i]->chosen_ratio());
-    comp_before[i] = ses[i]->compressor().compress_seconds();
-    counters_before[i] = ses[i]->compressor().counters();
+    comp_before[i] = ses[i]->impl().compressor().compress_seconds();
+    counters_before[i] = ses[i]->impl().compressor().counters();
   }
   std::vector<int> next(static_cast<size_t>(k) * o.gen);
   for (int& x : next) x = static_cast<int>(3 + rng() % (vocab - 3));
   for (int i = 0; i < k; ++i) {  // BenchRow::first_decode_ms: the storage grows here
-    io::Stopwatch sw_first(clock);
+    Stopwatch sw_first(clock);
     KVTRIM_RETURN_IF_ERROR(ses[i]->Decode(next[static_cast<size_t>(i) * o.gen]));
     d->first_ms.push_back(static_cast<double>(sw_first.Elapsed().ns) / 1e6);
   }
   double kv_sum = 0;
-  io::Stopwatch sw_dc(clock);
+  Stopwatch sw_dc(clock);
   for (int i = 0; i < k; ++i) {
-    const kv::KvCache& c = ses[i]->cache();
+    const kv::KvCache& c = ses[i]->impl().cache();
     for (int g = 0; g < o.gen; ++g) {
       kv_sum += KvRowBytes(c) + 2.0 * c.n_layer() * c.n_head_kv() * c.head(0, 0).row_bytes();  // + the new entry
       KVTRIM_RETURN_IF_ERROR(ses[i]->Decode(next[static_cast<size_t>(i) * o.gen + g]));
@@ -180,14 +182,14 @@ Expected<BatchTiming> BenchBatch(const Engine& e, const BenchOptions& o, int pre
   d->kv_read.push_back(kv_sum / (static_cast<double>(k) * o.gen));
   for (int i = 0; i < k; ++i) {
     const Session& s = *ses[i];
-    d->evict_us.push_back((s.compressor().compress_seconds() - comp_before[i]) * 1e6 / o.gen);
-    d->entries.push_back(static_cast<double>(s.cache().EntriesHeld()) / (s.cache().n_layer() * s.cache().n_head_kv()));
+    d->evict_us.push_back((s.impl().compressor().compress_seconds() - comp_before[i]) * 1e6 / o.gen);
+    d->entries.push_back(static_cast<double>(s.impl().cache().EntriesHeld()) / (s.impl().cache().n_layer() * s.impl().cache().n_head_kv()));
   }
-  AddCounters(row, counters_before[0], ses[0]->compressor().counters());
-  row->kv_bytes = ses[0]->cache().BytesHeld();
+  AddCounters(row, counters_before[0], ses[0]->impl().compressor().counters());
+  row->kv_bytes = ses[0]->impl().cache().BytesHeld();
   row->kv_bytes_peak = ses[0]->peak_kv_bytes();
-  row->kv_bytes_full = ses[0]->cache().BytesFull();
-  b.bytes_per_rep = ses[0]->cache().BytesHeld();
+  row->kv_bytes_full = ses[0]->impl().cache().BytesFull();
+  b.bytes_per_rep = ses[0]->impl().cache().BytesHeld();
   return b;
 }
 
@@ -200,15 +202,15 @@ Expected<std::vector<BenchRow>> RunBench(const Engine& e, const BenchOptions& o)
   std::vector<BenchRow> rows;
   // Warm-up, not timed: page-in of the weights, thread start-up, and the
   // CPU settling at speed (the first runs on a quiet VM were seen 2x slower).
-  for (auto tw = Clock::now(); Since(tw) < o.warmup_s;) {
+  for (auto tw = Chrono::now(); Since(tw) < o.warmup_s;) {
     auto s = Session::Create(e, o.session);
     if (!s.ok()) return s.error();
-    std::vector<int> toks(std::min(64, s.value()->ctx() - 1), e.tokenizer().start());
+    std::vector<int> toks(std::min(64, s.value()->ctx() - 1), e.impl().tokenizer().start());
     KVTRIM_RETURN_IF_ERROR(s.value()->Prefill(toks));
     for (int i = 0; i < 16 && s.value()->position() < s.value()->ctx(); ++i)
-      KVTRIM_RETURN_IF_ERROR(s.value()->Decode(e.tokenizer().start()));
+      KVTRIM_RETURN_IF_ERROR(s.value()->Decode(e.impl().tokenizer().start()));
   }
-  const io::Clock& clock = o.clock ? *o.clock : io::SteadyClock();
+  const Clock& clock = o.clock ? *o.clock : SteadyClock();
   for (int depth : o.depths) {
     if (depth < 0) return MakeError("depth must be >= 0");
     BenchRow row;
@@ -220,8 +222,8 @@ Expected<std::vector<BenchRow>> RunBench(const Engine& e, const BenchOptions& o)
       auto m = rep.Measure([&](int k) { return BenchBatch(e, o, row.prefill_len, rng, clock, k, &d, &row); });
       if (!m.ok()) return m.error();
       const RepeatedTiming& t = m.value();
-      d.pf.push_back(io::RatePerSecond(row.prefill_len, t.ns_per_rep[0]).value_or(0));
-      d.dc.push_back(io::RatePerSecond(o.gen, t.ns_per_rep[1]).value_or(0));
+      d.pf.push_back(RatePerSecond(row.prefill_len, t.ns_per_rep[0]).value_or(0));
+      d.dc.push_back(RatePerSecond(o.gen, t.ns_per_rep[1]).value_or(0));
       row.inner_reps = t.reps;
       row.below_resolution = row.below_resolution || !t.resolved;
       if (o.progress) o.progress("depth " + std::to_string(depth) + " rep " + std::to_string(r + 1));
@@ -246,7 +248,7 @@ Expected<std::vector<BenchRow>> RunBench(const Engine& e, const BenchOptions& o)
 double MeasureReadBandwidth(const Engine& e, size_t bytes, int reps) {
   const size_t n = bytes / sizeof(float);
   std::vector<float> buf(n, 1.0f);
-  kernels::ThreadPool& pool = e.pool();
+  kernels::ThreadPool& pool = e.impl().pool();
   // Touch pages in the same split the readers use (first-touch placement).
   pool.ParallelFor(static_cast<int64_t>(n), [&](int64_t a, int64_t b) {
     for (int64_t i = a; i < b; ++i) buf[i] = static_cast<float>(i & 7);
@@ -255,18 +257,18 @@ double MeasureReadBandwidth(const Engine& e, size_t bytes, int reps) {
   std::atomic<double> total{0};  // one add per chunk, whatever the pool's chunking
   // Each repetition reads the buffer as many times as it takes to span the
   // clock's minimum steps (io/clock.h: a 1 GiB read is one 20 ms step).
-  const io::Clock& clock = io::SteadyClock();
+  const Clock& clock = SteadyClock();
   for (int r = 0; r < reps; ++r) {
-    io::Stopwatch sw(clock);
+    Stopwatch sw(clock);
     int passes = 0;
-    io::Interval t;
+    Interval t;
     do {
       pool.ParallelFor(static_cast<int64_t>(n),
                        [&](int64_t a, int64_t b) { total.fetch_add(SumRange(buf.data() + a, b - a)); });
       ++passes;
       t = sw.Elapsed();
     } while (!t.resolved());
-    best = std::max(best, io::RatePerSecond(static_cast<double>(n * sizeof(float)) * passes, t.ns).value_or(0) / 1e9);
+    best = std::max(best, RatePerSecond(static_cast<double>(n * sizeof(float)) * passes, t.ns).value_or(0) / 1e9);
   }
   volatile double sink = total.load();
   (void)sink;

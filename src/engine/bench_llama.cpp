@@ -1,5 +1,7 @@
 #include "kvtrim/bench_llama.h"
 
+#include "engine/engine_impl.h"
+
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -14,8 +16,8 @@
 namespace kvtrim {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double NsSince(Clock::time_point t) { return std::chrono::duration<double, std::nano>(Clock::now() - t).count(); }
+using Chrono = std::chrono::steady_clock;
+double NsSince(Chrono::time_point t) { return std::chrono::duration<double, std::nano>(Chrono::now() - t).count(); }
 
 double Mean(const std::vector<double>& v) { return MeanSd(v).mean; }
 double Sd(const std::vector<double>& v) { return MeanSd(v).sd; }
@@ -23,12 +25,12 @@ double Sd(const std::vector<double>& v) { return MeanSd(v).sd; }
 // A batch of k repetitions of one test: k sessions prepared untimed (the
 // depth prefilled and compressed), then the timed part of each in one span.
 Expected<BatchTiming> RunBatch(const Engine& e, const LlamaBenchOptions& o, const LlamaBenchTest& t,
-                               std::mt19937_64& rng, const io::Clock& clock, int k) {
-  const int vocab = e.config().vocab;
+                               std::mt19937_64& rng, const Clock& clock, int k) {
+  const int vocab = e.impl().config().vocab;
   auto random_tokens = [&](int n, bool bos) {
     std::vector<int> v(n);
     for (int& x : v) x = static_cast<int>(3 + rng() % (vocab - 3));
-    if (bos && n > 0) v[0] = e.tokenizer().bos();
+    if (bos && n > 0) v[0] = e.impl().tokenizer().bos();
     return v;
   };
   std::vector<std::unique_ptr<Session>> ses;
@@ -47,7 +49,7 @@ Expected<BatchTiming> RunBatch(const Engine& e, const LlamaBenchOptions& o, cons
     toks.push_back(t.n_prompt > 0 ? random_tokens(t.n_prompt, t.n_depth == 0) : random_tokens(t.n_gen, t.n_depth == 0));
     ses.push_back(std::move(s.value()));
   }
-  io::Stopwatch sw(clock);
+  Stopwatch sw(clock);
   for (int i = 0; i < k; ++i) {
     if (t.n_prompt > 0) {
       KVTRIM_RETURN_IF_ERROR(ses[i]->Prefill(toks[i]));
@@ -57,7 +59,7 @@ Expected<BatchTiming> RunBatch(const Engine& e, const LlamaBenchOptions& o, cons
   }
   BatchTiming b;
   b.spans_ns = {sw.Elapsed().ns};
-  b.bytes_per_rep = ses[0]->cache().BytesHeld();
+  b.bytes_per_rep = ses[0]->impl().cache().BytesHeld();
   return b;
 }
 
@@ -72,7 +74,7 @@ double LlamaBenchTest::avg_ns() const { return Mean(samples_ns); }
 double LlamaBenchTest::stddev_ns() const { return Sd(samples_ns); }
 std::vector<double> LlamaBenchTest::samples_ts() const {
   std::vector<double> ts;  // a sample of 0 ns (below the clock's resolution) gives 0, never inf
-  for (double ns : samples_ns) ts.push_back(io::RatePerSecond(n_prompt + n_gen, ns).value_or(0));
+  for (double ns : samples_ns) ts.push_back(RatePerSecond(n_prompt + n_gen, ns).value_or(0));
   return ts;
 }
 double LlamaBenchTest::avg_ts() const { return Mean(samples_ts()); }
@@ -89,14 +91,14 @@ Expected<std::vector<LlamaBenchTest>> RunLlamaBench(const Engine& e, const Llama
       if (n > 0) tests.push_back({0, n, d, {}, {}, false});
   }
   std::mt19937_64 rng(o.seed);
-  for (auto tw = Clock::now(); NsSince(tw) < o.warmup_s * 1e9;) {  // page-in, threads, clocks
+  for (auto tw = Chrono::now(); NsSince(tw) < o.warmup_s * 1e9;) {  // page-in, threads, clocks
     auto s = Session::Create(e, o.session);
     if (!s.ok()) return s.error();
-    std::vector<int> toks(std::min(64, s.value()->ctx() - 17), e.tokenizer().bos());
+    std::vector<int> toks(std::min(64, s.value()->ctx() - 17), e.impl().tokenizer().bos());
     KVTRIM_RETURN_IF_ERROR(s.value()->Prefill(toks));
-    for (int i = 0; i < 16; ++i) KVTRIM_RETURN_IF_ERROR(s.value()->Decode(e.tokenizer().bos()));
+    for (int i = 0; i < 16; ++i) KVTRIM_RETURN_IF_ERROR(s.value()->Decode(e.impl().tokenizer().bos()));
   }
-  const io::Clock& clock = o.clock ? *o.clock : io::SteadyClock();
+  const Clock& clock = o.clock ? *o.clock : SteadyClock();
   for (auto& t : tests) {
     RepeatUntilResolved rep(clock, o.limits);
     for (int r = 0; r < o.reps; ++r) {
@@ -119,7 +121,7 @@ Expected<PrefillBreakdown> MeasurePrefillBreakdown(const Engine& e, const Sessio
   if (reps < 1 || tokens < 1) return MakeError("tokens and reps must be >= 1");
   model::ForwardProfile p;
   std::mt19937_64 rng(1);
-  const int vocab = e.config().vocab;
+  const int vocab = e.impl().config().vocab;
   for (int r = 0; r < reps + 1; ++r) {  // the first run warms up, untimed
     auto s = Session::Create(e, so);
     if (!s.ok()) return s.error();
@@ -127,7 +129,7 @@ Expected<PrefillBreakdown> MeasurePrefillBreakdown(const Engine& e, const Sessio
       return MakeError(std::to_string(tokens) + " tokens exceed the context length " + std::to_string(s.value()->ctx()));
     std::vector<int> toks(tokens);
     for (int& x : toks) x = static_cast<int>(3 + rng() % (vocab - 3));
-    toks[0] = e.tokenizer().bos();
+    toks[0] = e.impl().tokenizer().bos();
     model::ForwardProfile warm;
     model::ScopedForwardProfile scope(r == 0 ? &warm : &p);
     KVTRIM_RETURN_IF_ERROR(s.value()->Prefill(toks));

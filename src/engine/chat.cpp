@@ -2,6 +2,7 @@
 // recognised by its distinctive strings (as llama.cpp's llm_chat_detect_template
 // does), and each family is formatted as its published Jinja template renders
 // it (docs/chat.md lists the templates and the variants read from the text).
+#include "engine/engine_impl.h"
 #include "kvtrim/chat.h"
 
 #include <ctime>
@@ -194,19 +195,19 @@ ChatPrompt FormatChat(const std::string& chat_template, const std::vector<ChatMe
 }
 
 ChatPrompt FormatChat(const Engine& engine, const std::vector<ChatMessage>& messages) {
-  const auto& tok = engine.tokenizer();
+  const auto& tok = engine.impl().tokenizer();
   std::string tmpl;
-  if (engine.file().Find("tokenizer.chat_template")) {
-    if (auto t = engine.file().GetString("tokenizer.chat_template")) tmpl = *t;
+  if (engine.impl().file().Find("tokenizer.chat_template")) {
+    if (auto t = engine.impl().file().GetString("tokenizer.chat_template")) tmpl = *t;
   }
   return FormatChat(tmpl, messages, tok.piece_text(tok.bos()), tok.piece_text(tok.eos()));
 }
 
 std::vector<int> EndOfTurnIds(const Engine& engine, ChatFamily family) {
   std::vector<int> ids;
-  const io::Tokenizer& tok = engine.tokenizer();
-  if (engine.file().Find("tokenizer.ggml.eot_token_id")) {
-    auto v = engine.file().GetInt("tokenizer.ggml.eot_token_id");
+  const io::Tokenizer& tok = engine.impl().tokenizer();
+  if (engine.impl().file().Find("tokenizer.ggml.eot_token_id")) {
+    auto v = engine.impl().file().GetInt("tokenizer.ggml.eot_token_id");
     if (v.ok() && v.value() >= 0 && v.value() < tok.vocab_size()) ids.push_back(static_cast<int>(v.value()));
   }
   const char* text = family == ChatFamily::kLlama3 ? "<|eot_id|>" : family == ChatFamily::kChatML ? "<|im_end|>" : nullptr;

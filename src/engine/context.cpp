@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <variant>
 
+#include "engine/engine_impl.h"
 #include "io/context_file.h"
 #include "io/gguf.h"
 #include "io/mmap_file.h"
@@ -56,9 +57,9 @@ json RopeJson(const model::ModelConfig& c) {
 
 json IdentityJson(const Engine& e) {
   const auto& id = e.model_id();
-  const auto& c = e.config();
+  const auto& c = e.impl().config();
   return {{"model", {{"file", id.file}, {"metadata_hash", id.metadata_hash}}},
-          {"tokenizer_hash", TokenizerHash(e.tokenizer())},
+          {"tokenizer_hash", TokenizerHash(e.impl().tokenizer())},
           {"rope", RopeJson(c)},
           {"n_layer", c.n_layer}, {"n_head_kv", c.n_head_kv}, {"head_dim", c.head_dim}, {"vocab", c.vocab}};
 }
@@ -107,20 +108,20 @@ Status CheckIdentity(const json& have, const json& want) {
 }  // namespace
 
 std::string Session::ContextBytes() const {
-  const auto& c = engine_->config();
+  const auto& c = engine_->impl().config();
   io::ContextImage img;
   img.meta = IdentityJson(*engine_);
   img.meta["format"] = "kvtrim context";
   img.meta["kv"] = KvJson(opts_.kv);
-  img.meta["kv_type"] = TypeName(cache_->type());
-  img.meta["logical_length"] = cache_->logical_length();
+  img.meta["kv_type"] = TypeName(impl_->cache_->type());
+  img.meta["logical_length"] = impl_->cache_->logical_length();
   img.meta["chosen_ratio"] = chosen_ratio_;
   img.tokens.assign(tokens_.begin(), tokens_.end());
   img.logits = logits_;
-  img.row_bytes = cache_->head(0, 0).row_bytes();
+  img.row_bytes = impl_->cache_->head(0, 0).row_bytes();
   for (int l = 0; l < c.n_layer; ++l)
     for (int h = 0; h < c.n_head_kv; ++h) {
-      const kv::HeadStore& hs = cache_->head(l, h);
+      const kv::HeadStore& hs = impl_->cache_->head(l, h);
       io::ContextImage::Head out;
       out.k.assign(hs.key_row(0), hs.key_row(0) + hs.row_bytes() * hs.size());
       out.v.assign(hs.value_row(0), hs.value_row(0) + hs.row_bytes() * hs.size());
@@ -150,7 +151,7 @@ Expected<std::unique_ptr<Session>> Session::LoadContextBytes(const Engine& engin
   auto fail = [&](const std::string& why) { return MakeError(name + ": " + why); };
   if (!img.ok()) return fail(img.error().message);
   const json& m = img->meta;
-  const auto& c = engine.config();
+  const auto& c = engine.impl().config();
   if (Status st = CheckIdentity(m, IdentityJson(engine)); !st.ok()) return fail(st.message());
   auto kv = KvFromJson(m.value("kv", json::object()));
   if (!kv.ok()) return fail(kv.error().message);
@@ -171,12 +172,12 @@ Expected<std::unique_ptr<Session>> Session::LoadContextBytes(const Engine& engin
   for (char& ch : type) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   auto t = kv::ParseKvQuant(type);
   if (!t.ok()) return fail("its entries are of type '" + type + "'");
-  ses.cache_ = std::make_unique<kv::KvCache>(c.n_layer, c.n_head_kv, c.head_dim, t.value());
-  if (img->row_bytes != ses.cache_->head(0, 0).row_bytes()) return fail("its rows are not of the head's size");
+  ses.impl_->cache_ = std::make_unique<kv::KvCache>(c.n_layer, c.n_head_kv, c.head_dim, t.value());
+  if (img->row_bytes != ses.impl_->cache_->head(0, 0).row_bytes()) return fail("its rows are not of the head's size");
   KVTRIM_RETURN_IF_ERROR(ses.CheckTokens(img->tokens.data(), img->tokens.size()));
   for (size_t i = 0; i < img->heads.size(); ++i) {
     const io::ContextImage::Head& h = img->heads[i];
-    kv::HeadStore& hs = ses.cache_->head(static_cast<int>(i) / c.n_head_kv, static_cast<int>(i) % c.n_head_kv);
+    kv::HeadStore& hs = ses.impl_->cache_->head(static_cast<int>(i) / c.n_head_kv, static_cast<int>(i) % c.n_head_kv);
     hs.Reserve(static_cast<int>(h.pos.size()));
     for (size_t e = 0; e < h.pos.size(); ++e) {
       if (h.pos[e] < 0 || h.pos[e] >= n || !kv::ValidLogw(h.logw[e]))
@@ -185,7 +186,7 @@ Expected<std::unique_ptr<Session>> Session::LoadContextBytes(const Engine& engin
       hs.AppendStored(h.k.data() + e * img->row_bytes, h.v.data() + e * img->row_bytes, h.pos[e], h.logw[e]);
     }
   }
-  ses.cache_->AdvanceLogical(static_cast<int>(n));
+  ses.impl_->cache_->AdvanceLogical(static_cast<int>(n));
   ses.tokens_.assign(img->tokens.begin(), img->tokens.end());
   ses.logits_ = std::move(img->logits);
   ses.chosen_ratio_ = m.value("chosen_ratio", so.kv.ratio);

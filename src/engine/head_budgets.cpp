@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "engine/engine_impl.h"
 #include "kv/cache.h"
 #include "kv/compressor.h"
 #include "kvtrim/head_budgets.h"
@@ -46,7 +47,7 @@ double MeanKl(const std::vector<float>& p, const std::vector<float>& q, size_t V
 Status MeasureContext(const Engine& engine, const std::vector<int>& tokens, const HeadBudgetMeasureOptions& o,
                       const std::vector<double>& grid, int base_idx, std::vector<std::vector<double>>* loss,
                       const std::function<void(const std::string&)>& progress) {
-  const auto& c = engine.config();
+  const auto& c = engine.impl().config();
   const std::vector<int> prefix(tokens.begin(), tokens.end() - o.continuation);
   const std::vector<int> cont(tokens.end() - o.continuation, tokens.end());
   SessionOptions so;
@@ -80,7 +81,7 @@ Status MeasureContext(const Engine& engine, const std::vector<int>& tokens, cons
   auto kl_with = [&](int hd, size_t i) -> Expected<double> {
     auto f = at[base_idx]->Fork(full);
     if (!f.ok()) return f.error();
-    if (hd >= 0) f.value()->cache().head(hd / c.n_head_kv, hd % c.n_head_kv) = at[i]->cache().head(hd / c.n_head_kv, hd % c.n_head_kv);
+    if (hd >= 0) f.value()->impl().cache().head(hd / c.n_head_kv, hd % c.n_head_kv) = at[i]->impl().cache().head(hd / c.n_head_kv, hd % c.n_head_kv);
     auto lg = f.value()->ForwardAll(cont);
     if (!lg.ok()) return lg.error();
     return MeanKl(ref_logits.value(), lg.value(), V);
@@ -108,10 +109,10 @@ Status MeasureContext(const Engine& engine, const std::vector<int>& tokens, cons
 
 }  // namespace
 
-Expected<kv::StoredHeadBudgets> MeasureHeadBudgets(const Engine& engine, const std::vector<std::vector<int>>& contexts,
+Expected<StoredHeadBudgets> MeasureHeadBudgets(const Engine& engine, const std::vector<std::vector<int>>& contexts,
                                                    const HeadBudgetMeasureOptions& o,
                                                    const std::function<void(const std::string&)>& progress) {
-  const auto& c = engine.config();
+  const auto& c = engine.impl().config();
   if (!(o.ratio > 0 && o.ratio < 1)) return MakeError("head budgets: the ratio must be in (0, 1)");
   if (contexts.empty()) return MakeError("head budgets: no calibration contexts");
   if (o.continuation < 1) return MakeError("head budgets: the continuation needs at least one token");
@@ -121,12 +122,12 @@ Expected<kv::StoredHeadBudgets> MeasureHeadBudgets(const Engine& engine, const s
     if (static_cast<int>(t.size()) < o.continuation + 2)
       return MakeError("head budgets: a calibration context is shorter than its continuation");
   auto t0 = std::chrono::steady_clock::now();
-  kv::StoredHeadBudgets out;
+  StoredHeadBudgets out;
   out.ratio = o.ratio;
   out.units_per_head = o.units_per_head;
   // The grid, and ratio 1 measured too: with the other heads at r, a head
   // left whole still loses something (InterpolateLoss would assume 0 there).
-  out.sensitivity.ratios = kv::DefaultRatioGrid(o.ratio);
+  out.sensitivity.ratios = DefaultRatioGrid(o.ratio);
   if (out.sensitivity.ratios.back() < 1.0) out.sensitivity.ratios.push_back(1.0);
   const std::vector<double>& grid = out.sensitivity.ratios;
   int base_idx = 0;
@@ -141,11 +142,11 @@ Expected<kv::StoredHeadBudgets> MeasureHeadBudgets(const Engine& engine, const s
   }
   for (auto& row : out.sensitivity.loss)
     for (double& v : row) v /= static_cast<double>(contexts.size());
-  kv::HeadBudgetOptions ho;
+  HeadBudgetOptions ho;
   ho.ratio = o.ratio;
   ho.units_per_head = o.units_per_head;
   // Searched on the non-increasing majorant; the raw curves are stored.
-  auto units = kv::SearchHeadBudgets(kv::NonIncreasing(out.sensitivity), ho);
+  auto units = SearchHeadBudgets(NonIncreasing(out.sensitivity), ho);
   if (!units.ok()) return units.error();
   out.units = std::move(units.value());
   out.contexts = static_cast<int>(contexts.size());

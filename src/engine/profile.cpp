@@ -3,6 +3,7 @@
 // head from the attention rows (kv::ProbeScorer), pick the retrieval heads.
 #include <chrono>
 
+#include "engine/engine_impl.h"
 #include "io/splitmix.h"
 #include "io/tokenizer.h"
 #include "kv/cache.h"
@@ -31,8 +32,8 @@ std::vector<int> ProbeTokens(const io::Tokenizer& tok, int K, int repeats, uint6
 
 }  // namespace
 
-Expected<kv::ModelProfile> ProfileModel(const Engine& engine, const ProfileOptions& o) {
-  const model::ModelConfig& c = engine.config();
+Expected<ModelProfile> ProfileModel(const Engine& engine, const ProfileOptions& o) {
+  const model::ModelConfig& c = engine.impl().config();
   const int repeats = 4;
   const int K = o.probe_len > 0 ? o.probe_len : std::min(2500, c.ctx / 4 - 1);
   if (K < 1 || 1 + static_cast<int64_t>(repeats) * K > c.ctx)
@@ -40,7 +41,7 @@ Expected<kv::ModelProfile> ProfileModel(const Engine& engine, const ProfileOptio
                      std::to_string(c.ctx));
   if (!(o.echo_frac > 0 && o.echo_frac <= 1) || !(o.induction_frac > 0 && o.induction_frac <= 1))
     return MakeError("retrieval fractions must be in (0, 1]");
-  std::vector<int> seq = ProbeTokens(engine.tokenizer(), K, repeats, o.seed);
+  std::vector<int> seq = ProbeTokens(engine.impl().tokenizer(), K, repeats, o.seed);
   if (seq.size() < 2) return MakeError("the vocabulary has no ordinary tokens to probe with");
   auto t0 = std::chrono::steady_clock::now();
   kv::KvCache cache(c.n_layer, c.n_head_kv, c.head_dim);
@@ -49,9 +50,9 @@ Expected<kv::ModelProfile> ProfileModel(const Engine& engine, const ProfileOptio
   const int ubatch = 512;
   for (size_t i = 0; i < seq.size(); i += ubatch) {
     const int n = static_cast<int>(std::min<size_t>(ubatch, seq.size() - i));
-    KVTRIM_RETURN_IF_ERROR(engine.transformer().Forward(engine.pool(), cache, seq.data() + i, n, false, &logits, &scorer));
+    KVTRIM_RETURN_IF_ERROR(engine.impl().transformer().Forward(engine.impl().pool(), cache, seq.data() + i, n, false, &logits, &scorer));
   }
-  kv::ModelProfile p;
+  ModelProfile p;
   p.model = engine.model_id();
   p.n_layer = c.n_layer;
   p.n_head = c.n_head;
@@ -64,24 +65,24 @@ Expected<kv::ModelProfile> ProfileModel(const Engine& engine, const ProfileOptio
   p.induction = scorer.induction();
   p.echo_frac = o.echo_frac;
   p.induction_frac = o.induction_frac;
-  p.heads = kv::SelectRetrievalHeads(p.echo, p.induction, p.n_layer, p.n_head, p.n_head_kv, p.echo_frac, p.induction_frac);
+  p.heads = SelectRetrievalHeads(p.echo, p.induction, p.n_layer, p.n_head, p.n_head_kv, p.echo_frac, p.induction_frac);
   p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return p;
 }
 
-Expected<std::shared_ptr<const kv::ModelProfile>> Engine::Profile(const std::string& path) const {
-  std::lock_guard<std::mutex> lock(profile_mu_);
-  if (auto it = profiles_.find(path); it != profiles_.end()) return it->second;
-  Expected<kv::ModelProfile> p = path.empty() ? ProfileModel(*this, ProfileOptions{}) : kv::ReadProfile(path);
+Expected<std::shared_ptr<const ModelProfile>> Engine::Profile(const std::string& path) const {
+  std::lock_guard<std::mutex> lock(impl_->profile_mu);
+  if (auto it = impl_->profiles.find(path); it != impl_->profiles.end()) return it->second;
+  Expected<ModelProfile> p = path.empty() ? ProfileModel(*this, ProfileOptions{}) : ReadProfile(path);
   if (!p.ok()) return p.error();
-  const kv::ModelId& id = *id_;
+  const ModelId& id = impl_->id;
   if (!path.empty()) {
-    Status st = kv::CheckProfileFor(p.value(), id, config_->n_layer, config_->n_head, config_->n_head_kv);
+    Status st = CheckProfileFor(p.value(), id, impl_->config_->n_layer, impl_->config_->n_head, impl_->config_->n_head_kv);
     if (!st.ok()) return MakeError("'" + path + "': " + st.message());
   }
-  auto sp = std::make_shared<const kv::ModelProfile>(std::move(p.value()));
-  profiles_[path] = sp;
-  return std::shared_ptr<const kv::ModelProfile>(sp);
+  auto sp = std::make_shared<const ModelProfile>(std::move(p.value()));
+  impl_->profiles[path] = sp;
+  return std::shared_ptr<const ModelProfile>(sp);
 }
 
 }  // namespace kvtrim

@@ -1,4 +1,5 @@
 // A prompt's text to token ids (include/kvtrim/prompt.h).
+#include "engine/engine_impl.h"
 #include "kvtrim/prompt.h"
 
 #include "io/tokenizer.h"
@@ -8,7 +9,7 @@
 namespace kvtrim {
 
 PromptTokens EncodePrompt(const Engine& engine, const PromptRequest& r) {
-  const io::Tokenizer& tok = engine.tokenizer();
+  const io::Tokenizer& tok = engine.impl().tokenizer();
   PromptTokens out;
   // After a loaded context the prompt is mid-text: a previous id that is
   // not BOS keeps its first token's leading space (Tokenizer::Piece).
@@ -27,8 +28,8 @@ PromptTokens EncodePrompt(const Engine& engine, const PromptRequest& r) {
   return out;
 }
 
-std::string TokenText(const Engine& engine, int prev, int id) { return engine.tokenizer().Piece(prev, id); }
+std::string TokenText(const Engine& engine, int prev, int id) { return engine.impl().tokenizer().Piece(prev, id); }
 
-std::string DecodeTokens(const Engine& engine, const std::vector<int>& ids) { return engine.tokenizer().Decode(ids); }
+std::string DecodeTokens(const Engine& engine, const std::vector<int>& ids) { return engine.impl().tokenizer().Decode(ids); }
 
 }  // namespace kvtrim

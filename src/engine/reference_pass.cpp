@@ -12,6 +12,7 @@
 #include <numeric>
 #include <string>
 
+#include "engine/engine_impl.h"
 #include "io/tokenizer.h"
 #include "kv/cache.h"
 #include "kv/compressor.h"
@@ -62,11 +63,11 @@ std::string PassKey(const kv::ReferencePass& rp, size_t from, size_t to, int uba
 
 // Hands a result to the compressor's statistics (copies: the memo keeps its own).
 void Session::ApplyReferencePass(const RefPassResult& r, bool queries, bool reused) {
-  const auto& c = engine_->config();
+  const auto& c = engine_->impl().config();
   for (int l = 0; l < c.n_layer; ++l)
     for (int h = 0; h < c.n_head_kv; ++h) {
       const size_t f = static_cast<size_t>(l) * c.n_head_kv + h;
-      kv::HeadStats& into = compressor_->stats().head(l, h);
+      kv::HeadStats& into = impl_->compressor_->stats().head(l, h);
       if (queries) into.q_repeat = r.q_repeat[f];
       for (const auto& [name, stat] : r.taps[f]) {
         into.reference.Take(name);
@@ -74,18 +75,18 @@ void Session::ApplyReferencePass(const RefPassResult& r, bool queries, bool reus
       }
     }
   NotePeak(r.copy_bytes);  // the copy and the cache, both held
-  compressor_->AddReferenceTiming(r.seconds, prefill_s_, reused);
+  impl_->compressor_->AddReferenceTiming(r.seconds, prefill_s_, reused);
 }
 
 Status Session::RunReferencePass() {
-  const kv::ReferencePass rp = compressor_->policy().traits().reference_pass;
+  const kv::ReferencePass rp = impl_->compressor_->policy().traits().reference_pass;
   if (!rp.repeat || tokens_.empty()) return {};
   bool compresses = false;  // skip the pass when no layer's budget bites
-  for (int l = 0; l < engine_->config().n_layer; ++l) compresses |= compressor_->Budget(l, position()) < position();
+  for (int l = 0; l < engine_->impl().config().n_layer; ++l) compresses |= impl_->compressor_->Budget(l, position()) < position();
   if (!compresses) return {};
   const auto t0 = std::chrono::steady_clock::now();
-  const auto& c = engine_->config();
-  std::vector<int> instr = engine_->tokenizer().Encode(rp.instruction, false);
+  const auto& c = engine_->impl().config();
+  std::vector<int> instr = engine_->impl().tokenizer().Encode(rp.instruction, false);
   const size_t to = pass_to_ > 0 ? std::min(pass_to_, tokens_.size()) : tokens_.size();
   const size_t from = std::max<size_t>(std::min(pass_from_, to), tokens_.front() == bos() ? 1 : 0);
   std::vector<int> again(tokens_.begin() + static_cast<std::ptrdiff_t>(std::min(from, to)),
@@ -107,17 +108,17 @@ Status Session::RunReferencePass() {
         return {};
       }
   }
-  kv::KvCache copy(*cache_);
+  kv::KvCache copy(*impl_->cache_);
   kv::StatsNeeds needs;
   needs.prefill_qk = rp.queries;
   needs.taps = rp.taps;
   kv::AttentionStats rep(c.n_layer, c.n_head_kv, c.group(), c.head_dim, needs);
   std::vector<float> logits;
-  const auto& tf = engine_->transformer();
-  KVTRIM_RETURN_IF_ERROR(tf.Forward(pool(), copy, instr.data(), static_cast<int>(instr.size()), false, &logits));
+  const auto& tf = engine_->impl().transformer();
+  KVTRIM_RETURN_IF_ERROR(tf.Forward(impl_->pool(*engine_), copy, instr.data(), static_cast<int>(instr.size()), false, &logits));
   for (size_t i = 0; i < again.size(); i += ubatch_) {
     int n = static_cast<int>(std::min<size_t>(ubatch_, again.size() - i));
-    KVTRIM_RETURN_IF_ERROR(tf.Forward(pool(), copy, again.data() + i, n, false, &logits, &rep));
+    KVTRIM_RETURN_IF_ERROR(tf.Forward(impl_->pool(*engine_), copy, again.data() + i, n, false, &logits, &rep));
   }
   RefPassResult r;
   r.copy_bytes = copy.BytesHeld();
@@ -127,7 +128,7 @@ Status Session::RunReferencePass() {
     for (int h = 0; h < c.n_head_kv; ++h) {
       const size_t f = static_cast<size_t>(l) * c.n_head_kv + h;
       if (rp.queries) r.q_repeat[f] = std::move(rep.head(l, h).q_rot);
-      std::vector<int> held(static_cast<size_t>(cache_->head(l, h).size()));
+      std::vector<int> held(static_cast<size_t>(impl_->cache_->head(l, h).size()));
       std::iota(held.begin(), held.end(), 0);  // the entries held before the pass
       for (const kv::TapUse& use : rp.taps)
         if (std::unique_ptr<kv::EntryStat> s = rep.head(l, h).taps.Take(use.name)) {  // registered (checked above)

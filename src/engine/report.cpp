@@ -1,4 +1,5 @@
 // Reports of a session's KV and the engine's weights (include/kvtrim/report.h).
+#include "engine/engine_impl.h"
 #include "kvtrim/report.h"
 
 #include <cstdio>
@@ -15,8 +16,8 @@
 namespace kvtrim {
 
 KvReport DescribeKv(const Session& s) {
-  const kv::KvCache& cache = s.cache();
-  const kv::Compressor& comp = s.compressor();
+  const kv::KvCache& cache = s.impl().cache();
+  const kv::Compressor& comp = s.impl().compressor();
   KvReport r;
   r.policy = comp.options().policy;
   r.quant = comp.options().quant;
@@ -43,7 +44,7 @@ KvReport DescribeKv(const Session& s) {
 }
 
 WeightsReport DescribeWeights(const Engine& e) {
-  return {e.weights().total_bytes, e.weights().packed_bytes, e.weights().released_bytes};
+  return {e.impl().weights().total_bytes, e.impl().weights().packed_bytes, e.impl().weights().released_bytes};
 }
 
 std::string FormatWeights(const WeightsReport& w) {
@@ -57,11 +58,10 @@ std::string FormatWeights(const WeightsReport& w) {
 
 std::string KernelPathsLabel(const Engine& e) {
   std::string s = kernels::KernelPathName(kernels::ActiveKernelPath());
-  if (e.weights().packed_bytes > 0)  // Q8_0/Q4_0 products on the repack (qgemm_packed.h)
+  if (e.impl().weights().packed_bytes > 0)  // Q8_0/Q4_0 products on the repack (qgemm_packed.h)
     s += std::string(", repacked ") + kernels::KernelPathName(kernels::PackedKernelPath());
   return s;
 }
 
-std::string FormatRate(double count, double seconds, const char* unit) { return io::FormatRate(count, seconds, unit); }
 
 }  // namespace kvtrim

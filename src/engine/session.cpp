@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "engine/engine_impl.h"
 #include "kvtrim/engine.h"
 #include "io/tokenizer.h"
 #include "kv/cache.h"
@@ -34,18 +35,17 @@ Status AttachProfile(const Engine& e, kv::Compressor& c, const KvOptions& kv) {
   if (!p.ok()) return p.error();
   if (c.policy().traits().wants_profile) c.policy().SetProfile(p.value());
   if (!head_budgets) return {};
-  const auto it = p.value()->extra.find(kv::kHeadBudgetsKey);
-  if (it == p.value()->extra.end()) {
+  if (!HasHeadBudgets(*p.value())) {
     if (!required) return {};
     return MakeError("profile '" + kv.profile + "' has no head budgets (make it with `kvtrim profile --head-budgets`)");
   }
-  auto hb = kv::HeadBudgetsFromJson(*it, p.value()->n_layer * p.value()->n_head_kv);
+  auto hb = HeadBudgetsOf(*p.value(), p.value()->n_layer * p.value()->n_head_kv);
   if (!hb.ok()) return MakeError("'" + kv.profile + "': " + hb.error().message);
   // At the ratio asked for, searched again on the stored curves when it is
   // not the profile's; a token budget or a quality target (ratio not known
   // yet) takes the profile's shares as they are.
   if (kv.budget_tokens > 0 || kv.quality > 0 || kv.ratio >= 1) return c.SetHeadUnits(std::move(hb.value().units));
-  auto units = kv::UnitsAtRatio(hb.value(), kv.ratio);
+  auto units = UnitsAtRatio(hb.value(), kv.ratio);
   if (!units.ok()) return Error{"'" + kv.profile + "': " + units.error().message, units.error().code};
   return c.SetHeadUnits(std::move(units.value()));
 }
@@ -53,14 +53,14 @@ Status AttachProfile(const Engine& e, kv::Compressor& c, const KvOptions& kv) {
 // What the compressor's policies read of the model: its RoPE, and the
 // output projection's Gram blocks when the policy weighs values by it (KVzip+).
 Status ConnectModel(const Engine& e, kv::Compressor& c) {
-  const auto& cfg = e.config();
+  const auto& cfg = e.impl().config();
   kv::RopeSpec r;
   r.rot_dims = cfg.rope_dims > 0 ? cfg.rope_dims : cfg.head_dim;
   r.base = cfg.rope_base;
   r.neox = cfg.rope_mode == kernels::RopeMode::kNeox;
   c.SetRope(r);
   if (!c.policy().traits().reference_pass.output_weights || c.has_output_gram()) return {};
-  c.SetOutputGram(model::OutputGrams(cfg, e.transformer().weights()));
+  c.SetOutputGram(model::OutputGrams(cfg, e.impl().transformer().weights()));
   if (!c.has_output_gram()) return MakeError("the policy weighs values by the output projection, which is not [dim, n_head*head_dim] "
                      "in this model");
   return {};
@@ -69,7 +69,7 @@ Status ConnectModel(const Engine& e, kv::Compressor& c) {
 }  // namespace
 
 Expected<std::unique_ptr<Session>> Session::Create(const Engine& engine, const SessionOptions& opts) {
-  const auto& c = engine.config();
+  const auto& c = engine.impl().config();
   if (opts.ctx < 0) return MakeError("context length must be >= 0");
   if (opts.ctx > c.ctx) {
     return MakeError("context length " + std::to_string(opts.ctx) + " exceeds the model's trained context of " +
@@ -92,14 +92,15 @@ Expected<std::unique_ptr<Session>> Session::Create(const Engine& engine, const S
   // "write"), or in f32 until compression has chosen what to keep ("kept").
   auto type = kv::WriteType(opts.kv);
   if (!type.ok()) return type.error();
-  s->cache_ = std::make_unique<kv::KvCache>(c.n_layer, c.n_head_kv, c.head_dim, type.value());
-  s->compressor_ = std::move(comp.value());
-  KVTRIM_RETURN_IF_ERROR(ConnectModel(engine, *s->compressor_));
+  s->impl_->cache_ = std::make_unique<kv::KvCache>(c.n_layer, c.n_head_kv, c.head_dim, type.value());
+  s->impl_->compressor_ = std::move(comp.value());
+  KVTRIM_RETURN_IF_ERROR(ConnectModel(engine, *s->impl_->compressor_));
   s->chosen_ratio_ = opts.kv.ratio;
   KVTRIM_RETURN_IF_ERROR(s->SetupQuality());
   return s;
 }
 
+Session::Session() : impl_(std::make_unique<Impl>()) {}
 Session::~Session() = default;
 
 Status Session::SetupQuality() {
@@ -119,12 +120,12 @@ Status Session::SetupQuality() {
 
 double Session::context_nll() const { return nll_count_ > 0 ? nll_sum_ / static_cast<double>(nll_count_) : NAN; }
 
-const KvOptions& Session::kv_options() const { return compressor_->options(); }
+const KvOptions& Session::kv_options() const { return impl_->compressor_->options(); }
 
 // rows [n, V]: row t predicts token t + 1; the first token is predicted by
 // the logits already held (none for the first token of the sequence).
 void Session::AddNll(const std::vector<float>& rows, const int* tokens, int n) {
-  const size_t V = engine_->config().vocab;
+  const size_t V = engine_->impl().config().vocab;
   auto nll = [V](const float* l, int target) {
     const float mx = *std::max_element(l, l + V);
     double z = 0;
@@ -139,28 +140,27 @@ void Session::AddNll(const std::vector<float>& rows, const int* tokens, int n) {
   }
 }
 
-kernels::ThreadPool& Session::pool() const { return pool_ ? *pool_ : engine_->pool(); }
 
-int Session::bos() const { return engine_->tokenizer().bos(); }
-int Session::eos() const { return engine_->tokenizer().eos(); }
+int Session::bos() const { return engine_->impl().tokenizer().bos(); }
+int Session::eos() const { return engine_->impl().tokenizer().eos(); }
 
-int64_t Session::position() const { return cache_->logical_length(); }
+int64_t Session::position() const { return impl_->cache_->logical_length(); }
 
 Expected<std::unique_ptr<Session>> Session::Fork(const KvOptions& kv) const {
-  auto comp = compressor_->Fork(kv);
+  auto comp = impl_->compressor_->Fork(kv);
   if (!comp.ok()) return comp.error();
   KVTRIM_RETURN_IF_ERROR(AttachProfile(*engine_, *comp.value(), kv));
   std::unique_ptr<Session> s(new Session());
   s->engine_ = engine_;
-  s->pool_ = pool_;
+  s->impl_->pool_ = impl_->pool_;
   s->opts_ = opts_;
   s->opts_.kv = kv;
   s->opts_.fork_targets.clear();
   s->ctx_ = ctx_;
   s->ubatch_ = ubatch_;
-  s->cache_ = std::make_unique<kv::KvCache>(*cache_);
-  s->compressor_ = std::move(comp.value());
-  KVTRIM_RETURN_IF_ERROR(ConnectModel(*engine_, *s->compressor_));
+  s->impl_->cache_ = std::make_unique<kv::KvCache>(*impl_->cache_);
+  s->impl_->compressor_ = std::move(comp.value());
+  KVTRIM_RETURN_IF_ERROR(ConnectModel(*engine_, *s->impl_->compressor_));
   ShareReferencePasses(s.get());
   s->logits_ = logits_;
   s->prefill_s_ = prefill_s_;
@@ -173,36 +173,36 @@ Expected<std::unique_ptr<Session>> Session::Fork(const KvOptions& kv) const {
   return s;
 }
 
-void Session::NotePeak(size_t extra) { peak_kv_bytes_ = std::max(peak_kv_bytes_, cache_->BytesHeld() + extra); }
+void Session::NotePeak(size_t extra) { peak_kv_bytes_ = std::max(peak_kv_bytes_, impl_->cache_->BytesHeld() + extra); }
 
 Status Session::Compress() {
   if (opts_.kv.quality > 0) {  // context-calibrated: r* from NLL(c)
     const double nll = context_nll();
     if (!std::isfinite(nll)) return MakeError("a quality target needs a prefilled context of at least two tokens");
-    chosen_ratio_ = kv::numerics::RetentionForQuality(opts_.kv.quality, calib_alpha_ * nll + calib_beta_);
-    compressor_->SetRatio(chosen_ratio_);
+    chosen_ratio_ = RetentionForQuality(opts_.kv.quality, calib_alpha_ * nll + calib_beta_);
+    impl_->compressor_->SetRatio(chosen_ratio_);
   }
-  if (!compressor_->policy().traits().reference_pass.on_policy) {
+  if (!impl_->compressor_->policy().traits().reference_pass.on_policy) {
     KVTRIM_RETURN_IF_ERROR(RunReferencePass());
     state_ = NewStateId();
-    KVTRIM_RETURN_IF_ERROR(compressor_->CompressPrefill(*cache_, &pool()));
+    KVTRIM_RETURN_IF_ERROR(impl_->compressor_->CompressPrefill(*impl_->cache_, &impl_->pool(*engine_)));
     NotePeak();  // quantizing the kept entries may hold more than evicting freed
     return {};
   }
   // On-policy: layer l's reference queries come from a pass over the cache
   // whose layers below l are already compressed.
-  for (int l = 0; l < engine_->config().n_layer; ++l) {
+  for (int l = 0; l < engine_->impl().config().n_layer; ++l) {
     KVTRIM_RETURN_IF_ERROR(RunReferencePass());
     state_ = NewStateId();
-    KVTRIM_RETURN_IF_ERROR(compressor_->CompressPrefillLayer(*cache_, l, &pool()));
+    KVTRIM_RETURN_IF_ERROR(impl_->compressor_->CompressPrefillLayer(*impl_->cache_, l, &impl_->pool(*engine_)));
   }
-  compressor_->FinishPrefill(*cache_);
+  impl_->compressor_->FinishPrefill(*impl_->cache_);
   NotePeak();
   return {};
 }
 
 Status Session::CheckTokens(const int* t, size_t n) const {
-  const int64_t V = engine_->config().vocab;
+  const int64_t V = engine_->impl().config().vocab;
   for (size_t i = 0; i < n; ++i)
     if (t[i] < 0 || t[i] >= V)
       return MakeError("token id " + std::to_string(t[i]) + " at position " + std::to_string(i) +
@@ -224,16 +224,16 @@ Status Session::ForwardPrompt(const int* tokens, size_t count) {
     int n = static_cast<int>(std::min<size_t>(ubatch_, count - i));
     if (opts_.kv.quality > 0) {  // every row's logits, for NLL(c)
       std::vector<float> rows;
-      KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(pool(), *cache_, tokens + i, n, true, &rows,
-                                                            compressor_->tap()));
+      KVTRIM_RETURN_IF_ERROR(engine_->impl().transformer().Forward(impl_->pool(*engine_), *impl_->cache_, tokens + i, n, true, &rows,
+                                                            impl_->compressor_->tap()));
       AddNll(rows, tokens + i, n);
-      const size_t V = engine_->config().vocab;
+      const size_t V = engine_->impl().config().vocab;
       logits_.assign(rows.end() - V, rows.end());
       NotePeak();
       continue;
     }
-    KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(pool(), *cache_, tokens + i, n, false, &logits_,
-                                                          compressor_->tap()));
+    KVTRIM_RETURN_IF_ERROR(engine_->impl().transformer().Forward(impl_->pool(*engine_), *impl_->cache_, tokens + i, n, false, &logits_,
+                                                          impl_->compressor_->tap()));
     NotePeak();
   }
   prefill_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -246,7 +246,7 @@ Status Session::Prefill(const std::vector<int>& tokens) {
   state_ = NewStateId();
   const int64_t end = position() + static_cast<int64_t>(tokens.size());
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
-  if (tokens.empty()) compressor_->BeginPrompt(end);
+  if (tokens.empty()) impl_->compressor_->BeginPrompt(end);
   // One chunk (prefill_chunk 0, or at least the prompt) is the one-shot prefill.
   const size_t chunk = opts_.kv.prefill_chunk > 0 ? static_cast<size_t>(opts_.kv.prefill_chunk) : tokens.size();
   const size_t first = tokens_.size() - tokens.size();  // this prompt's first token in tokens_
@@ -254,11 +254,11 @@ Status Session::Prefill(const std::vector<int>& tokens) {
   for (size_t c0 = 0; c0 < tokens.size(); c0 += chunk) {
     const size_t n = std::min(chunk, tokens.size() - c0);
     if (chunk < tokens.size()) pass_from_ = first + c0, pass_to_ = first + c0 + n;  // chunked: its chunk only
-    compressor_->BeginChunk(position() + static_cast<int64_t>(n), c0 == 0, chunk < tokens.size() ? position() : -1);
+    impl_->compressor_->BeginChunk(position() + static_cast<int64_t>(n), c0 == 0, chunk < tokens.size() ? position() : -1);
     KVTRIM_RETURN_IF_ERROR(ForwardPrompt(tokens.data() + c0, n));
     if (c0 + n == tokens.size()) break;  // the last chunk: Compress() takes it
-    if (compressor_->policy().traits().prefill_time) KVTRIM_RETURN_IF_ERROR(RunReferencePass());
-    KVTRIM_RETURN_IF_ERROR(compressor_->CompressChunk(*cache_, end, &pool()));
+    if (impl_->compressor_->policy().traits().prefill_time) KVTRIM_RETURN_IF_ERROR(RunReferencePass());
+    KVTRIM_RETURN_IF_ERROR(impl_->compressor_->CompressChunk(*impl_->cache_, end, &impl_->pool(*engine_)));
     NotePeak();
     if (opts_.on_chunk) opts_.on_chunk(static_cast<int64_t>(c0 + n), static_cast<int64_t>(tokens.size()));
   }
@@ -270,25 +270,25 @@ Status Session::Decode(int token) {
   KVTRIM_RETURN_IF_ERROR(CheckTokens(&token, 1));
   state_ = NewStateId();
   tokens_.push_back(token);
-  KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(pool(), *cache_, &token, 1, false, &logits_,
-                                                        compressor_->tap()));
+  KVTRIM_RETURN_IF_ERROR(engine_->impl().transformer().Forward(impl_->pool(*engine_), *impl_->cache_, &token, 1, false, &logits_,
+                                                        impl_->compressor_->tap()));
   NotePeak();  // budget + 1 entries before decode-time compression
-  return compressor_->AfterDecodeStep(*cache_, &pool());
+  return impl_->compressor_->AfterDecodeStep(*impl_->cache_, &impl_->pool(*engine_));
 }
 
 Expected<std::vector<float>> Session::ForwardAll(const std::vector<int>& tokens) {
   KVTRIM_RETURN_IF_ERROR(CheckRoom(tokens.size()));
   KVTRIM_RETURN_IF_ERROR(CheckTokens(tokens.data(), tokens.size()));
   state_ = NewStateId();
-  const size_t V = engine_->config().vocab;
+  const size_t V = engine_->impl().config().vocab;
   std::vector<float> all;
   all.reserve(tokens.size() * V);
   std::vector<float> part;
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
   for (size_t i = 0; i < tokens.size(); i += ubatch_) {
     int n = static_cast<int>(std::min<size_t>(ubatch_, tokens.size() - i));
-    KVTRIM_RETURN_IF_ERROR(engine_->transformer().Forward(pool(), *cache_, tokens.data() + i, n, true, &part,
-                                                          compressor_->tap()));
+    KVTRIM_RETURN_IF_ERROR(engine_->impl().transformer().Forward(impl_->pool(*engine_), *impl_->cache_, tokens.data() + i, n, true, &part,
+                                                          impl_->compressor_->tap()));
     all.insert(all.end(), part.begin(), part.end());
     NotePeak();
   }

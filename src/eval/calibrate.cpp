@@ -1,5 +1,7 @@
 #include "kvtrim/eval_calibrate.h"
 
+#include "engine/engine_impl.h"
+
 #include "io/tokenizer.h"
 
 #include <algorithm>
@@ -7,6 +9,7 @@
 #include <cmath>
 
 #include "eval/metrics.h"
+#include "eval/tasks.h"
 #include "kvtrim/eval_sweep.h"
 #include "eval/threshold_match.h"
 #include "kv/compressor.h"
@@ -46,7 +49,7 @@ Expected<double> ForcedNll(Session& s, const std::vector<int>& targets, size_t V
 
 class Calibrator {
  public:
-  Calibrator(const Engine& e, const CalibrateOptions& o) : e_(e), o_(o), V_(e.config().vocab) {
+  Calibrator(const Engine& e, const CalibrateOptions& o) : e_(e), o_(o), V_(e.impl().config().vocab) {
     for (const auto& m : o.methods)
       for (double r : o.ratios) targets_.push_back(Options(m, r));
   }
@@ -60,7 +63,7 @@ class Calibrator {
     auto base = Session::Create(e_, so);
     if (!base.ok()) return base.error();
     Session& b = *base.value();
-    b.compressor().BeginPrompt(static_cast<int64_t>(c.context.size()));  // SnapKV's window ends with the context
+    b.impl().compressor().BeginPrompt(static_cast<int64_t>(c.context.size()));  // SnapKV's window ends with the context
     auto rows = b.ForwardAll(c.context);
     if (!rows.ok()) return rows.error();
     const double nll_c = MeanNextTokenNll(rows.value(), c.context, V_);
@@ -76,7 +79,7 @@ class Calibrator {
       auto fit = out->fits.find(m);
       if (!held || fit == out->fits.end()) continue;
       for (double tau : o_.taus) {
-        const double rs = kv::numerics::RetentionForQuality(tau, fit->second.alpha * nll_c + fit->second.beta);
+        const double rs = RetentionForQuality(tau, fit->second.alpha * nll_c + fit->second.beta);
         auto y = Quality(b, c, Options(m, rs), ref.value());
         if (!y.ok()) return y.error();
         out->checks.push_back({m, c.task, c.index, tau, nll_c, rs, y.value(), y.value() >= tau});
@@ -110,7 +113,7 @@ class Calibrator {
 
 // Every context: needle samples of each task, then plain-text ones, per haystack.
 Expected<std::vector<Context>> MakeContexts(const Engine& e, const CalibrateOptions& o, int context_tokens) {
-  const io::Tokenizer& tok = e.tokenizer();
+  const io::Tokenizer& tok = e.impl().tokenizer();
   std::vector<Context> out;
   for (const auto& path : o.haystacks) {
     auto hay = Haystack::Load(path);
@@ -128,7 +131,7 @@ Expected<std::vector<Context>> MakeContexts(const Engine& e, const CalibrateOpti
     for (int i = 0; i < o.samples; ++i) {
       const int T = std::min(o.continuation, context_tokens / 2);
       std::vector<int> toks = {tok.start()};
-      auto f = hay->Filler(tok, context_tokens - 1, o.seed * 0x9E3779B97F4A7C15ull + 7919 * (out.size() + 1) + i);
+      auto f = Filler(*hay, tok, context_tokens - 1, o.seed * 0x9E3779B97F4A7C15ull + 7919 * (out.size() + 1) + i);
       toks.insert(toks.end(), f.begin(), f.end());
       Context c{"fidelity", static_cast<int>(out.size()), {toks.begin(), toks.end() - T}, {}, {toks.end() - T, toks.end()}};
       out.push_back(std::move(c));
@@ -150,7 +153,7 @@ Status Validate(const Engine& e, const CalibrateOptions& o) {
   if (o.samples < 1) return MakeError("samples must be >= 1");
   if (o.haystacks.empty()) return MakeError("no haystack given");
   if (!(o.holdout >= 0 && o.holdout < 1)) return MakeError("held-out share must be in [0, 1)");
-  if (o.context_tokens < 0 || o.context_tokens > e.config().ctx) return MakeError("context length out of range");
+  if (o.context_tokens < 0 || o.context_tokens > e.impl().config().ctx) return MakeError("context length out of range");
   return {};
 }
 
@@ -160,8 +163,8 @@ Expected<CalibrateResult> RunCalibrate(const Engine& e, const CalibrateOptions& 
   KVTRIM_RETURN_IF_ERROR(Validate(e, o));
   auto t0 = Clock::now();
   constexpr int kAnswerRoom = 48;
-  const int ctx_tokens = o.context_tokens > 0 ? std::min(o.context_tokens, e.config().ctx - kAnswerRoom)
-                                              : e.config().ctx - kAnswerRoom;
+  const int ctx_tokens = o.context_tokens > 0 ? std::min(o.context_tokens, e.impl().config().ctx - kAnswerRoom)
+                                              : e.impl().config().ctx - kAnswerRoom;
   auto contexts = MakeContexts(e, o, ctx_tokens);
   if (!contexts.ok()) return contexts.error();
   CalibrateResult res;
@@ -177,10 +180,10 @@ Expected<CalibrateResult> RunCalibrate(const Engine& e, const CalibrateOptions& 
     }
     if (pass == 1) break;
     for (const auto& m : o.methods) {
-      std::vector<kv::numerics::CalibSample> s;
+      std::vector<CalibSample> s;
       for (const CalibPoint& p : res.points)
         if (p.method == m && !p.held_out) s.push_back({p.r, p.nll_c, p.y});
-      auto fit = kv::numerics::FitCalibration(s, o.penalty);
+      auto fit = FitCalibration(s, o.penalty);
       if (!fit.ok()) return MakeError("method '" + m + "': " + fit.error().message);
       res.fits[m] = fit.value();
     }

@@ -33,10 +33,10 @@ std::string Terminal() {
 }
 
 // The r* each context gets from its method's fit at tau.
-std::vector<double> RStars(const CalibrateResult& r, const kv::numerics::CalibFit& fit, double tau) {
+std::vector<double> RStars(const CalibrateResult& r, const CalibFit& fit, double tau) {
   std::vector<double> out;
   for (const CalibContext& c : r.contexts)
-    out.push_back(kv::numerics::RetentionForQuality(tau, fit.alpha * c.nll_c + fit.beta));
+    out.push_back(RetentionForQuality(tau, fit.alpha * c.nll_c + fit.beta));
   return out;
 }
 
@@ -130,7 +130,7 @@ Expected<std::vector<std::string>> WriteCalibrationPlots(const CalibrateResult& 
         d << "# " << m << (held ? " held-out" : " fit") << "\n";
         for (const auto& p : r.points)
           if (p.method == m && p.held_out == static_cast<bool>(held))
-            d << kv::numerics::QualityCurve(p.r, f.alpha * p.nll_c + f.beta) << " " << p.y << "\n";
+            d << QualityCurve(p.r, f.alpha * p.nll_c + f.beta) << " " << p.y << "\n";
         d << "\n\n";
         gp << ", 'calib_points.dat' index " << block++ << " with points pt " << (held ? 6 : 7) << " title '" << m
            << (held ? " (held out)" : " (fit)") << "'";

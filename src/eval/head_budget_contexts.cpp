@@ -1,6 +1,8 @@
 // Calibration contexts for the head-budget search (kvtrim/eval_tasks.h).
+#include "engine/engine_impl.h"
 #include "io/tokenizer.h"
 #include "kvtrim/engine.h"
+#include "eval/tasks.h"
 #include "kvtrim/eval_tasks.h"
 
 namespace kvtrim {
@@ -15,8 +17,8 @@ Expected<std::vector<std::vector<int>>> HeadBudgetContexts(const Engine& e, cons
                      std::to_string(e.context_length()));
   std::vector<std::vector<int>> out;
   for (int k = 0; k < contexts; ++k) {
-    std::vector<int> t{e.tokenizer().start()};
-    std::vector<int> fill = hay.value().Filler(e.tokenizer(), n + 32, seed + static_cast<uint64_t>(k));
+    std::vector<int> t{e.impl().tokenizer().start()};
+    std::vector<int> fill = Filler(hay.value(), e.impl().tokenizer(), n + 32, seed + static_cast<uint64_t>(k));
     t.insert(t.end(), fill.begin(), fill.end());
     if (static_cast<int>(t.size()) < n) return MakeError("the haystack is too short for the calibration contexts");
     t.resize(n);

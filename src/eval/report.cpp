@@ -151,8 +151,8 @@ std::string MetaBlock(const ReportMeta& m) {
      << "threads:        " << m.threads << "\n"
      << "elapsed:        " << Printf("%.1f", m.elapsed_s) << " s\n";
   if (m.clock_step_ns > 0)
-    os << "clock step:     " << io::FormatStep(m.clock_step_ns) << " (\"(<res)\": a cell's times sum to fewer than "
-       << io::kMinClockSteps << " steps, below the clock's resolution)\n";
+    os << "clock step:     " << FormatStep(m.clock_step_ns) << " (\"(<res)\": a cell's times sum to fewer than "
+       << kMinClockSteps << " steps, below the clock's resolution)\n";
   if (!m.kv_storage.empty()) os << "kv storage:     " << m.kv_storage << "\n";
   if (m.quality_target > 0)
     os << "quality target: " << m.quality_target << " (ratio column = the target; r* chosen per context)\n";

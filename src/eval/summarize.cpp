@@ -22,7 +22,7 @@ double SumOf(const std::vector<double>& v) {
 // The step of the clock that timed the samples; this machine's when the
 // report does not say (reports written before it did).
 double StepNs(const ReportMeta& m) {
-  return static_cast<double>(m.clock_step_ns > 0 ? m.clock_step_ns : io::SteadyClock().step_ns);
+  return static_cast<double>(m.clock_step_ns > 0 ? m.clock_step_ns : SteadyClock().step_ns);
 }
 
 }  // namespace
@@ -84,7 +84,7 @@ std::vector<Cell> SummarizeCells(const ReportMeta& meta, std::vector<SampleRecor
         c.kv_bytes_full = c.n ? Summarize(full).mean : NAN;
         c.kv_bytes_peak = peak.empty() ? NAN : Summarize(peak).mean;
         c.compress_ms = c.n ? Summarize(ms).mean : NAN;
-        c.compress_below_res = c.n > 0 && SumOf(ms) * 1e6 < io::kMinClockSteps * StepNs(meta);
+        c.compress_below_res = c.n > 0 && SumOf(ms) * 1e6 < kMinClockSteps * StepNs(meta);
         if (noted > 0 && c.n > 0)
           note += " (" + std::to_string(noted) + " of " + std::to_string(noted + c.n) + " samples)";
         c.note = note;

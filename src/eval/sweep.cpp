@@ -1,4 +1,6 @@
 #include "kvtrim/eval_sweep.h"
+
+#include "engine/engine_impl.h"
 #include "io/tokenizer.h"
 
 #include "kvtrim/clock.h"
@@ -12,6 +14,7 @@
 #include <sstream>
 
 #include "eval/metrics.h"
+#include "eval/tasks.h"
 #include "eval/scoring.h"
 #include "eval/task_file.h"
 #include "eval/threshold_match.h"
@@ -134,7 +137,7 @@ class Sweep {
   // thresholds: T per (method, ratio) of the "POLICY+threshold" methods (MatchThreshold).
   Sweep(const Engine& e, const SweepOptions& o, const kv::Calibration* calib,
         std::map<std::pair<std::string, double>, double> thresholds)
-      : e_(e), o_(o), tok_(e.tokenizer()), V_(e.config().vocab), calib_(calib), thresholds_(std::move(thresholds)) {
+      : e_(e), o_(o), tok_(e.impl().tokenizer()), V_(e.impl().config().vocab), calib_(calib), thresholds_(std::move(thresholds)) {
     for (const auto& m : o.methods) {
       if (m == "full") continue;
       for (double r : o.ratios) targets_.push_back(Options(m, r));
@@ -198,7 +201,7 @@ class Sweep {
     const bool decode_protocol =
         u.kind == Unit::kFidelityDecode || (o_.stream_context && (u.kind == Unit::kNeedle || u.kind == Unit::kExternal));
     // Bytes the entries occupy (allocation slack aside), as `run` reports them.
-    const double full_bytes = static_cast<double>(base.cache().BytesUsed());
+    const double full_bytes = static_cast<double>(base.impl().cache().BytesUsed());
     for (const auto& method : o_.methods)
       for (double r : RatiosOf(method)) {
         double chosen = NAN;
@@ -218,41 +221,41 @@ class Sweep {
           records_.push_back(std::move(rec));
           continue;
         }
-        if (decode_protocol && method != "full" && !s.value()->compressor().policy().traits().decode_time) {
+        if (decode_protocol && method != "full" && !s.value()->impl().compressor().policy().traits().decode_time) {
           rec.note = "n/a: prefill-time policy (no decode-time compression)";  // not even compressed
           records_.push_back(std::move(rec));
           continue;
         }
         // With --prefill-chunk, the compression between chunks counts too.
-        const double chunks_ms = chunked() ? s.value()->compressor().compress_seconds() * 1e3 : 0.0;
+        const double chunks_ms = chunked() ? s.value()->impl().compressor().compress_seconds() * 1e3 : 0.0;
         auto t0 = Clock::now();
         Status st = s.value()->Compress();
         // A reference pass another cell of this context ran is charged as if run here.
         rec.compress_ms = chunks_ms + std::chrono::duration<double, std::milli>(Clock::now() - t0).count() +
-                          s.value()->compressor().reused_pass_seconds() * 1e3;
+                          s.value()->impl().compressor().reused_pass_seconds() * 1e3;
         if (!st.ok() && st.code() != ErrorCode::kUnreachable) return st.error();
         if (!st.ok()) {
           rec.note = "unreachable: " + st.message();
         } else {
-          rec.kv_bytes = static_cast<double>(s.value()->cache().BytesUsed());
+          rec.kv_bytes = static_cast<double>(s.value()->impl().cache().BytesUsed());
           rec.kv_bytes_full = full_bytes;
-          rec.entries_compressed = static_cast<long long>(s.value()->cache().EntriesHeld());
-          const kv::Compressor& comp = s.value()->compressor();  // budgets that differ per head
+          rec.entries_compressed = static_cast<long long>(s.value()->impl().cache().EntriesHeld());
+          const kv::Compressor& comp = s.value()->impl().compressor();  // budgets that differ per head
           if (comp.adaptive() || comp.threshold() || comp.head_budgets() ||
               comp.policy().traits().budget.kind == kv::budget::Kind::kShared)
-            rec.head_entries = HeadEntries(s.value()->cache());
-          if (!needle_spans_.empty() && !o_.stream_context) rec.needle_kept = NeedleKept(s.value()->cache(), needle_spans_);
+            rec.head_entries = HeadEntries(s.value()->impl().cache());
+          if (!needle_spans_.empty() && !o_.stream_context) rec.needle_kept = NeedleKept(s.value()->impl().cache(), needle_spans_);
           Expected<Measured> m = measure(kv, *s.value());
           if (!m.ok()) return m.error();
           rec.accuracy = m->accuracy, rec.kl = m->fidelity.kl, rec.nll_ratio = m->fidelity.nll_ratio;
           rec.note = m->note;
           if (!std::isnan(m->bytes)) rec.kv_bytes = m->bytes, rec.kv_bytes_full = m->bytes_full;
-          rec.entries_end = static_cast<long long>(s.value()->cache().EntriesHeld());
+          rec.entries_end = static_cast<long long>(s.value()->impl().cache().EntriesHeld());
           rec.kv_bytes_peak = static_cast<double>(s.value()->peak_kv_bytes());
-          for (const auto& [name, v] : s.value()->compressor().counters())
+          for (const auto& [name, v] : s.value()->impl().compressor().counters())
             rec.counters.emplace_back(name, static_cast<double>(v));
           // Nonuniform head budgets from the profile: shown in the cell (1 = on).
-          if (s.value()->compressor().head_budgets()) rec.counters.emplace_back("head-budgets", 1.0);
+          if (s.value()->impl().compressor().head_budgets()) rec.counters.emplace_back("head-budgets", 1.0);
         }
         records_.push_back(std::move(rec));
       }
@@ -286,7 +289,7 @@ class Sweep {
       for (int t : streamed) KVTRIM_RETURN_IF_ERROR(ses.Decode(t));
       double bytes = NAN;
       if (!streamed.empty()) {
-        bytes = static_cast<double>(ses.cache().BytesUsed());
+        bytes = static_cast<double>(ses.impl().cache().BytesUsed());
         if (kv.policy == "full") stream_full_bytes_ = bytes;  // "full" comes first
       }
       if (!o_.query_aware) KVTRIM_RETURN_IF_ERROR(ses.Prefill(question));
@@ -317,7 +320,7 @@ class Sweep {
   Status RunExternal(const Unit& u, const TaskFile& tf) {
     const ExternalSample& s = tf.samples[u.sample];
     // The needle tasks' budget: --context tokens of prompt plus the answer room.
-    auto p = BuildExternalPrompt(tok_, s, std::min(o_.context_tokens + kAnswerRoom, e_.config().ctx), o_.truncate_long);
+    auto p = BuildExternalPrompt(tok_, s, std::min(o_.context_tokens + kAnswerRoom, e_.impl().config().ctx), o_.truncate_long);
     if (!p.ok() && p.error().code == ErrorCode::kUnreachable) {  // skipped: too long
       SampleRecord rec;
       rec.task = u.task, rec.method = "full", rec.unit = unit_, rec.sample = u.sample;
@@ -341,7 +344,7 @@ class Sweep {
     const int T = std::min(o_.fidelity_continuation, o_.context_tokens / 2);
     std::vector<int> toks = {tok_.start()};
     std::vector<int> filler =
-        hay.Filler(tok_, o_.context_tokens - 1, o_.seed * 0x9E3779B97F4A7C15ull + 7919 * u.sample + 1);
+        Filler(hay, tok_, o_.context_tokens - 1, o_.seed * 0x9E3779B97F4A7C15ull + 7919 * u.sample + 1);
     toks.insert(toks.end(), filler.begin(), filler.end());
     const std::vector<int> part1(toks.begin(), toks.end() - T), part2(toks.end() - T, toks.end());
     auto base = Base();
@@ -423,7 +426,7 @@ Status Check(SweepOptions& o, const Engine& e) {
   o.methods.insert(o.methods.begin(), "full");  // the reference runs first
   for (const auto& m : o.methods)
     if (!kv::FindPolicy(MethodPolicy(m))) return MakeError("unknown KV policy '" + m + "' (see `kvtrim policies`)");
-  const int ctx = e.config().ctx;
+  const int ctx = e.impl().config().ctx;
   if (o.context_tokens <= 0) o.context_tokens = ctx - kAnswerRoom;
   if (o.context_tokens + kAnswerRoom > ctx) {
     return MakeError("context length " + std::to_string(o.context_tokens) + " + " + std::to_string(kAnswerRoom) +
@@ -567,7 +570,7 @@ Expected<Report> RunSweep(const Engine& e, const SweepOptions& opts) {
   if (o.kv.prefill_chunk > 0)  // when entries are compressed, beside when they are quantized
     m.kv_storage += "; prompt prefilled in chunks of " + std::to_string(o.kv.prefill_chunk) +
                     " tokens, every head brought within its budget after each (--prefill-chunk)";
-  m.clock_step_ns = io::SteadyClock().step_ns;
+  m.clock_step_ns = SteadyClock().step_ns;
   rep.cells = SummarizeCells(m, rep.samples);
   m.task_file_notes = TaskFileNotes(m, rep.samples);
   m.haystack = hay->name();

@@ -1,6 +1,7 @@
 // Needle tasks (METHODS.md section 7): seeded keys, values, filler and depths.
-#include "kvtrim/eval_tasks.h"
-#include "io/tokenizer.h"
+#include "eval/tasks.h"
+
+#include "engine/engine_impl.h"
 
 #include <algorithm>
 #include <array>
@@ -277,7 +278,8 @@ Haystack Haystack::FromText(std::string text, std::string name) {
   return h;
 }
 
-std::vector<int> Haystack::Filler(const io::Tokenizer& tok, int n, uint64_t seed) const {
+std::vector<int> Filler(const Haystack& hay, const io::Tokenizer& tok, int n, uint64_t seed) {
+  const std::string& text_ = hay.text();
   if (n <= 0 || text_.empty()) return {};
   const size_t size = text_.size();
   size_t start = SplitMix(seed) % size;
@@ -324,12 +326,17 @@ Expected<TaskSample> MakeSample(const io::Tokenizer& tok, const Haystack& hay, T
     return MakeError("context_tokens = " + std::to_string(o.context_tokens) + " is too small for " + TaskName(kind) +
                      ": BOS, needles and question take " + std::to_string(fixed) + " tokens, plus 16 of filler");
   }
-  const std::vector<int> filler = hay.Filler(tok, n_fill, rng.Next());
+  const std::vector<int> filler = Filler(hay, tok, n_fill, rng.Next());
   if (static_cast<int>(filler.size()) != n_fill) return MakeError("haystack '" + hay.name() + "' is empty");
   const int slots = needles.size() == 1 ? n_samples : static_cast<int>(needles.size());
   Assemble(tok, filler, needles, TargetDepths(needles.size(), index, n_samples, rng), slots, s);
   s.context.shrink_to_fit();
   return s;
+}
+
+Expected<TaskSample> MakeSample(const Engine& engine, const Haystack& hay, TaskKind kind, const TaskOptions& o,
+                                int index, int n_samples) {
+  return MakeSample(engine.impl().tokenizer(), hay, kind, o, index, n_samples);
 }
 
 }  // namespace kvtrim::eval

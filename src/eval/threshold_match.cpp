@@ -1,5 +1,7 @@
 #include "eval/threshold_match.h"
 
+#include "engine/engine_impl.h"
+
 #include <cmath>
 
 #include "kv/cache.h"
@@ -21,7 +23,7 @@ Expected<double> HeldAt(const std::vector<std::unique_ptr<Session>>& bases, KvOp
     auto s = b->Fork(kv);
     if (!s.ok()) return s.error();
     KVTRIM_RETURN_IF_ERROR(s.value()->Compress());
-    const kv::KvCache& c = s.value()->cache();
+    const kv::KvCache& c = s.value()->impl().cache();
     sum += static_cast<double>(c.EntriesHeld()) / (static_cast<double>(c.n_layer()) * c.n_head_kv() * b->position());
   }
   return sum / static_cast<double>(bases.size());

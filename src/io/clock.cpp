@@ -3,7 +3,7 @@
 #include <chrono>
 #include <cstdio>
 
-namespace kvtrim::io {
+namespace kvtrim {
 
 int64_t SteadyNowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -77,4 +77,4 @@ std::string FormatMs(const Interval& t, int decimals) {
   return buf;
 }
 
-}  // namespace kvtrim::io
+}  // namespace kvtrim

@@ -53,7 +53,7 @@ Expected<double> ChooseRatio(const Calibration& c, const std::string& method, do
     for (const auto& x : c.methods) known += (known.empty() ? "" : ", ") + x.method;
     return MakeError("method '" + method + "' is not in the calibration (has: " + known + ")");
   }
-  return numerics::RetentionForQuality(tau, m->alpha * nll_c + m->beta);
+  return RetentionForQuality(tau, m->alpha * nll_c + m->beta);
 }
 
 }  // namespace kvtrim::kv

@@ -303,9 +303,9 @@ std::vector<std::pair<std::string, int64_t>> Compressor::counters() const {
     c.emplace_back("ref-pass-us", std::llround(ref_pass_s_ * 1e6));
     c.emplace_back("prefill-us", std::llround(prefill_s_ * 1e6));
     if (reused_pass_s_ > 0) c.emplace_back("ref-pass-reused-us", std::llround(reused_pass_s_ * 1e6));
-    // Either interval spanning fewer than io::kMinClockSteps steps of the
+    // Either interval spanning fewer than kMinClockSteps steps of the
     // wall clock (20 ms on some machines) is below its resolution: say so.
-    const double min_s = io::SteadyClock().Span() * 1e-9;
+    const double min_s = SteadyClock().Span() * 1e-9;
     if (ref_pass_s_ < min_s || prefill_s_ < min_s) c.emplace_back("timing-below-clock-res", 1);
   }
   return c;

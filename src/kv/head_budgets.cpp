@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <string>
 
-namespace kvtrim::kv {
+#include <nlohmann/json.hpp>
+
+namespace kvtrim {
 
 namespace {
 
@@ -100,6 +102,8 @@ Expected<std::vector<int>> UnitsAtRatio(const StoredHeadBudgets& b, double r) {
   return SearchHeadBudgets(NonIncreasing(b.sensitivity), o);
 }
 
+namespace {
+
 nlohmann::json HeadBudgetsToJson(const StoredHeadBudgets& b) {
   return {{"ratio", b.ratio},
           {"units_per_head", b.units_per_head},
@@ -143,4 +147,18 @@ Expected<StoredHeadBudgets> HeadBudgetsFromJson(const nlohmann::json& j, int n_h
   return b;
 }
 
-}  // namespace kvtrim::kv
+}  // namespace
+
+void SetHeadBudgets(ModelProfile* p, const StoredHeadBudgets& b) { p->extra[kHeadBudgetsKey] = HeadBudgetsToJson(b).dump(); }
+
+bool HasHeadBudgets(const ModelProfile& p) { return p.extra.count(kHeadBudgetsKey) > 0; }
+
+Expected<StoredHeadBudgets> HeadBudgetsOf(const ModelProfile& p, int n_heads) {
+  const auto it = p.extra.find(kHeadBudgetsKey);
+  if (it == p.extra.end()) return MakeError("the profile has no head budgets");
+  const nlohmann::json j = nlohmann::json::parse(it->second, nullptr, false);
+  if (j.is_discarded()) return MakeError("head budgets in the profile: not valid JSON");
+  return HeadBudgetsFromJson(j, n_heads);
+}
+
+}  // namespace kvtrim

@@ -19,9 +19,11 @@
 #include "kvtrim/policies.h"
 #include "kvtrim/status.h"
 
-namespace kvtrim::kv {
+namespace kvtrim {
+struct ModelProfile;  // kvtrim/profile.h
+}  // namespace kvtrim
 
-struct ModelProfile;  // kv/profile.h
+namespace kvtrim::kv {
 
 // A policy's own flags: name (also the CLI flag --name), default, help,
 // range, choices, kind (kvtrim/policies.h: one struct, listed as it is).

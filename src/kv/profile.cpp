@@ -9,7 +9,7 @@
 
 #include "io/gguf.h"
 
-namespace kvtrim::kv {
+namespace kvtrim {
 
 namespace {
 
@@ -63,6 +63,10 @@ Expected<T> Get(const nlohmann::json& j, const char* key) {
 
 }  // namespace
 
+}  // namespace kvtrim
+
+namespace kvtrim::kv {
+
 std::string ModelMetadataHash(const io::GgufFile& f) {
   Fnv h;
   h.Pod(f.version());
@@ -84,6 +88,10 @@ std::string ModelMetadataHash(const io::GgufFile& f) {
   std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h.h));
   return buf;
 }
+
+}  // namespace kvtrim::kv
+
+namespace kvtrim {
 
 RetrievalHeads SelectRetrievalHeads(const std::vector<double>& echo, const std::vector<double>& induction, int n_layer,
                                     int n_head, int n_head_kv, double echo_frac, double induction_frac) {
@@ -113,8 +121,13 @@ double MinReachableRatio(const RetrievalHeads& h, int64_t n, int sinks, int min_
   return h.f_ret + (1.0 - h.f_ret) * other / static_cast<double>(n);
 }
 
+}  // namespace kvtrim
+
+namespace kvtrim::kv {
+
 nlohmann::json ProfileToJson(const ModelProfile& p) {
-  nlohmann::json j = p.extra;
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [key, text] : p.extra) j[key] = nlohmann::json::parse(text, nullptr, false);
   j["format"] = "kvtrim-profile";
   j["version"] = p.version;
   j["model"] = {{"file", p.model.file}, {"size", p.model.size}, {"metadata_hash", p.model.metadata_hash}};
@@ -182,14 +195,18 @@ Expected<ModelProfile> ProfileFromJson(const nlohmann::json& j) {
                                 "echo", "induction", "echo_frac", "induction_frac", "retrieval_query_heads",
                                 "retrieval_kv_heads", "f_ret"};
   for (auto it = j.begin(); it != j.end(); ++it)
-    if (std::find(std::begin(known), std::end(known), it.key()) == std::end(known)) p.extra[it.key()] = it.value();
+    if (std::find(std::begin(known), std::end(known), it.key()) == std::end(known)) p.extra[it.key()] = it.value().dump();
   return p;
 }
+
+}  // namespace kvtrim::kv
+
+namespace kvtrim {
 
 Status WriteProfile(const std::string& path, const ModelProfile& p) {
   std::ofstream f(path);
   if (!f) return MakeError("cannot write profile '" + path + "'");
-  f << ProfileToJson(p).dump(1) << "\n";
+  f << kv::ProfileToJson(p).dump(1) << "\n";
   if (!f) return MakeError("error writing profile '" + path + "'");
   return {};
 }
@@ -201,7 +218,7 @@ Expected<ModelProfile> ReadProfile(const std::string& path) {
   ss << f.rdbuf();
   nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
   if (j.is_discarded()) return MakeError("profile '" + path + "' is not valid JSON");
-  auto p = ProfileFromJson(j);
+  auto p = kv::ProfileFromJson(j);
   if (!p.ok()) return MakeError("'" + path + "': " + p.error().message);
   return p;
 }
@@ -215,6 +232,10 @@ Status CheckProfileFor(const ModelProfile& p, const ModelId& id, int n_layer, in
     return MakeError("profile has another head layout than the model");
   return {};
 }
+
+}  // namespace kvtrim
+
+namespace kvtrim::kv {
 
 ProbeScorer::ProbeScorer(int n_layer, int n_head_kv, int group, int probe_len)
     : n_layer_(n_layer), n_head_kv_(n_head_kv), group_(group), K_(probe_len) {

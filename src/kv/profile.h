@@ -1,14 +1,30 @@
-// Scoring the RazorAttention probe's attention rows (ProbeScorer); the
-// profile itself is part of the public API (kvtrim/profile.h).
+// Scoring the RazorAttention probe's attention rows (ProbeScorer), the
+// model identity's hash and the profile's JSON; the profile itself is part
+// of the public API (kvtrim/profile.h).
 #pragma once
 #include <cstdint>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "kv/attention_tap.h"
 #include "kvtrim/profile.h"
 #include "kvtrim/status.h"
 
+namespace kvtrim::io {
+class GgufFile;
+}
+
 namespace kvtrim::kv {
+
+// FNV-1a over the GGUF metadata (keys, types, values; not the tensors):
+// same file contents, same hash, whatever the file is called.
+std::string ModelMetadataHash(const io::GgufFile& f);
+
+// The profile as JSON (format "kvtrim-profile", version kProfileVersion),
+// and back: checks version, shapes and ranges; names the problem.
+nlohmann::json ProfileToJson(const ModelProfile& p);
+Expected<ModelProfile> ProfileFromJson(const nlohmann::json& j);
 
 // Collects echo and induction scores from the probe's attention rows: a query
 // at position i >= 1 + K (repeats 2..) puts weight p[i - K] on the previous

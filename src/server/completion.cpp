@@ -4,6 +4,7 @@
 #include <ctime>
 #include <unordered_set>
 
+#include "engine/engine_impl.h"
 #include "io/tokenizer.h"
 #include "kv/cache.h"
 #include "kvtrim/chat.h"
@@ -39,7 +40,7 @@ struct CacheNote {
 // The prompt's tokens: BOS + text for a fresh session (as kvtrim run), the
 // text alone after a stored context.
 std::vector<int> PromptTokens(const Engine& e, const CompletionRequest& r, bool continued) {
-  const io::Tokenizer& tok = e.tokenizer();
+  const io::Tokenizer& tok = e.impl().tokenizer();
   if (!r.chat) return tok.Encode(r.prompt, !continued);
   ChatPrompt p = FormatChat(e, r.messages);
   return tok.Encode(p.text, !continued && !p.has_bos, p.parse_special);
@@ -166,7 +167,7 @@ CacheNote StorePrompt(Server::Impl& im, const Prepared& p, const Session& s) {
   auto f = s.Fork(p.kv);
   Status st = f.ok() ? Status() : Status(f.error());
   if (st.ok()) {
-    f.value()->UsePool(nullptr);  // stored: only forked from now on
+    f.value()->impl().UsePool(nullptr);  // stored: only forked from now on
     auto c = StoredFrom(std::move(f.value()), p.kv);
     st = im.store.PutAs(p.cache_as, c);
   }
@@ -218,14 +219,14 @@ void RespondJson(Server::Impl& im, std::shared_ptr<const Prepared> p, std::share
   auto note = std::make_shared<CacheNote>();
   auto g = std::make_shared<Generation>();
   GenerationHooks hooks;
-  hooks.on_step = [live](const Session& ses) { live->Set(static_cast<int64_t>(ses.cache().BytesHeld())); };
+  hooks.on_step = [live](const Session& ses) { live->Set(static_cast<int64_t>(ses.impl().cache().BytesHeld())); };
   StoreHook(im, *p, hooks, note.get());
   Status st = PrefillPrompt(*s, p->prompt, !p->context, hooks, g.get());
   if (!st.ok()) return SendError(res, st.code() == ErrorCode::kUnreachable ? 400 : 500, st.message());
   res.set_chunked_content_provider("application/json", [&im, p, s, lease, live, note, g, hooks](size_t, httplib::DataSink& sink) mutable {
     GenerationHooks h = hooks;  // the same live-KV step; the prompt was stored already
     h.alive = [&sink] { return sink.is_writable(); };
-    Status st = SampleAnswer(*s, im.engine.tokenizer(), p->prev, p->req, h, g.get());
+    Status st = SampleAnswer(*s, im.engine.impl().tokenizer(), p->prev, p->req, h, g.get());
     // Done with the model before the answer goes out: a client that reads
     // it and then the metrics sees this session gone and the slot free.
     live->Set(0);
@@ -261,7 +262,7 @@ void RespondStream(Server::Impl& im, std::shared_ptr<const Prepared> p, std::sha
       SendEvent(sink, Dump(first));
     }
     GenerationHooks hooks;
-    hooks.on_step = [&](const Session& ses) { live.Set(static_cast<int64_t>(ses.cache().BytesHeld())); };
+    hooks.on_step = [&](const Session& ses) { live.Set(static_cast<int64_t>(ses.impl().cache().BytesHeld())); };
     hooks.on_text = [&](const std::string& text) {
       json ev = Envelope(*p, model, true);
       ev["choices"] = json::array({Choice(*p, text, nullptr, true)});
@@ -269,7 +270,7 @@ void RespondStream(Server::Impl& im, std::shared_ptr<const Prepared> p, std::sha
     };
     CacheNote note;
     StoreHook(im, *p, hooks, &note);
-    auto g = RunGeneration(*s, im.engine.tokenizer(), p->prompt, !p->context, p->prev, p->req, hooks);
+    auto g = RunGeneration(*s, im.engine.impl().tokenizer(), p->prompt, !p->context, p->prev, p->req, hooks);
     live.Set(0);  // as for a non-streamed answer: the session and its slot are done before the last event
     lease.reset();
     if (!g.ok()) {
@@ -302,7 +303,7 @@ void Server::Impl::Completion(const std::string& body, httplib::Response& res, b
   if (!lease) return SendError(res, 503, "server busy: the request queue is full, retry later");
   std::shared_ptr<Session> s = OpenSession(*this, *p, res);
   if (!s) return;
-  s->UsePool(lease->pool());
+  s->impl().UsePool(lease->pool());
   if (p->req.stream) return RespondStream(*this, p, s, lease, res);
   RespondJson(*this, p, s, lease, res);
 }

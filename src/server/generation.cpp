@@ -1,5 +1,7 @@
 #include "server/generation.h"
 
+#include "engine/engine_impl.h"
+
 #include <algorithm>
 #include <chrono>
 
@@ -112,9 +114,9 @@ Status SampleAnswer(Session& s, const io::Tokenizer& tok, int prev, const Comple
   g->decode_ms = Ms(t1, Clock::now());
   g->text = text.text();
   g->completion_tokens = static_cast<int>(g->tokens.size());
-  g->kv_bytes = s.cache().BytesUsed();
-  g->kv_bytes_full = s.cache().BytesFull();
-  g->kv_entries = s.cache().EntriesHeld();
+  g->kv_bytes = s.impl().cache().BytesUsed();
+  g->kv_bytes_full = s.impl().cache().BytesFull();
+  g->kv_entries = s.impl().cache().EntriesHeld();
   g->kv_bytes_peak = s.peak_kv_bytes();
   return {};
 }

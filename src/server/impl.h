@@ -49,7 +49,7 @@ std::shared_ptr<StoredContext> StoredFrom(std::unique_ptr<Session> s, const KvOp
 // The KV options as reported in responses.
 json KvJson(const KvOptions& kv);
 // Adds "clock_step_ms" and "below_clock_resolution" (the names of the
-// `fields` of `x`, in ms, that span fewer than io::kMinClockSteps steps of
+// `fields` of `x`, in ms, that span fewer than kMinClockSteps steps of
 // the wall clock: on a machine whose clock ticks in 20 ms steps a 5 ms
 // prefill reads 0 or 20) to a response object holding timings.
 void MarkTimings(json& x, const std::vector<std::string>& fields);

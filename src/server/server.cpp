@@ -1,5 +1,7 @@
 #include "kvtrim/server.h"
 
+#include "engine/engine_impl.h"
+
 #include <chrono>
 #include <ctime>
 
@@ -34,12 +36,12 @@ json KvJson(const KvOptions& kv) {
 void MarkTimings(json& x, const std::vector<std::string>& fields) {
   json below = json::array();
   for (const auto& f : fields)
-    if (x.contains(f) && x[f].is_number() && io::BelowResolutionMs(x[f].get<double>())) below.push_back(f);
-  x["clock_step_ms"] = io::SteadyClock().step_ns * 1e-6;
+    if (x.contains(f) && x[f].is_number() && BelowResolutionMs(x[f].get<double>())) below.push_back(f);
+  x["clock_step_ms"] = SteadyClock().step_ns * 1e-6;
   x["below_clock_resolution"] = below;
 }
 
-int Server::Impl::Ctx() const { return o.ctx > 0 ? o.ctx : engine.config().ctx; }
+int Server::Impl::Ctx() const { return o.ctx > 0 ? o.ctx : engine.impl().config().ctx; }
 
 Metrics::Gauges Server::Impl::Gauges() const {
   Metrics::Gauges g;
@@ -80,9 +82,9 @@ std::shared_ptr<StoredContext> StoredFrom(std::unique_ptr<Session> s, const KvOp
   c->kv = kv;
   c->tokens = static_cast<int>(s->tokens().size());
   c->last_token = s->tokens().back();
-  c->kv_bytes = s->cache().BytesUsed();
-  c->kv_bytes_full = s->cache().BytesFull();
-  c->bytes_held = s->cache().BytesHeld();
+  c->kv_bytes = s->impl().cache().BytesUsed();
+  c->kv_bytes_full = s->impl().cache().BytesFull();
+  c->bytes_held = s->impl().cache().BytesHeld();
   c->kv_bytes_peak = s->peak_kv_bytes();
   c->session = std::move(s);
   return c;
@@ -94,7 +96,7 @@ void Server::Impl::CreateContext(const std::string& body, httplib::Response& res
   if (!r.ok()) return SendError(res, 400, r.error().message);
   auto kv = ResolveKv(o.kv, r->kv);
   if (!kv.ok()) return SendError(res, 400, kv.error().message);
-  std::vector<int> tokens = engine.tokenizer().Encode(r->text, true);
+  std::vector<int> tokens = engine.impl().tokenizer().Encode(r->text, true);
   if (static_cast<int>(tokens.size()) > Ctx())
     return SendError(res, 400, "text (" + std::to_string(tokens.size()) + " tokens) exceeds the context length " +
                                    std::to_string(Ctx()));
@@ -105,7 +107,7 @@ void Server::Impl::CreateContext(const std::string& body, httplib::Response& res
   so.kv = kv.value();
   auto s = Session::Create(engine, so);
   if (!s.ok()) return SendError(res, 400, s.error().message);
-  s.value()->UsePool(lease->pool());
+  s.value()->impl().UsePool(lease->pool());
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   Status st = s.value()->Prefill(tokens);
@@ -113,7 +115,7 @@ void Server::Impl::CreateContext(const std::string& body, httplib::Response& res
   if (st.ok()) st = s.value()->Compress();
   const auto t2 = Clock::now();
   if (!st.ok()) return SendError(res, st.code() == ErrorCode::kUnreachable ? 400 : 500, st.message());
-  s.value()->UsePool(nullptr);  // stored: only forked from now on
+  s.value()->impl().UsePool(nullptr);  // stored: only forked from now on
   auto c = StoredFrom(std::move(s.value()), kv.value());
   c->prefill_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   c->compress_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
@@ -132,7 +134,7 @@ Expected<std::shared_ptr<StoredContext>> Server::Impl::LoadStored(const std::str
   auto s = Session::LoadContextBytes(engine, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), name, so);
   if (!s.ok()) return s.error();
   if (s.value()->tokens().empty()) return MakeError(name + " holds no tokens");
-  const KvOptions kv = s.value()->compressor().options();
+  const KvOptions kv = s.value()->impl().compressor().options();
   return StoredFrom(std::move(s.value()), kv);
 }
 
@@ -187,7 +189,7 @@ void Server::Impl::Routes() {
   });
   http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     json m{{"id", o.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "kvtrim"},
-           {"meta", {{"ctx", Ctx()}, {"vocab", engine.config().vocab}, {"kv_default", KvJson(o.kv)}}}};
+           {"meta", {{"ctx", Ctx()}, {"vocab", engine.impl().config().vocab}, {"kv_default", KvJson(o.kv)}}}};
     res.set_content(Dump(json{{"object", "list"}, {"data", json::array({m})}}), "application/json");
   });
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
@@ -239,8 +241,8 @@ Expected<std::unique_ptr<Server>> Server::Create(const Engine& engine, const Ser
   if (o.parallel < 1) return MakeError("--parallel must be >= 1");
   if (o.max_body_bytes < 1) return MakeError("the request body limit must be at least 1 byte");
   if (o.queue < 0) return MakeError("--queue must be >= 0");
-  if (o.ctx < 0 || o.ctx > engine.config().ctx)
-    return MakeError("context length must be in [0, " + std::to_string(engine.config().ctx) + "]");
+  if (o.ctx < 0 || o.ctx > engine.impl().config().ctx)
+    return MakeError("context length must be in [0, " + std::to_string(engine.impl().config().ctx) + "]");
   {
     KvOverrides none;
     auto kv = ResolveKv(o.kv, none);

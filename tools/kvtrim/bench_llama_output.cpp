@@ -41,8 +41,8 @@ std::string LlamaBenchMarkdown(const LlamaBenchMeta& m, const std::vector<LlamaB
          Pad(Fmt("%.2f ± %.2f", t.avg_ts(), t.stddev_ts()), 20, true) + " |\n";
   }
   s += "\nbuild: kvtrim (" + m.kernels + " kernels)\n";
-  s += "clock step " + io::FormatStep(io::SteadyClock().step_ns) + ": each sample spans >= " +
-       std::to_string(io::kMinClockSteps) + " steps (runs repeated as needed)";
+  s += "clock step " + FormatStep(SteadyClock().step_ns) + ": each sample spans >= " +
+       std::to_string(kMinClockSteps) + " steps (runs repeated as needed)";
   for (const auto& t : tests)
     if (t.below_resolution) s += "; " + t.name() + " below the clock's resolution";
   s += "\n";
@@ -60,7 +60,7 @@ std::string LlamaBenchJson(const LlamaBenchMeta& m, const std::vector<LlamaBench
                  {"avg_ns", static_cast<uint64_t>(t.avg_ns())}, {"stddev_ns", static_cast<uint64_t>(t.stddev_ns())},
                  {"avg_ts", t.avg_ts()}, {"stddev_ts", t.stddev_ts()}, {"samples_ns", t.samples_ns},
                  {"samples_ts", t.samples_ts()}, {"samples_reps", t.samples_reps},
-                 {"clock_step_ns", io::SteadyClock().step_ns}, {"below_clock_resolution", t.below_resolution}});
+                 {"clock_step_ns", SteadyClock().step_ns}, {"below_clock_resolution", t.below_resolution}});
   }
   return j.dump(2) + "\n";
 }

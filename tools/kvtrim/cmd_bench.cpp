@@ -101,9 +101,9 @@ void PrintCounters(const BenchRow& r, const std::string& policy) {
 bool PrintBench(const Engine& e, const BenchOpts& o, double membw, const std::vector<BenchRow>& rows) {
   std::printf("model %s, %d threads, kv %s, gen %d, reps %d\n", o.model.c_str(), e.threads(), (o.kv.kv.policy + (o.kv.kv.quality > 0 ? " quality " + std::to_string(o.kv.kv.quality) : " ratio " + std::to_string(o.kv.kv.ratio)) + " quant " + o.kv.kv.quant).c_str(),
               o.gen, o.reps);
-  const int64_t step = io::SteadyClock().step_ns;
+  const int64_t step = SteadyClock().step_ns;
   std::printf("clock step %s: each figure is timed over runs spanning >= %d steps (\"<res\": fewer)\n",
-              io::FormatStep(step).c_str(), io::kMinClockSteps);
+              FormatStep(step).c_str(), kMinClockSteps);
   if (membw > 0) std::printf("read bandwidth: %.2f GB/s (%.0f MiB buffer)\n", membw, o.membw_mib);
   std::printf("%6s %8s %22s %20s %12s %12s %8s %9s %10s%s\n", "depth", "prefill", "prefill tok/s", "decode tok/s",
               "weights B/t", "kv B/t", "ent/head", "evict us", "GB/s", membw > 0 ? "  % of bw" : "");

@@ -126,7 +126,7 @@ int EvalAction(const EvalOpts& o) {
                "each, %s%s; clock step %s\n", so.methods.size(), so.ratios.size(), so.tasks.size(), so.task_files.size(),
                so.fidelity ? " + fidelity" : "", so.fidelity_decode ? " + fidelity-decode" : "", so.samples,
                so.query_aware ? "query-aware" : "query-agnostic", o.shard.empty() ? "" : (", shard " + o.shard).c_str(),
-               io::FormatStep(io::SteadyClock().step_ns).c_str());
+               FormatStep(SteadyClock().step_ns).c_str());
   auto rep = eval::RunSweep(*engine.value(), so);
   if (!rep.ok()) {
     std::fprintf(stderr, "kvtrim eval: %s\n", rep.error().message.c_str());

@@ -17,7 +17,7 @@ namespace kvtrim::cli {
 
 namespace {
 
-void PrintScores(const kv::ModelProfile& p) {
+void PrintScores(const ModelProfile& p) {
   std::vector<char> ret(p.echo.size(), 0);
   for (int q : p.heads.query) ret[q] = 1;
   std::printf("%-6s %-*s  %s\n", "layer", 7 * p.n_head, "echo score per query head", "induction score per query head");
@@ -34,7 +34,7 @@ void PrintScores(const kv::ModelProfile& p) {
   }
 }
 
-void PrintHeads(const kv::ModelProfile& p, int64_t depth, int sinks, int min_window) {
+void PrintHeads(const ModelProfile& p, int64_t depth, int sinks, int min_window) {
   std::printf("* retrieval query heads (top %d by echo, top %d by induction of %d):", p.heads.n_echo,
               p.heads.n_induction, p.n_layer * p.n_head);
   for (int q : p.heads.query) std::printf(" L%dH%d", q / p.n_head, q % p.n_head);
@@ -47,10 +47,10 @@ void PrintHeads(const kv::ModelProfile& p, int64_t depth, int sinks, int min_win
     }
   std::printf("\nf_ret = %.4f (%d of %zu KV heads)\n", p.heads.f_ret, n_kv, p.heads.kv.size());
   std::printf("min reachable retention ratio at N = %lld (sinks %d, min window %d): %.4f\n",
-              static_cast<long long>(depth), sinks, min_window, kv::MinReachableRatio(p.heads, depth, sinks, min_window));
+              static_cast<long long>(depth), sinks, min_window, MinReachableRatio(p.heads, depth, sinks, min_window));
 }
 
-Status DrawHeatmaps(const kv::ModelProfile& p, const std::string& dir) {
+Status DrawHeatmaps(const ModelProfile& p, const std::string& dir) {
   std::vector<char> ret(p.echo.size(), 0);
   for (int q : p.heads.query) ret[q] = 1;
   for (const auto& [name, values] : {std::pair{std::string("echo"), &p.echo}, {std::string("induction"), &p.induction}}) {
@@ -84,7 +84,7 @@ struct HeadBudgetFlags {
   std::string haystack = DefaultProfileHaystack();
 };
 
-Status AddHeadBudgets(const Engine& e, const HeadBudgetFlags& f, kv::ModelProfile* p) {
+Status AddHeadBudgets(const Engine& e, const HeadBudgetFlags& f, ModelProfile* p) {
   auto ctxs = HeadBudgetContexts(e, f.haystack, f.contexts, f.tokens, f.continuation, f.seed);
   if (!ctxs.ok()) return ctxs.error();
   HeadBudgetMeasureOptions mo;
@@ -98,7 +98,7 @@ Status AddHeadBudgets(const Engine& e, const HeadBudgetFlags& f, kv::ModelProfil
     std::fflush(stdout);
   });
   if (!hb.ok()) return hb.error();
-  const kv::StoredHeadBudgets& b = hb.value();
+  const StoredHeadBudgets& b = hb.value();
   std::printf("head budgets measured in %.1f s; mean KL per continuation token at each ratio, units of 1/%d:\n",
               b.seconds, b.units_per_head);
   std::printf("%-6s", "head");
@@ -110,7 +110,7 @@ Status AddHeadBudgets(const Engine& e, const HeadBudgetFlags& f, kv::ModelProfil
     for (double v : b.sensitivity.loss[i]) std::printf(" %8.4f", v);
     std::printf(" %6d %7.2fx\n", b.units[i], b.units[i] / mean);
   }
-  p->extra[kv::kHeadBudgetsKey] = kv::HeadBudgetsToJson(b);
+  SetHeadBudgets(p, b);
   return {};
 }
 
@@ -144,7 +144,7 @@ int ProfileAction(const ProfileOpts& o) {
       return 1;
     }
   }
-  Status st = kv::WriteProfile(o.out, p.value());
+  Status st = WriteProfile(o.out, p.value());
   if (!st.ok()) {
     std::fprintf(stderr, "kvtrim profile: %s\n", st.message().c_str());
     return 1;

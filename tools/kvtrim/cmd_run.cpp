@@ -48,7 +48,7 @@ void PrintRunStats(const Engine& e, const Session& s, const KvOptions& kv, const
                FormatRate(st.prompt_tokens, st.prefill_s).c_str());
   // The sampler's share of the decode, where the decode spans enough clock steps to be read.
   char share[48] = "";
-  if (st.decode_steps > 0 && !io::BelowResolutionMs(1e3 * st.decode_s))
+  if (st.decode_steps > 0 && !BelowResolutionMs(1e3 * st.decode_s))
     std::snprintf(share, sizeof share, " (%.1f%%)", 100.0 * st.sample_s / st.decode_s);
   std::fprintf(stderr, "decode: %d tokens in %.3f s (%s), sampling %.1f ms%s\n", st.decode_steps, st.decode_s,
                FormatRate(st.decode_steps, st.decode_s).c_str(), 1e3 * st.sample_s, share);

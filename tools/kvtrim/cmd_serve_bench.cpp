@@ -32,12 +32,12 @@ using Clock = std::chrono::steady_clock;
 double MsSince(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 // The wall clock's step, and which of `fields` (ms) span fewer than
-// io::kMinClockSteps of its steps (io/clock.h: 20 ms steps on some machines).
+// kMinClockSteps of its steps (io/clock.h: 20 ms steps on some machines).
 void MarkTimings(json& row, const std::vector<std::string>& fields) {
   json below = json::array();
   for (const auto& f : fields)
-    if (row.contains(f) && row[f].is_number() && io::BelowResolutionMs(row[f].get<double>())) below.push_back(f);
-  row["clock_step_ms"] = io::SteadyClock().step_ns * 1e-6;
+    if (row.contains(f) && row[f].is_number() && BelowResolutionMs(row[f].get<double>())) below.push_back(f);
+  row["clock_step_ms"] = SteadyClock().step_ns * 1e-6;
   row["below_clock_resolution"] = below;
 }
 
@@ -166,8 +166,8 @@ Expected<json> Load(const BenchOpts& o, const std::string& text, double ratio) {
   c.Delete(("/v1/contexts/" + id).c_str());
   json out{{"clients", o.clients}, {"requests_per_client", o.requests}, {"kv", o.kv}, {"ratio", ratio},
            {"ok", ok}, {"rejected_503", busy}, {"failed", failed}, {"wall_ms", wall},
-           {"requests_per_s", io::RatePerSecond(ok, wall * 1e6).value_or(0)},
-           {"completion_tokens_per_s", io::RatePerSecond(static_cast<double>(tokens), wall * 1e6).value_or(0)},
+           {"requests_per_s", RatePerSecond(ok, wall * 1e6).value_or(0)},
+           {"completion_tokens_per_s", RatePerSecond(static_cast<double>(tokens), wall * 1e6).value_or(0)},
            {"p50_ms", Percentile(lat, 0.5)}, {"p99_ms", Percentile(lat, 0.99)},
            {"max_ms", lat.empty() ? 0.0 : *std::max_element(lat.begin(), lat.end())}};
   MarkTimings(out, {"wall_ms", "p50_ms", "p99_ms", "max_ms"});

@@ -95,7 +95,7 @@ int Run(const TokenizeFlags& o) {
                  "tokenizer: %s\nload %.1f ms wall (GGUF open %.1f, tokenizer build %.1f), %.1f ms cpu; %zu bytes -> "
                  "%zu tokens in %.1f ms wall, %.1f ms cpu (wall: %s; cpu: %s)\n",
                  t.tokenizer.c_str(), t.open_ms + t.build_ms, t.open_ms, t.build_ms, t.load_cpu_ms, text.size(),
-                 ids.size(), t.encode_s * 1e3, t.encode_cpu_ms, io::FormatRate(ids.size(), t.encode_s, "tokens/s").c_str(),
+                 ids.size(), t.encode_s * 1e3, t.encode_cpu_ms, FormatRate(ids.size(), t.encode_s, "tokens/s").c_str(),
                  CpuRate(ids.size(), t.encode_cpu_ms).c_str());
   }
   if (o.json) {

@@ -5,7 +5,7 @@
 
 #include "kv/numerics/eigen.h"
 
-namespace kvtrim::kv::numerics {
+namespace kvtrim {
 
 double QualityCurve(double r, double k) {
   if (std::abs(k) < 1e-9) return r;
@@ -108,4 +108,4 @@ Expected<CalibFit> FitCalibration(const std::vector<CalibSample>& samples, doubl
   return fit;
 }
 
-}  // namespace kvtrim::kv::numerics
+}  // namespace kvtrim
