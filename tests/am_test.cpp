@@ -29,6 +29,7 @@
 
 namespace kvtrim::kv {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 // KV options for one policy at a ratio (other fields at their defaults).
 KvOptions Kv(const std::string& policy, std::map<std::string, double> params, double ratio) {
@@ -464,11 +465,13 @@ TEST(AmPolicy, QueryCapIsSeeded) {
   EXPECT_NE(a.set_logw, c.set_logw);
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kv
 
 namespace kvtrim {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 // KL(full || compressed) per teacher-forced token after compressing a
 // Frankenstein prefix of the needle v1 model at retention `ratio`.
@@ -508,9 +511,9 @@ TEST(AmEndToEnd, FittedCacheBeatsEvictionOnTheNeedleModel) {
   const std::vector<int> ctx(toks.begin(), toks.begin() + 320), cont(toks.begin() + 320, toks.begin() + 352);
   std::vector<float> ref;
   ForcedKl(*e, {}, ctx, cont, {}, &ref);
-  KvOptions am = kv::Kv("am", {{"am-queries", 0}}, 0.1);
-  KvOptions am_rep = kv::Kv("am", {{"am-queries", 1}}, 0.1);
-  KvOptions snap = kv::Kv("snapkv", {}, 0.1), h2o = kv::Kv("h2o", {}, 0.1);
+  KvOptions am = kv::KVTRIM_TEST_UNIQUE::Kv("am", {{"am-queries", 0}}, 0.1);
+  KvOptions am_rep = kv::KVTRIM_TEST_UNIQUE::Kv("am", {{"am-queries", 1}}, 0.1);
+  KvOptions snap = kv::KVTRIM_TEST_UNIQUE::Kv("snapkv", {}, 0.1), h2o = kv::KVTRIM_TEST_UNIQUE::Kv("h2o", {}, 0.1);
   const double k_am = ForcedKl(*e, am, ctx, cont, ref), k_rep = ForcedKl(*e, am_rep, ctx, cont, ref);
   const double k_snap = ForcedKl(*e, snap, ctx, cont, ref), k_h2o = ForcedKl(*e, h2o, ctx, cont, ref);
   EXPECT_TRUE(std::isfinite(k_am) && std::isfinite(k_rep));
@@ -519,11 +522,13 @@ TEST(AmEndToEnd, FittedCacheBeatsEvictionOnTheNeedleModel) {
   EXPECT_LT(k_rep, std::min(k_snap, k_h2o)) << k_rep << " snapkv " << k_snap << " h2o " << k_h2o;
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim
 
 namespace kvtrim {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 std::unique_ptr<Session> Compressed(const Engine& e, const KvOptions& kv, const std::vector<int>& ctx) {
   SessionOptions so;
@@ -553,8 +558,8 @@ TEST(AmEndToEnd, OnPolicyRecollectsQueriesAboveTheFirstLayer) {
   const std::string text = test::ReadFile(test::SharedPath("data/frankenstein.txt")).substr(30000, 4000);
   std::vector<int> toks = e->impl().tokenizer().Encode(text, true);
   toks.resize(200);
-  auto off = Compressed(*e, kv::Kv("am", {{"am-queries", 1}}, 0.1), toks);
-  auto on = Compressed(*e, kv::Kv("am", {{"am-queries", 1}, {"am-onpolicy", 1}}, 0.1), toks);
+  auto off = Compressed(*e, kv::KVTRIM_TEST_UNIQUE::Kv("am", {{"am-queries", 1}}, 0.1), toks);
+  auto on = Compressed(*e, kv::KVTRIM_TEST_UNIQUE::Kv("am", {{"am-queries", 1}, {"am-onpolicy", 1}}, 0.1), toks);
   const int L = e->impl().config().n_layer, Hkv = e->impl().config().n_head_kv;
   // Layer 0's pass sees nothing compacted yet: the same cache, bit for bit.
   for (int h = 0; h < Hkv; ++h) EXPECT_EQ(HeadRows(on->impl().cache().head(0, h)), HeadRows(off->impl().cache().head(0, h))) << h;
@@ -568,5 +573,6 @@ TEST(AmEndToEnd, OnPolicyRecollectsQueriesAboveTheFirstLayer) {
     }
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim

@@ -12,6 +12,7 @@
 
 namespace kvtrim::kernels {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 std::vector<float> Rand(std::mt19937& rng, int n) {
   std::normal_distribution<float> nd(0.f, 1.f);
@@ -69,5 +70,6 @@ TEST_P(CausalBlocks, OutputsAndTapRowsMatchReference) {
 INSTANTIATE_TEST_SUITE_P(HeadDims, CausalBlocks,
                          ::testing::Combine(::testing::Values(8, 32, 64, 128), ::testing::Values(1, 2, 4)));
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kernels

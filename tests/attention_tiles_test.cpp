@@ -22,6 +22,7 @@
 
 namespace kvtrim::kernels {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 using test::RandVec;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -229,5 +230,6 @@ TEST(TiledCausal, TilesCoverEachRowOnceAndMatchReference) {
   }
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kernels

@@ -17,6 +17,7 @@
 
 namespace kvtrim {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 constexpr int64_t kStep = 20'000'000;  // 20 ms
 
@@ -180,5 +181,6 @@ TEST(BenchRepeat, BenchRowsRepeatPrefillAndDecodeOnA20msClock) {
   }
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim

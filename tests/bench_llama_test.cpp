@@ -11,6 +11,7 @@
 
 namespace kvtrim {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 TEST(LlamaBench, TestsPerDepthWithNamesAndSamples) {
   auto e = test::LoadEngine("stories260K.gguf", 1);
@@ -71,5 +72,6 @@ TEST(LlamaBench, CliJsonAndMarkdownHaveLlamaBenchFields) {
   EXPECT_NE(m.out.find("|           tg4 |"), std::string::npos) << m.out;
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim

@@ -13,6 +13,7 @@
 
 namespace kvtrim::kv::budget {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 int Sum(const std::vector<int>& v) { return std::accumulate(v.begin(), v.end(), 0); }
 
@@ -159,5 +160,6 @@ TEST(Budget, ProfileUnitsKeepTheTotal) {
   EXPECT_EQ(DistributeBudget({7, 1}, 40, 50, 1), (std::vector<int>{50, 30}));
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kv::budget

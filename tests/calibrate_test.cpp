@@ -22,6 +22,7 @@
 
 namespace kvtrim::eval {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 std::vector<int> Text(const Engine& e, int n) {
   auto hay = Haystack::Load(test::SharedPath("data/frankenstein.txt"));
@@ -141,5 +142,6 @@ TEST(Calibrate, SmallRunFitsChecksAndReadsBack) {
   std::remove(path.c_str());
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::eval

@@ -13,6 +13,7 @@
 
 namespace kvtrim::kv::numerics {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 TEST(Calibration, QualityCurveClosedForm) {
   for (double k : {-30.0, -2.0, -1e-6, 0.0, 1e-6, 2.0, 30.0, 800.0}) {
@@ -130,5 +131,6 @@ TEST(Calibration, FileRoundTripChoosesRatio) {
   std::remove(path.c_str());
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kv::numerics

@@ -11,6 +11,7 @@
 
 namespace kvtrim {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 const std::vector<ChatMessage> kConv = {{"system", "You are a helpful assistant."},
                                         {"user", "Hello"},
@@ -128,5 +129,6 @@ TEST(Chat, UnknownOrMissingTemplateIsPlainTextWithAWarning) {
   EXPECT_NE(FormatChat("", kConv, "<s>", "</s>").warning.find("tokenizer.chat_template"), std::string::npos);
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim

@@ -12,6 +12,7 @@
 
 namespace kvtrim {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 const std::string& Model() {
   static const std::string m = test::ModelPath("stories260K.gguf");
@@ -151,5 +152,6 @@ TEST_F(CliFlags, TheKvLineShowsTheSameTypesFullCacheAndF32s) {
   EXPECT_EQ(f32.find("55.6%"), std::string::npos) << f32;
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim

@@ -20,6 +20,7 @@
 
 namespace kvtrim::kv {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 std::vector<float> Gauss(size_t n, uint64_t seed, float scale = 1.f) {
   std::mt19937_64 g(seed);
@@ -282,5 +283,6 @@ TEST(Compactor, ValueNormScalesSnapkvAndH2oScores) {
   EXPECT_EQ(keep("pyramidkv", {{"obs-window", 1}, {"pool-kernel", 1}, {"value-norm", 2}}), (std::vector<int>{1, 3, 5}));
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kv

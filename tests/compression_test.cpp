@@ -18,6 +18,7 @@
 
 namespace kvtrim {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 std::vector<int> Prompt(const Engine& e) {
   return e.impl().tokenizer().Encode("It was a dark and stormy night. The special magic number for quiet-river is: 4829173. "
@@ -221,5 +222,6 @@ TEST(Compression, BadBudgetsAreClearErrors) {
   EXPECT_NE(Session::Create(*e, so).error().message.find("unknown KV quantization"), std::string::npos);
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim

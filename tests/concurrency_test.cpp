@@ -14,6 +14,7 @@
 
 namespace kvtrim {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 // Prefill, compress with `policy` at ratio 0.5, then 4 greedy decode steps;
 // returns the logits after each step, concatenated.
@@ -73,5 +74,6 @@ TEST(Concurrency, ThreadPoolServesConcurrentCallers) {
     for (int i = 0; i < kN; ++i) ASSERT_EQ(hits[c][i], kRounds) << "caller " << c << " index " << i;
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim

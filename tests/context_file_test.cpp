@@ -25,6 +25,7 @@
 
 namespace kvtrim {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 std::string TmpPath(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("kvtrim-ctx-" + std::to_string(::getpid()) + "-" + name)).string();
@@ -171,5 +172,6 @@ TEST(ContextFile, CliSavesLoadsAndInspects) {
   std::remove(path.c_str());
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim

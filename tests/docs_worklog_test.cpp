@@ -13,6 +13,7 @@
 
 namespace kvtrim {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 // The labels; a hit inside a path under results/ (a link to a measurement
 // file named after its issue) is allowed.
@@ -78,5 +79,6 @@ TEST(DocsWorklog, HelpTextsCarryNoWorkLogLabel) {
   }
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim

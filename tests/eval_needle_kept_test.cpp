@@ -14,6 +14,7 @@
 
 namespace kvtrim::eval {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 // Tokens of [start, start + len) in [0, sinks) or [n - recent, n).
 int InWindow(int start, int len, int sinks, int n, int recent) {
@@ -76,5 +77,6 @@ TEST(EvalNeedleKept, WindowKeepsTheNeedleTokensItsDefinitionSays) {
   }
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::eval

@@ -26,6 +26,7 @@
 
 namespace kvtrim::eval {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 namespace fs = std::filesystem;
 using Triple = std::tuple<std::string, int, int>;
@@ -143,5 +144,6 @@ TEST(EvalPlotStyle, SummaryPlacesMethodsAtTheBytesTheyHold) {
   fs::remove_all(*dir);
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::eval

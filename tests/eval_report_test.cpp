@@ -19,6 +19,7 @@
 
 namespace kvtrim::eval {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 namespace fs = std::filesystem;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -213,5 +214,6 @@ TEST(EvalReport, JsonToMissingDirectoryIsAnError) {
   fs::remove_all(dir);
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::eval

@@ -13,6 +13,7 @@
 
 namespace kvtrim::eval {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 SweepOptions Opts() {
   SweepOptions o;
@@ -133,11 +134,13 @@ TEST(EvalCli, CommandIsRecordedAsTypedAndTasksNoneRunsFidelityOnly) {
   EXPECT_NE(r4.out.find("0 <= i < n"), std::string::npos) << r4.out;
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::eval
 
 namespace kvtrim::eval {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 TEST(EvalQuality, ChosenRatioFollowsTheCalibration) {
   // alpha = 0, beta = 0: k = 0, so r* = TAU for every context (METHODS.md
@@ -193,5 +196,6 @@ TEST(EvalQuality, ChosenRatioFollowsTheCalibration) {
   EXPECT_NE(RunSweep(*e, o).error().message.find("needs --calibration"), std::string::npos);
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::eval

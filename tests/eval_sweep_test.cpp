@@ -23,6 +23,7 @@
 
 namespace kvtrim::eval {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 TEST(EvalMetrics, ClosedForms) {
   const float p[2] = {0.f, std::log(3.f)};  // softmax: 0.25, 0.75
@@ -263,11 +264,13 @@ TEST(EvalSweep, ClearErrors) {
   EXPECT_FALSE(RunSweep(*e, o).ok());
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::eval
 
 namespace kvtrim::eval {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 TEST(EvalSweep, StreamedContextIsCompressedWhileDecoded) {
   // --stream-context: the context is decoded token by token under the budget.
@@ -300,5 +303,6 @@ TEST(EvalSweep, StreamedContextIsCompressedWhileDecoded) {
   }
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::eval

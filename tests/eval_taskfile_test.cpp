@@ -12,6 +12,7 @@
 
 namespace kvtrim::eval {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 std::string WriteTemp(const std::string& name, const std::string& text) {
   std::string path = testing::TempDir() + "/" + name;
@@ -129,5 +130,6 @@ TEST(TaskFile, PromptsAreTruncatedInTheMiddleOrSkipped) {
   EXPECT_EQ(skip.error().code, ErrorCode::kUnreachable);
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::eval

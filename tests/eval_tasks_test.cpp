@@ -20,6 +20,7 @@
 
 namespace kvtrim::eval {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 const io::Tokenizer& Tok() {
   static const io::Tokenizer tok = [] {
@@ -314,5 +315,6 @@ TEST(Scoring, MultiAnswerNeedsEveryValue) {
 
 TEST(Scoring, NothingExpectedIsWrong) { EXPECT_FALSE(ScoreAnswer(TaskKind::kMultiValue, "1", {})); }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::eval

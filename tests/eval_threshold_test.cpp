@@ -16,6 +16,7 @@
 
 namespace kvtrim::eval {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 // The mean held share at threshold T, by plain sessions.
 double HeldShare(const Engine& e, KvOptions kv, double T, const std::vector<std::vector<int>>& contexts) {
@@ -106,5 +107,6 @@ TEST(EvalThreshold, SweepRunsEachColumnAtItsMatchedThreshold) {
   EXPECT_NEAR(share[1], 0.1, 0.05);
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::eval

@@ -24,6 +24,7 @@
 
 namespace kvtrim::kv {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 using Eigen::MatrixXd;
 using Eigen::VectorXd;
@@ -269,5 +270,6 @@ TEST(ExpectedAttentionStats, PreRopeQueriesAreTappedOnlyWhenAsked) {
   EXPECT_TRUE(s2.value()->impl().compressor().stats().head(1, 2).q_pre.empty());
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kv

@@ -13,6 +13,7 @@
 
 namespace kvtrim {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 std::string Needle() { return test::ReadFile(test::ModelPath("needle-3.7M-f32.gguf")); }
 
@@ -178,5 +179,6 @@ TEST(Gguf, RandomByteFlipsNeverCrash) {
   EXPECT_LT(errors, iters);
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim

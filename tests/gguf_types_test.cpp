@@ -15,6 +15,7 @@
 
 namespace kvtrim {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 using io::GgufWriter;
 using VT = io::GgufValueType;
@@ -133,5 +134,6 @@ TEST(GgufTypes, F16AndBf16WeightsRunEndToEnd) {
   }
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim

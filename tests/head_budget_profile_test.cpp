@@ -22,6 +22,7 @@
 
 namespace kvtrim {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 // Skewed units over 4 layers x 4 KV heads (two heads at zero: minima apply).
 std::vector<int> SkewedUnits() { return {0, 1, 2, 3, 5, 8, 0, 1, 2, 3, 4, 6, 7, 2, 3, 4}; }
@@ -312,5 +313,6 @@ TEST(HeadBudgetProfile, MeasuredBaselineIsThePlainCompressedRunsKl) {
     for (double v : row) EXPECT_TRUE(std::isfinite(v) && v >= 0);
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim

@@ -13,6 +13,7 @@
 
 namespace kvtrim::kv {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 using budget::DistributeBudget;
 
@@ -169,5 +170,6 @@ TEST(HeadBudgets, EntryBudgetsSumToTheUniformTotal) {
   for (int x : c) EXPECT_LE(x, 100);
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kv

@@ -21,6 +21,7 @@
 
 namespace kvtrim {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 using kernels::F32ToF16;
 
@@ -334,5 +335,6 @@ TEST(QuantTypesGolden, EveryFileMatchesTopLogits) {
   }
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim

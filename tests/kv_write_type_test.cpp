@@ -20,6 +20,7 @@
 
 namespace kvtrim {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 std::vector<int> Tokens(int n) {
   std::mt19937 rng(11);
@@ -214,5 +215,6 @@ TEST(KvWriteType, DecodeKernelsEqualTheFloat64Reference) {
   }
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim

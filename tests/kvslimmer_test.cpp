@@ -24,6 +24,7 @@
 
 namespace kvtrim::kv {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 int64_t Counter(const Policy& p, const std::string& name) {
   for (const auto& [n, v] : p.Counters())
@@ -419,5 +420,6 @@ TEST(Kvslimmer, PrefillMergeRoundsReachTheBudget) {
     }
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kv

@@ -29,6 +29,7 @@
 
 namespace kvtrim::kv {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 // 2 queries x 2 group heads over 3 entries, causal from entry 1, with
 // ||h|| = 2 and 0.5: each entry keeps, per g, its largest p / ||h||.
@@ -273,5 +274,6 @@ TEST(KvzipPlusEndToEnd, KeepsTheGlobalTopOfTheNormalisedReconstruction) {
   EXPECT_GT(differ, 0);
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kv

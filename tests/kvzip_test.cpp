@@ -29,6 +29,7 @@
 
 namespace kvtrim::kv {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 // The reconstruction scores as a registry tap: the max over the tile's
 // queries and group heads, kept aligned by evictions (kept entries) and
@@ -249,5 +250,6 @@ TEST(KvzipEndToEnd, KeepsTheGlobalTopOfTheReconstructionsAttention) {
     for (int h = 0; h < H; ++h) EXPECT_EQ(fixed->impl().cache().head(l, h).size(), static_cast<int>(std::ceil(r * n)));
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kv

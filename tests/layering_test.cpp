@@ -13,6 +13,7 @@
 #include <vector>
 
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 namespace fs = std::filesystem;
 
@@ -89,4 +90,5 @@ TEST(Layering, PublicHeadersNameNoInternalNamespace) {
   EXPECT_EQ(InternalNames(inc), std::vector<std::string>{});
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace

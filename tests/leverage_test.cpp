@@ -14,6 +14,7 @@
 
 namespace kvtrim::kv::numerics {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 // Row-major [n, d] floats: a product of [n, r] and [r, d] Gaussians (rank r).
 std::vector<float> LowRank(int n, int d, int r, uint64_t seed) {
@@ -166,5 +167,6 @@ TEST(Leverage, DegenerateInputsAreFinite) {
   EXPECT_NEAR(one[0], 1.0, 1e-12);
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kv::numerics

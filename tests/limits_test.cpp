@@ -9,6 +9,7 @@
 
 namespace kvtrim {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 using io::GgufWriter;
 
@@ -108,5 +109,6 @@ TEST(Limits, VocabularyAndContextInTheConfig) {
   EXPECT_NE(cc.error().message.find("16777216"), std::string::npos) << cc.error().message;
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim

@@ -27,6 +27,7 @@
 
 namespace kvtrim {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 using test::TinyModel;
 using test::TinySpec;
@@ -511,5 +512,6 @@ TEST(Llama3, LargeVocabularyModelDecodesGreedyAsArgmax) {
   }
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim

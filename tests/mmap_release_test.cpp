@@ -17,6 +17,7 @@
 
 namespace kvtrim::io {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 TEST(MappedFileRelease, WholePagesReleasedAndReadBackUnchanged) {
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
@@ -66,5 +67,6 @@ TEST(MappedFileRelease, RepackedMatricesReleasedEmbeddingKept) {
   EXPECT_LE(w.value().released_bytes, layer_bytes);
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::io

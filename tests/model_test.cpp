@@ -17,6 +17,7 @@
 
 namespace kvtrim {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 const nlohmann::json& GoldensV1() {
   static const nlohmann::json j = nlohmann::json::parse(test::ReadFile(test::ModelPath("goldens-v1.json")));
@@ -277,11 +278,13 @@ TEST(CliRun, SamplingIsSeededAndDeterministic) {
   EXPECT_NE(a.out, c.out);
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim
 
 namespace kvtrim {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 TEST(Session, TokenIdsOutsideTheVocabularyAreRefused) {
   auto e = test::LoadEngine("stories260K.gguf");
   ASSERT_TRUE(e);
@@ -297,5 +300,6 @@ TEST(Session, TokenIdsOutsideTheVocabularyAreRefused) {
   EXPECT_TRUE(s.value()->Prefill({1, V - 1}).ok());
   EXPECT_EQ(e->impl().tokenizer().start(), e->impl().tokenizer().bos());
 }
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim

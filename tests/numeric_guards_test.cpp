@@ -19,6 +19,7 @@
 
 namespace kvtrim::kv {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
@@ -263,5 +264,6 @@ TEST(NumericGuards, CliCheckFiniteFlag) {
   EXPECT_FALSE(plain.out.empty());
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kv

@@ -11,6 +11,7 @@
 
 namespace kvtrim::kv {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -70,5 +71,6 @@ TEST(OptionTable, TheFlagsReachTheSession) {
   EXPECT_NE(bad.out.find("--min-head-share"), std::string::npos) << bad.out;
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kv

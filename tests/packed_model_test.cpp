@@ -16,6 +16,7 @@
 
 namespace kvtrim {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 const nlohmann::json& GoldensV1() {
   static const nlohmann::json j = nlohmann::json::parse(test::ReadFile(test::ModelPath("goldens-v1.json")));
@@ -87,5 +88,6 @@ TEST(PackedModel, F32HasNoRepack) {
   EXPECT_EQ(e->impl().weights().layers[0].wq.packed, nullptr);
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim

@@ -13,6 +13,7 @@
 
 namespace kvtrim {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 constexpr size_t kHeads = 5 * 4, kEntryBytes = 2 * 8 * 4 + 4 + 4;
 
@@ -63,5 +64,6 @@ TEST(PeakKv, AReferencePassHoldsTheCacheAndItsCopy) {
   EXPECT_LE(s->impl().cache().BytesUsed(), kHeads * 100 * kEntryBytes + kHeads * kEntryBytes);  // one shared budget
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim

@@ -16,6 +16,7 @@
 
 namespace kvtrim::kv {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 std::vector<float> Vec(std::initializer_list<float> x) { return x; }
 
@@ -109,5 +110,6 @@ TEST(Plan, MalformedPlansAreRefused) {
   EXPECT_NE(ValidatePlan(r, 3, 4).message().find("head dimension"), std::string::npos);
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kv

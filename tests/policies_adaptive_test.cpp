@@ -26,6 +26,7 @@
 
 namespace kvtrim::kv {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 // TOVA's statistic, the latest-query tap (kv/taps/latest_query.h).
 const std::vector<float>& Cur(const HeadStats& h) {
@@ -278,11 +279,13 @@ TEST(AdaptiveBudget, SessionKeepsLayerTotals) {
   }
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kv
 
 namespace kvtrim::eval {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 // An eval column "snapkv+adaptive": its cells carry the per-head entries,
 // the same in every layer's sum, and they survive report.json + samples.jsonl.
@@ -333,5 +336,6 @@ TEST(AdaptiveBudget, EvalReportsHeadEntries) {
   EXPECT_NE(json.find("\"head_entries\""), std::string::npos);
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::eval

@@ -11,6 +11,7 @@
 
 namespace kvtrim::kv {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 HeadStore MakeHead(int n, int d = 8) {
   HeadStore h(d, GgmlType::F32);
@@ -200,5 +201,6 @@ TEST(PolicyTraits, CounterRatesFromTheRegistry) {
   EXPECT_TRUE(CounterRates("nosuch", c).empty());
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kv

@@ -20,6 +20,7 @@
 
 namespace kvtrim {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 std::vector<int> Tokens(int n, unsigned seed = 5) {
   std::mt19937 rng(seed);
@@ -438,5 +439,6 @@ TEST(PrefillChunk, SnapkvVotesWithEachChunksLastWindow) {
   EXPECT_NEAR(kv::taptest::WindowMass(st)[4], .3f, 1e-6);
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim

@@ -11,6 +11,7 @@
 #include <vector>
 
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 namespace fs = std::filesystem;
 
@@ -45,4 +46,5 @@ TEST(PublicApi, PublicHeadersIncludeOnlyPublicHeaders) {
   EXPECT_EQ(QuotedIncludes(inc, not_public), std::vector<std::string>{});
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace

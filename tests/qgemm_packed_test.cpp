@@ -18,6 +18,7 @@
 
 namespace kvtrim::kernels {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 using test::RandVec;
 
@@ -195,5 +196,6 @@ TEST(PackedGemm, MatMulUsesTheRepackWhereTheViewHasOne) {
   }
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kernels

@@ -17,6 +17,7 @@
 
 namespace kvtrim::kernels {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 using test::RandVec;
 
@@ -203,5 +204,6 @@ TEST(QGemm, PathClampsToWhatTheCpuHas) {
   EXPECT_EQ(ActiveKernelPath(), KernelPath::kScalar);
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kernels

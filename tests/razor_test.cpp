@@ -20,6 +20,7 @@
 
 namespace kvtrim::kv {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 // A profile for 1 layer, 4 query heads, 2 KV heads: query heads 2 (echo) and
 // 3 (induction) are the top ones, so KV head 1 is retrieval and 0 is not.
@@ -443,11 +444,13 @@ TEST(Razor, RatioSolvesTheWindow) {
   }
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kv
 
 namespace kvtrim::kv {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 // The CLI: `profile` writes a profile that `run --kv razor --profile` uses;
 // an unreachable ratio is an error (exit 1) naming the reachable minimum.
@@ -476,5 +479,6 @@ TEST(Razor, CliProfileThenRun) {
   std::remove(prof.c_str());
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kv

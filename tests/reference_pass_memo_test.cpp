@@ -16,6 +16,7 @@
 
 namespace kvtrim {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 // Every head's kept positions, and the counter ref-pass-us.
 std::pair<std::vector<std::vector<int>>, int64_t> Kept(const Session& s) {
@@ -102,5 +103,6 @@ TEST(ReferencePassMemo, ForksShareOnePassAndKeepWhatTheirOwnWouldKeep) {
   EXPECT_EQ(twice(*g.value()), twice(*alone.value()));
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim

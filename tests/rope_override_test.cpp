@@ -19,6 +19,7 @@
 
 namespace kvtrim {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 struct TempModel {
   std::string path;
@@ -140,5 +141,6 @@ TEST(RopeOverrides, ContextLengthGrowsAndTheOriginalContextStays) {
   EXPECT_FALSE(Engine::Load({plain.path, 1, {}, -1}).ok());
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim

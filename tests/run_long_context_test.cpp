@@ -18,6 +18,7 @@
 
 namespace kvtrim {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 constexpr int kCtx = 4096;
 const char* kYarn = " --rope-scaling yarn --rope-scale 4 --yarn-orig-ctx 1024";
@@ -95,5 +96,6 @@ TEST(RunLongContext, YarnAt4kAnswersTheNeedleAsTheEval) {
   std::filesystem::remove(file);
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim

@@ -15,6 +15,7 @@
 
 namespace kvtrim {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 // How often each token comes out of `draws` samplers seeded 0, 1, ...
 // (one draw each, after `history` is accepted).
@@ -154,5 +155,6 @@ TEST(Sampler, TopKOneAndTemperatureZeroAreTheArgmax) {
   }
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim

@@ -10,6 +10,7 @@
 
 namespace kvtrim::server {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 constexpr const char* kForm = "application/x-www-form-urlencoded";  // curl -d's type
 
@@ -119,5 +120,6 @@ TEST(RequestFields, TheDocsListIsTheGeneratedOne) {
     EXPECT_NE(md.find(field), std::string::npos) << field;
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::server

@@ -12,6 +12,7 @@
 
 namespace kvtrim::server {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 std::shared_ptr<StoredContext> Ctx(size_t bytes) {
   auto c = std::make_shared<StoredContext>();
@@ -92,5 +93,6 @@ TEST(ServerScheduler, EachSlotHasItsOwnPool) {
   EXPECT_EQ(c->pool(), pa);
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::server

@@ -27,6 +27,7 @@
 
 namespace kvtrim::server {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 namespace fs = std::filesystem;
 
@@ -460,5 +461,6 @@ TEST_F(ServerTest, SigkillWhileWritingLosesNoAcknowledgedContext) {
   fs::remove_all(dir);
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::server

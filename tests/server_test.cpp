@@ -24,6 +24,7 @@
 
 namespace kvtrim::server {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 using nlohmann::json;
 
@@ -512,5 +513,6 @@ TEST_F(ServerTest, ConcurrentClientsGetCorrectAnswers) {
 #endif
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::server

@@ -21,6 +21,7 @@
 
 namespace kvtrim {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 namespace fs = std::filesystem;
 
@@ -258,5 +259,6 @@ TEST(ShapeModels, CliWritesAndRefuses) {
   fs::remove(path);
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim

@@ -21,6 +21,7 @@
 
 namespace kvtrim::kv {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 // TOVA's statistic, the latest-query tap (kv/taps/latest_query.h).
 const std::vector<float>& Cur(const HeadStats& h) {
@@ -233,5 +234,6 @@ TEST(StatsTiles, ProbeScorerAcrossTileBoundaries) {
   }
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kv

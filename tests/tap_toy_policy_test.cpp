@@ -16,6 +16,7 @@
 
 namespace kvtrim::kv {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 constexpr const char kPeakTap[] = "toy-peak";
 
@@ -119,5 +120,6 @@ TEST(TapRegistry, NamesAreCheckedAndUnique) {
   EXPECT_NE(c.error().message.find("no-such-tap"), std::string::npos);
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kv

@@ -11,6 +11,7 @@
 
 namespace kvtrim::kv {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 TEST(TapUses, EveryBuiltInStatisticIsARegisteredTap) {
   for (const char* name : {"mass", "window-mass", "last-access", "history", "recent-rows", "latest-query", "max-prob"})
@@ -56,5 +57,6 @@ TEST(TapUses, ForkTargetsNeedCompatibleParameters) {
   EXPECT_NE(bad.error().message.find("another observation window"), std::string::npos);
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kv

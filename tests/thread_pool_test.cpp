@@ -13,6 +13,7 @@
 
 namespace kvtrim::kernels {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 TEST(ThreadPool, CoversEveryIndexOnce) {
   for (int threads : {1, 2, 3, 8}) {
@@ -71,5 +72,6 @@ TEST(ThreadPool, SlowChunksDoNotLoseWork) {
   EXPECT_EQ(done.load(), 8);
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kernels

@@ -9,6 +9,7 @@
 
 namespace kvtrim::kv {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 TEST(Threshold, HeadBudgetsCountTheSharesOverTheThreshold) {
   using budget::EntryScores;
@@ -72,5 +73,6 @@ TEST(Threshold, RefusedWhereItCannotApply) {
   EXPECT_NE(make("h2o", -1).find("is outside (0, 1e6]"), std::string::npos);
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kv

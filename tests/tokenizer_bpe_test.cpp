@@ -17,6 +17,7 @@
 
 namespace kvtrim {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 using io::GgufValue;
 using io::GgufValueType;
@@ -401,5 +402,6 @@ TEST(TokenizerSpecial, SentencePieceMatchesControlTextsOnlyWhenAsked) {
   EXPECT_EQ(t->Decode(without), "Hi</s>Hi");
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim

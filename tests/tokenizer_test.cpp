@@ -7,6 +7,7 @@
 
 namespace kvtrim {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 io::Tokenizer NeedleTokenizer() {
   static auto f = io::GgufFile::Open(test::ModelPath("needle-3.7M-f32.gguf"));
@@ -62,5 +63,6 @@ TEST(Tokenizer, LiteralSpaceVocabularies) {
   for (int id : ids) EXPECT_NE(t->type(id), io::TokenType::kByte);
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim

@@ -21,6 +21,7 @@
 
 namespace kvtrim::kv {
 namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 constexpr const char kPeakTap[] = "toy-policy-peak";
 
@@ -161,5 +162,6 @@ TEST_F(ToyPolicy, AChunkedPrefillStreamsOrIsRefusedByItsTraits) {
       << refused.error().message;
 }
 
+}  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kv
