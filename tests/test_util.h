@@ -14,7 +14,13 @@
 
 namespace kvtrim::test {
 
-inline std::string SharedPath(const std::string& rel) { return std::string(KVTRIM_SHARED_DIR) + "/" + rel; }
+// Built by append: GCC 12 reports a false -Warray-bounds on `string + "/"` once
+// inlined into some callers.
+inline std::string SharedPath(const std::string& rel) {
+  std::string path = KVTRIM_SHARED_DIR;
+  path.append("/").append(rel);
+  return path;
+}
 inline std::string ModelPath(const std::string& name) { return SharedPath("models/" + name); }
 
 // n normal samples with standard deviation `scale` (kernel tests).

@@ -57,7 +57,7 @@ std::string Exact(double v) {
   return std::string(buf, res.ptr);
 }
 
-OJson Num(double v) { return Bad(v) ? OJson(nullptr) : OJson(v); }
+OJson JsonNum(double v) { return Bad(v) ? OJson(nullptr) : OJson(v); }
 
 // Method order: "full" first, then by name.
 bool MethodLess(const std::string& a, const std::string& b) {
@@ -500,7 +500,7 @@ Status WriteJson(const Report& r, const std::string& path) {
   OJson meta = {{"model", m.model},       {"haystack", m.haystack},
                 {"mode", m.mode},         {"context_tokens", m.context_tokens},
                 {"samples", m.samples},   {"seed", m.seed},
-                {"threads", m.threads},   {"elapsed_s", Num(m.elapsed_s)},
+                {"threads", m.threads},   {"elapsed_s", JsonNum(m.elapsed_s)},
                 {"command", m.command},   {"tasks", m.tasks},
                 {"methods", m.methods},   {"ratios", m.ratios},
                 {"shard", m.shard},       {"units_total", m.units_total},
@@ -511,16 +511,16 @@ Status WriteJson(const Report& r, const std::string& path) {
   OJson rows = OJson::array();
   for (const auto& group : GroupedCells(r)) {
     for (const Cell* c : group) {
-      rows.push_back({{"task", c->task}, {"method", c->method}, {"ratio", Num(c->ratio)},
-                      {"n", c->n}, {"accuracy", Num(c->accuracy)}, {"stderr", Num(c->accuracy_se)},
-                      {"kl", Num(c->kl)}, {"kl_stderr", Num(c->kl_se)},
-                      {"nll_ratio", Num(c->nll_ratio)}, {"nll_ratio_stderr", Num(c->nll_ratio_se)},
-                      {"kv_bytes", Num(c->kv_bytes)}, {"kv_bytes_full", Num(c->kv_bytes_full)},
-                      {"kv_bytes_peak", Num(c->kv_bytes_peak)},
-                      {"compress_ms", Num(c->compress_ms)},
+      rows.push_back({{"task", c->task}, {"method", c->method}, {"ratio", JsonNum(c->ratio)},
+                      {"n", c->n}, {"accuracy", JsonNum(c->accuracy)}, {"stderr", JsonNum(c->accuracy_se)},
+                      {"kl", JsonNum(c->kl)}, {"kl_stderr", JsonNum(c->kl_se)},
+                      {"nll_ratio", JsonNum(c->nll_ratio)}, {"nll_ratio_stderr", JsonNum(c->nll_ratio_se)},
+                      {"kv_bytes", JsonNum(c->kv_bytes)}, {"kv_bytes_full", JsonNum(c->kv_bytes_full)},
+                      {"kv_bytes_peak", JsonNum(c->kv_bytes_peak)},
+                      {"compress_ms", JsonNum(c->compress_ms)},
                       {"compress_below_clock_resolution", c->compress_below_res}, {"note", c->note}});
       OJson counters = OJson::object();
-      for (const auto& [name, v] : c->counters) counters[name] = Num(v);
+      for (const auto& [name, v] : c->counters) counters[name] = JsonNum(v);
       rows.back()["counters"] = counters;
       if (!c->head_entries.empty()) rows.back()["head_entries"] = c->head_entries;
       if (!c->needle_kept.empty()) {
@@ -531,8 +531,8 @@ Status WriteJson(const Report& r, const std::string& path) {
         rows.back()["chosen_ratio"] = c->chosen_ratio;
         rows.back()["chosen_ratio_min"] = c->chosen_min;
         rows.back()["chosen_ratio_max"] = c->chosen_max;
-        rows.back()["quality"] = Num(c->quality);
-        rows.back()["quality_stderr"] = Num(c->quality_se);
+        rows.back()["quality"] = JsonNum(c->quality);
+        rows.back()["quality_stderr"] = JsonNum(c->quality_se);
         rows.back()["below_target"] = c->below_target;
       }
     }

@@ -50,7 +50,7 @@ std::string SerializeContext(const ContextImage& img) {
 namespace {
 
 // Reads forward through [p, end); every read is checked against what is left.
-struct Cursor {
+struct ContextCursor {
   const uint8_t* p;
   const uint8_t* end;
   size_t left() const { return static_cast<size_t>(end - p); }
@@ -98,7 +98,7 @@ Expected<ContextImage> ParseContextBytes(const uint8_t* data, size_t size) {
   uint64_t sum = 0;
   std::memcpy(&sum, data + size - 8, 8);
   if (XXH3_64bits(data, size - 8) != sum) return MakeError("checksum mismatch: the context file is corrupt or truncated");
-  Cursor c{data + 16, data + size - 8};
+  ContextCursor c{data + 16, data + size - 8};
   ContextImage img;
   uint64_t n = 0;
   if (!c.Count(&n, 1)) return Truncated("header");

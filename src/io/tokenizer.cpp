@@ -17,7 +17,7 @@ size_t Utf8Len(unsigned char c) {
   return 1;  // stray continuation byte: a symbol of its own
 }
 
-struct Symbol {
+struct SpSymbol {
   int prev, next;
   size_t start, len;
 };
@@ -248,7 +248,7 @@ void Tokenizer::EncodeSentencePiece(std::string_view text, bool prefix, std::vec
     else s += c;
   }
   // Initial symbols: UTF-8 characters.
-  std::vector<Symbol> sym;
+  std::vector<SpSymbol> sym;
   for (size_t i = 0; i < s.size();) {
     size_t len = std::min(Utf8Len(static_cast<unsigned char>(s[i])), s.size() - i);
     sym.push_back({static_cast<int>(sym.size()) - 1, static_cast<int>(sym.size()) + 1, i, len});
@@ -266,8 +266,8 @@ void Tokenizer::EncodeSentencePiece(std::string_view text, bool prefix, std::vec
   while (!agenda.empty()) {
     Bigram b = agenda.top();
     agenda.pop();
-    Symbol& L = sym[b.left];
-    Symbol& R = sym[b.right];
+    SpSymbol& L = sym[b.left];
+    SpSymbol& R = sym[b.right];
     if (L.len == 0 || R.len == 0 || L.len + R.len != b.len || L.next != b.right) continue;  // stale
     L.len += R.len;
     R.len = 0;

@@ -24,8 +24,8 @@
 namespace kvtrim::kernels {
 namespace {
 
-constexpr int kBlk = 32;
-constexpr int kPairs = kBlk / 2;
+constexpr int kPackedBlk = 32;
+constexpr int kPairs = kPackedBlk / 2;
 constexpr size_t kGroupBytes = kPackRows * 2;         // one pair of codes of 16 rows
 constexpr size_t kBlockBytes = kPairs * kGroupBytes;  // one block of 16 rows: 512 bytes
 constexpr size_t kNibBlockBytes = kBlockBytes / 2;   // the same in 4-bit codes: 256 bytes
@@ -55,12 +55,12 @@ struct Tile {
 
 // One tile x one token, element by element over the repacked layout.
 void MicroScalar(const Tile& k, int ntok, bool nib) {
-  const size_t ldx = static_cast<size_t>(k.nb) * kBlk;
+  const size_t ldx = static_cast<size_t>(k.nb) * kPackedBlk;
   for (int t = 0; t < ntok; ++t) {
     float acc[kPackRows] = {};
     for (int b = 0; b < k.nb; ++b) {
       int32_t s[kPackRows] = {};
-      const int16_t* xb = k.x + ldx * t + kBlk * b;
+      const int16_t* xb = k.x + ldx * t + kPackedBlk * b;
       if (nib) {
         const auto* c = reinterpret_cast<const uint8_t*>(k.codes) + kNibBlockBytes * b;
         for (int p = 0; p < kPairs; ++p)
@@ -97,7 +97,7 @@ inline int32_t PairAt(const int16_t* x) {
 // token's block code sum is subtracted from the int32 sums.
 template <int NV, int NT, bool NIB>
 KVTRIM_T_AVX512 void MicroAvx512(const Tile& k) {
-  const size_t ldx = static_cast<size_t>(k.nb) * kBlk;
+  const size_t ldx = static_cast<size_t>(k.nb) * kPackedBlk;
   __m512 acc[NV][NT];
   for (int v = 0; v < NV; ++v)
     for (int t = 0; t < NT; ++t) acc[v][t] = _mm512_setzero_ps();
@@ -105,7 +105,7 @@ KVTRIM_T_AVX512 void MicroAvx512(const Tile& k) {
     __m512i s[NV][NT];
     for (int v = 0; v < NV; ++v)
       for (int t = 0; t < NT; ++t) s[v][t] = _mm512_setzero_si512();
-    const int16_t* xb = k.x + kBlk * b;
+    const int16_t* xb = k.x + kPackedBlk * b;
     if constexpr (NIB) {
       const int8_t* c = k.codes + kNibBlockBytes * b;
       const __m256i m4 = _mm256_set1_epi8(0xF);
@@ -159,13 +159,13 @@ KVTRIM_T_AVX512 void MicroAvx512(const Tile& k) {
 // (madd_epi16 + add) per token, then one convert and one multiply-add.
 template <int NT, bool NIB>
 KVTRIM_T_AVX2 void MicroAvx2Half(const Tile& k, int h) {
-  const size_t ldx = static_cast<size_t>(k.nb) * kBlk;
+  const size_t ldx = static_cast<size_t>(k.nb) * kPackedBlk;
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int b = 0; b < k.nb; ++b) {
     __m256i s[NT];
     for (int t = 0; t < NT; ++t) s[t] = _mm256_setzero_si256();
-    const int16_t* xb = k.x + kBlk * b;
+    const int16_t* xb = k.x + kPackedBlk * b;
     if constexpr (NIB) {
       const int8_t* c = k.codes + kNibBlockBytes * b + 16 * h;
       const __m128i m4 = _mm_set1_epi8(0xF);
@@ -269,7 +269,7 @@ void Drive(const PackedWeights& p, const QActs& a, int r0, int r1, float* y, int
       for (int v = 0; v < nv; ++v) k.mask[v] = RowMask(tl + v, r0, r1);
       for (int t = t0; t < t1; t += nt_max) {
         const int nt = std::min(nt_max, t1 - t);
-        k.x = a.q.data() + static_cast<size_t>(t) * p.nb * kBlk;
+        k.x = a.q.data() + static_cast<size_t>(t) * p.nb * kPackedBlk;
         k.dx = a.d.data() + static_cast<size_t>(t) * p.nb;
         k.hs = a.hsum.data() + static_cast<size_t>(t) * 2 * p.nb;
         k.y = y + static_cast<size_t>(t) * ldy + static_cast<size_t>(kPackRows) * tl;
@@ -282,7 +282,7 @@ void Drive(const PackedWeights& p, const QActs& a, int r0, int r1, float* y, int
 }  // namespace
 
 bool PackSupports(const WeightView& w) {
-  return (w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0) && w.cols > 0 && w.cols % kBlk == 0 && w.rows > 0;
+  return (w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0) && w.cols > 0 && w.cols % kPackedBlk == 0 && w.rows > 0;
 }
 
 PackedWeights PackWeights(const WeightView& w) {
@@ -293,7 +293,7 @@ PackedWeights PackWeights(const WeightView& w) {
   p.type = w.type;
   p.rows = w.rows;
   p.cols = w.cols;
-  p.nb = w.cols / kBlk;
+  p.nb = w.cols / kPackedBlk;
   p.tiles = (w.rows + kPackRows - 1) / kPackRows;
   p.nibbles = q4;
   p.codes.assign(BlockBytes(p) * p.nb * p.tiles, q4 ? static_cast<int8_t>(0x88) : int8_t{0});  // code 0 in padding
@@ -308,10 +308,10 @@ PackedWeights PackWeights(const WeightView& w) {
       p.scales[blk_index * kPackRows + i] = F16ToF32(h);
       int8_t* c = p.codes.data() + blk_index * BlockBytes(p) + 2 * i;
       if (!q4) {
-        for (int j = 0; j < kBlk; ++j) c[kGroupBytes * (j / 2) + j % 2] = CodeAt(q4, blk, j);
+        for (int j = 0; j < kPackedBlk; ++j) c[kGroupBytes * (j / 2) + j % 2] = CodeAt(q4, blk, j);
         continue;
       }
-      for (int j = 0; j < kBlk / 2; ++j) {  // element j: low nibble of group j / 2; element j + 16: high
+      for (int j = 0; j < kPackedBlk / 2; ++j) {  // element j: low nibble of group j / 2; element j + 16: high
         const int lo = CodeAt(q4, blk, j) + 8, hi = CodeAt(q4, blk, j + 16) + 8;
         c[kGroupBytes * (j / 2) + j % 2] = static_cast<int8_t>(lo | hi << 4);
       }
@@ -326,10 +326,10 @@ void UnpackBlock(const PackedWeights& p, int r, int b, int8_t* codes, float* d) 
   *d = p.scales[blk_index * kPackRows + i];
   const int8_t* c = p.codes.data() + blk_index * BlockBytes(p) + 2 * i;
   if (!p.nibbles) {
-    for (int j = 0; j < kBlk; ++j) codes[j] = c[kGroupBytes * (j / 2) + j % 2];
+    for (int j = 0; j < kPackedBlk; ++j) codes[j] = c[kGroupBytes * (j / 2) + j % 2];
     return;
   }
-  for (int j = 0; j < kBlk / 2; ++j) {
+  for (int j = 0; j < kPackedBlk / 2; ++j) {
     const auto byte = static_cast<uint8_t>(c[kGroupBytes * (j / 2) + j % 2]);
     codes[j] = static_cast<int8_t>((byte & 0xF) - 8);
     codes[j + 16] = static_cast<int8_t>((byte >> 4) - 8);

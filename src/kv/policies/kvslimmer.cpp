@@ -10,7 +10,7 @@ namespace kvtrim::kv {
 
 namespace {
 
-MergingOptions Options(const Params& p) {
+MergingOptions SlimmerOptions(const Params& p) {
   MergingOptions o;
   o.rule = KeyRule::kClosedForm;
   o.chunk = static_cast<int>(p.at("merge-chunk"));
@@ -36,8 +36,8 @@ PolicyInfo KvslimmerPolicyInfo() {
            {"diag-only", 0, "1: ablation with c12 = 0 (no off-diagonal coupling)", 0, 1},
            {"renorm", 0, "1: ablation: alpha renormalised over the non-sink entries and o without the sinks "
                          "(0: the seed's eqs. 9, 23-25, over every entry)", 0, 1}},
-          [](const Params& p) { return std::make_unique<MergingPolicy>(Options(p)); },
-          [](const Params& p) { return MergingPolicy::Traits(Options(p)); }};
+          [](const Params& p) { return std::make_unique<MergingPolicy>(SlimmerOptions(p)); },
+          [](const Params& p) { return MergingPolicy::Traits(SlimmerOptions(p)); }};
 }
 
 }  // namespace kvtrim::kv

@@ -10,7 +10,7 @@ namespace kvtrim::kv {
 
 namespace {
 
-MergingOptions Options(const Params& p) {
+MergingOptions MergeMeanOptions(const Params& p) {
   MergingOptions o;
   o.rule = KeyRule::kMean;
   o.chunk = static_cast<int>(p.at("merge-chunk"));
@@ -28,8 +28,8 @@ PolicyInfo MergeMeanPolicyInfo() {
            {"sinks", 32, "sink tokens never merged (positions < S)"},
            {"obs-window", 32, "observation window w: the last w queries observed; the w most recent entries protected",
             1, 1e6}},
-          [](const Params& p) { return std::make_unique<MergingPolicy>(Options(p)); },
-          [](const Params& p) { return MergingPolicy::Traits(Options(p)); }};
+          [](const Params& p) { return std::make_unique<MergingPolicy>(MergeMeanOptions(p)); },
+          [](const Params& p) { return MergingPolicy::Traits(MergeMeanOptions(p)); }};
 }
 
 }  // namespace kvtrim::kv
