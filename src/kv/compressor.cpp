@@ -278,12 +278,13 @@ std::vector<int> Compressor::AdaptiveBudgets(const KvCache& cache, int layer, Ph
   return budget::AdaptiveHeadBudgets(LayerScores(cache, layer, phase, pool), Budget(layer, n), o_.min_head_share);
 }
 
-void Compressor::PrepareShared(const KvCache& cache, kernels::ThreadPool* pool) {
+void Compressor::PrepareShared(const KvCache& cache, int64_t n, kernels::ThreadPool* pool) {
   shared_.clear();
   const budget::Spec spec = policy_->traits().budget;
-  const int64_t n = cache.logical_length();
   const int64_t base = budget::Uniform(target(), n);
   if (spec.kind != budget::Kind::kShared || base >= n) return;  // nothing is compressed
+  // Every head's entries held (in a chunked prefill: the carried past and
+  // the chunk) compete for the whole prompt's total.
   std::vector<std::vector<double>> scores;
   scores.reserve(static_cast<size_t>(n_layer_) * n_head_kv_);
   for (int l = 0; l < n_layer_; ++l)
@@ -351,7 +352,7 @@ Status Compressor::CompressLayerAt(KvCache& cache, int l, int64_t n_budget, kern
   // kUnreachable), before any head changes.
   if (l == 0) {
     KVTRIM_RETURN_IF_ERROR(policy_->Prepare({target(), n_budget, n_layer_, n_head_kv_}));
-    PrepareShared(cache, pool);
+    PrepareShared(cache, n_budget, pool);
   }
   std::vector<int> budgets = HeadBudgets(n_budget);
   if (threshold_) {  // each head's count over the threshold; the ratio plays no part

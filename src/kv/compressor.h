@@ -141,6 +141,9 @@ class Compressor {
   // Seconds the last prefill-time compression spent per layer (plans + applying).
   const std::vector<double>& prefill_layer_seconds() const { return layer_s_; }
   int64_t evictions() const { return evicted_.load(); }
+  // The shared allocator's last counts per head (l * n_head_kv + h; KVzip's
+  // shared budget), empty when none ran.
+  const std::vector<int>& shared_counts() const { return shared_; }
   // The policy's own counters (e.g. KVSlimmer's merges and fallbacks).
   // With a reference pass, also its time and the prefill's (microseconds).
   std::vector<std::pair<std::string, int64_t>> counters() const;
@@ -154,8 +157,9 @@ class Compressor {
   Status CompressLayerAt(KvCache& cache, int layer, int64_t n_budget, kernels::ThreadPool* pool);
   // The policy's entry scores of every head of one layer (Policy::Score).
   std::vector<EntryScores> LayerScores(const KvCache& cache, int layer, Phase phase, kernels::ThreadPool* pool);
-  // The shared allocator's counts (KVzip), before any head changes.
-  void PrepareShared(const KvCache& cache, kernels::ThreadPool* pool);
+  // The shared allocator's counts (KVzip) for a prompt of logical length
+  // n, before any head changes.
+  void PrepareShared(const KvCache& cache, int64_t n, kernels::ThreadPool* pool);
   Status CompressHead(KvCache& cache, int layer, int h, Phase phase, int budget, int64_t budget_len = 0);
   CompressionOptions o_;
   std::unique_ptr<Policy> policy_;

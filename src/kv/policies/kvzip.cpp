@@ -6,12 +6,15 @@
 // are kept under ONE budget shared by every KV head of every layer (the
 // uniform total r x entries, heads get different counts), or with
 // --kvzip-per-head a fixed share per head. Prefill-time only.
-// With --prefill-chunk (per-head mode; the shared budget needs every entry
-// scored at once) the reconstruction is chunked as the paper does for long
-// contexts: after each chunk the engine repeats that chunk alone over the
-// compressed past and the chunk (Session::RunReferencePass), and each entry
-// keeps the largest score any chunk's reconstruction gave it (the kept
-// entries' scores are carried from chunk to chunk).
+// With --prefill-chunk the reconstruction is chunked as the paper does for
+// long contexts: after each chunk the engine repeats that chunk alone over
+// the compressed past and the chunk (Session::RunReferencePass), and each
+// entry keeps the largest score any chunk's reconstruction gave it (the kept
+// entries' scores are carried from chunk to chunk). The shared budget
+// streams too: after each chunk one top-k runs over every head's entries
+// held, the carried scores and the chunk's new ones (Compressor's
+// PrepareShared at the whole prompt's total), so a head's share grows or
+// shrinks as the prompt goes and no head holds more than its share + chunk.
 // `kvzip+` (KVzip+, kvpress's KVzipPress(kvzip_plus_normalization=True)):
 // the same pass, each probability normalised by what the entry adds to the
 // residual stream relative to the query's input:
@@ -122,7 +125,7 @@ std::vector<ParamSpec> KvzipParams() {
 // A reconstruction pass scores every entry (max-prob, or KVzip+'s normalised
 // max-prob over ||h|| with the output projection); one top-k over every head
 // of every layer (budget::SharedTopK over Score), or with --kvzip-per-head
-// the uniform share, which streams with chunked reconstruction.
+// the uniform share; both stream with chunked reconstruction.
 std::function<PolicyTraits(const Params&)> KvzipTraits(bool plus) {
   return [plus](const Params& p) {
     PolicyTraits t{.decode_time = false, .scores_entries = true};
@@ -132,13 +135,10 @@ std::function<PolicyTraits(const Params&)> KvzipTraits(bool plus) {
     t.reference_pass.queries = false;
     t.reference_pass.taps = {plus ? kMaxProbOverHTap : kMaxProbTap};
     t.reference_pass.output_weights = plus;
-    if (p.at("kvzip-per-head") >= 0.5) {
-      t.stream_blocker = "";
-    } else {
+    t.stream_blocker = "";  // each chunk's reconstruction scores what the chunk's compression weighs
+    if (p.at("kvzip-per-head") < 0.5) {
       t.budget.kind = budget::Kind::kShared;
       t.budget.shared_floor = static_cast<int>(p.at("kvzip-floor"));
-      t.stream_blocker = "its one budget shared by every head needs every entry scored at once (--kvzip-per-head "
-                         "streams, with chunked reconstruction)";
     }
     t.costly = plus;  // not in the default eval sweep (name it): its cells match kvzip's cost
     return t;
