@@ -1,6 +1,5 @@
+#include "kv/numerics/eigen.h"  // first: Eigen's AVX-512 warnings silenced before <immintrin.h> comes in
 #include "model/output_gram.h"
-
-#include <Eigen/Core>
 
 #include "kernels/quant.h"
 
