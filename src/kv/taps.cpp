@@ -17,8 +17,8 @@ namespace kvtrim::kv {
 
 namespace {
 
-struct Registry {
-  Registry() {
+struct TapRegistry {
+  TapRegistry() {
     for (TapInfo (*info)() : {MassTapInfo, WindowMassTapInfo, LastAccessTapInfo, HistoryTapInfo, RecentRowsTapInfo,
                                LatestQueryTapInfo, MaxProbTapInfo, MaxProbOverHTapInfo})
       taps.push_back(std::make_unique<TapInfo>(info()));
@@ -28,8 +28,8 @@ struct Registry {
   std::vector<std::unique_ptr<TapInfo>> taps;
 };
 
-Registry& Taps() {
-  static Registry r;
+TapRegistry& Taps() {
+  static TapRegistry r;
   return r;
 }
 
@@ -39,7 +39,7 @@ Status RegisterTap(TapInfo info) {
   if (info.name.empty()) return MakeError("a tap needs a name");
   if (!info.make) return MakeError("tap '" + info.name + "' has no factory");
   if (info.last_queries < 0) return MakeError("tap '" + info.name + "': last_queries is negative");
-  Registry& r = Taps();
+  TapRegistry& r = Taps();
   std::lock_guard<std::mutex> lock(r.mu);
   for (const auto& t : r.taps)
     if (t->name == info.name) return MakeError("tap '" + info.name + "' is registered already");
@@ -48,7 +48,7 @@ Status RegisterTap(TapInfo info) {
 }
 
 const TapInfo* FindTap(const std::string& name) {
-  Registry& r = Taps();
+  TapRegistry& r = Taps();
   std::lock_guard<std::mutex> lock(r.mu);
   for (const auto& t : r.taps)
     if (t->name == name) return t.get();

@@ -29,6 +29,7 @@ Command AddBench(CLI::App& app);
 Command AddPolicies(CLI::App& app);
 Command AddEval(CLI::App& app);
 Command AddEvalMerge(CLI::App& app);
+Command AddEvalCompare(CLI::App& app);
 Command AddProfile(CLI::App& app);
 Command AddCalibrate(CLI::App& app);
 Command AddTokenize(CLI::App& app);

@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
       kvtrim::cli::AddPolicies(app),
       kvtrim::cli::AddEval(app),
       kvtrim::cli::AddEvalMerge(app),
+      kvtrim::cli::AddEvalCompare(app),
       kvtrim::cli::AddProfile(app),
       kvtrim::cli::AddCalibrate(app),
       kvtrim::cli::AddTokenize(app),

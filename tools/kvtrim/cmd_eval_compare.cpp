@@ -1,0 +1,46 @@
+// `kvtrim eval-compare A B`: two eval runs (or two methods of one run)
+// compared sample by sample: accuracy, retention against each run's full
+// cache with its Wilson 95% interval, and McNemar's exact test.
+#include <cstdio>
+
+#include "commands.h"
+#include "kvtrim/eval_paired.h"
+#include "kvtrim/eval_report.h"
+
+namespace kvtrim::cli {
+
+Command AddEvalCompare(CLI::App& app) {
+  struct Opts {
+    std::string a, b, method_a, method_b;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* sub = app.add_subcommand(
+      "eval-compare",
+      "Compare two eval runs on the same samples: retention (the share of the full cache's right answers a method "
+      "keeps) with its Wilson 95% interval, and McNemar's exact test between the two");
+  sub->add_option("a", o->a, "Report folder of the first run")->required()->check(CLI::ExistingDirectory);
+  sub->add_option("b", o->b, "Report folder of the second run (the same folder: two methods of one run)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  sub->add_option("--method", o->method_a, "Method of the first run")->required();
+  sub->add_option("--method-b", o->method_b, "Method of the second run (default: --method; full: the full cache)");
+  auto action = [o]() -> int {
+    auto a = eval::ReadReportDir(o->a);
+    auto b = a.ok() ? eval::ReadReportDir(o->b) : a;
+    if (!a.ok() || !b.ok()) {
+      std::fprintf(stderr, "kvtrim eval-compare: %s\n", (!a.ok() ? a : b).error().message.c_str());
+      return 1;
+    }
+    const std::string mb = o->method_b.empty() ? o->method_a : o->method_b;
+    auto rows = eval::ComparePaired(a.value(), o->method_a, b.value(), mb);
+    if (!rows.ok()) {
+      std::fprintf(stderr, "kvtrim eval-compare: %s\n", rows.error().message.c_str());
+      return 1;
+    }
+    std::fputs(eval::FormatPaired(rows.value(), o->a + " " + o->method_a, o->b + " " + mb).c_str(), stdout);
+    return 0;
+  };
+  return {sub, action};
+}
+
+}  // namespace kvtrim::cli
