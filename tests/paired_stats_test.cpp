@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 
 #include "kvtrim/eval_paired.h"
 
@@ -145,6 +146,34 @@ TEST(PairedStats, TwoRunsPairedSampleBySample) {
   c.meta.seed = 2;
   EXPECT_FALSE(ComparePaired(a, "kvzip", c, "kvzip").ok());
   EXPECT_FALSE(ComparePaired(a, "snapkv", b, "kvzip").ok());
+}
+
+TEST(PairedStats, CellsCarryRetentionAndItsInterval) {
+  ReportMeta meta;
+  meta.tasks = {"niah"}, meta.methods = {"full", "kvzip"}, meta.ratios = {0.1};
+  const std::vector<double> full = {1, 1, 1, 0, 1, 1}, method = {0, 1, 0, 1, 1, 0};
+  std::vector<SampleRecord> samples;
+  for (int i = 0; i < 6; ++i) {
+    samples.push_back(Rec("niah", "full", 1, i, full[i]));
+    samples.push_back(Rec("niah", "kvzip", 0.1, i, method[i]));
+    samples.back().unit = samples[samples.size() - 2].unit = i;
+  }
+  Report r;
+  r.meta = meta;
+  r.cells = SummarizeCells(meta, samples);
+  ASSERT_EQ(r.cells.size(), 2u);
+  EXPECT_EQ(r.cells[0].retention_n, 5);  // the full cache against itself
+  EXPECT_DOUBLE_EQ(r.cells[0].retention, 1.0);
+  EXPECT_EQ(r.cells[1].retention_n, 5);
+  EXPECT_DOUBLE_EQ(r.cells[1].retention, 2 / 5.0);  // sample 3: answered, but the full cache misses it
+  const Interval ci = WilsonInterval(2, 5);
+  EXPECT_DOUBLE_EQ(r.cells[1].retention_lo, ci.lo);
+  EXPECT_DOUBLE_EQ(r.cells[1].retention_hi, ci.hi);
+  const std::string t = FormatTable(r);
+  EXPECT_NE(t.find("retention [95% CI]"), std::string::npos) << t;
+  char want[64];
+  std::snprintf(want, sizeof want, "0.400 [%.3f, %.3f]", ci.lo, ci.hi);
+  EXPECT_NE(t.find(want), std::string::npos) << t;
 }
 
 }  // namespace KVTRIM_TEST_UNIQUE

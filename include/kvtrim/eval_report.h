@@ -44,6 +44,12 @@ struct Cell {
   // samples, and its mean over the heads (NaN: not a needle task).
   std::vector<double> needle_kept;
   double needle_kept_mean = NAN;
+  // Needle tasks: retention, among the samples the full cache answers
+  // (retention_n of them), the share this cell's method answers too, with
+  // its Wilson 95% interval (include/kvtrim/eval_paired.h); NaN when the
+  // full cache answers none or for fidelity tasks.
+  int retention_n = 0;
+  double retention = NAN, retention_lo = NAN, retention_hi = NAN;
 };
 
 // One (unit, method, ratio) measurement; cells are summaries of these. A unit

@@ -112,7 +112,10 @@ std::vector<std::string> TableRow(const Cell& c) {
   std::string pct = (c.kv_bytes_full > 0 && !Bad(c.kv_bytes))
                         ? Printf("%.1f%%", 100.0 * c.kv_bytes / c.kv_bytes_full)
                         : "-";
-  return {c.task, c.method, Bad(c.ratio) ? "-" : Printf("%g", c.ratio), std::to_string(c.n), acc,
+  const std::string ret = Bad(c.retention) ? (acc.empty() ? "" : "-")
+                                            : Printf("%.3f", c.retention) + Printf(" [%.3f, ", c.retention_lo) +
+                                                  Printf("%.3f]", c.retention_hi);
+  return {c.task, c.method, Bad(c.ratio) ? "-" : Printf("%g", c.ratio), std::to_string(c.n), acc, ret,
           PlusMinus("%.4f", c.kl, c.kl_se), PlusMinus("%.3f", c.nll_ratio, c.nll_ratio_se),
           HumanBytes(c.kv_bytes), pct,
           Bad(c.compress_ms) ? "-" : Printf("%.2f", c.compress_ms) + (c.compress_below_res ? " (<res)" : ""),
@@ -167,7 +170,8 @@ const std::vector<std::string>& CsvColumns() {
   static const std::vector<std::string> cols = {
       "task",      "method",           "ratio",    "n",             "accuracy",
       "stderr",    "kl",               "kl_stderr", "nll_ratio",    "nll_ratio_stderr",
-      "kv_bytes",  "kv_bytes_full",    "compress_ms", "note"};
+      "kv_bytes",  "kv_bytes_full",    "compress_ms", "note", "retention", "retention_lo", "retention_hi",
+      "retention_n"};
   return cols;
 }
 
@@ -474,7 +478,7 @@ std::vector<PlotSpec> PlotSpecs(const Report& r) {
 
 std::string FormatTable(const Report& r) {
   std::vector<std::vector<std::string>> rows = {{"task", "method", "ratio", "n", "accuracy % \u00b1 se",
-                                                 "KL \u00b1 se", "NLL ratio \u00b1 se", "KV held",
+                                                 "retention [95% CI]", "KL \u00b1 se", "NLL ratio \u00b1 se", "KV held",
                                                  "% of full", "compress ms", "note"}};
   std::vector<size_t> group_start;
   for (const auto& group : GroupedCells(r)) {
@@ -523,6 +527,11 @@ Status WriteJson(const Report& r, const std::string& path) {
       for (const auto& [name, v] : c->counters) counters[name] = JsonNum(v);
       rows.back()["counters"] = counters;
       if (!c->head_entries.empty()) rows.back()["head_entries"] = c->head_entries;
+      if (!Bad(c->retention)) {
+        rows.back()["retention"] = c->retention;
+        rows.back()["retention_ci95"] = {c->retention_lo, c->retention_hi};
+        rows.back()["retention_n"] = c->retention_n;
+      }
       if (!c->needle_kept.empty()) {
         rows.back()["needle_kept"] = c->needle_kept_mean;
         rows.back()["needle_kept_heads"] = c->needle_kept;
@@ -551,7 +560,9 @@ Status WriteCsv(const Report& r, const std::string& path) {
                                     std::to_string(c->n), Exact(c->accuracy), Exact(c->accuracy_se),
                                     Exact(c->kl), Exact(c->kl_se), Exact(c->nll_ratio),
                                     Exact(c->nll_ratio_se), Exact(c->kv_bytes),
-                                    Exact(c->kv_bytes_full), Exact(c->compress_ms), CsvField(c->note)};
+                                    Exact(c->kv_bytes_full), Exact(c->compress_ms), CsvField(c->note),
+                                    Exact(c->retention), Exact(c->retention_lo), Exact(c->retention_hi),
+                                    std::to_string(c->retention_n)};
       for (size_t i = 0; i < f.size(); ++i) text += (i ? "," : "") + f[i];
       text += "\n";
     }

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "eval/metrics.h"
+#include "kvtrim/eval_paired.h"
 #include "kvtrim/eval_report.h"
 #include "kvtrim/eval_tasks.h"
 #include "kvtrim/clock.h"
@@ -23,6 +24,26 @@ double SumOf(const std::vector<double>& v) {
 // report does not say (reports written before it did).
 double StepNs(const ReportMeta& m) {
   return static_cast<double>(m.clock_step_ns > 0 ? m.clock_step_ns : SteadyClock().step_ns);
+}
+
+// Retention of a needle cell against the full cache's samples of its task,
+// paired by sample index (samples without numbers on either side left out).
+void SetRetention(const std::vector<const SampleRecord*>& full, const std::vector<const SampleRecord*>& method,
+                  Cell* c) {
+  std::map<int, bool> answered;
+  for (const SampleRecord* s : full)
+    if (s->note.empty() && !std::isnan(s->accuracy)) answered[s->sample] = s->accuracy >= kAnsweredAt;
+  std::vector<bool> f, m;
+  for (const SampleRecord* s : method) {
+    auto it = answered.find(s->sample);
+    if (!s->note.empty() || std::isnan(s->accuracy) || it == answered.end()) continue;
+    f.push_back(it->second), m.push_back(s->accuracy >= kAnsweredAt);
+  }
+  if (f.empty()) return;
+  const Expected<Retention> r = RetentionOf(f, m);  // sizes agree by construction
+  if (!r.ok() || r->full_right == 0) return;
+  c->retention_n = r->full_right;
+  c->retention = r->value, c->retention_lo = r->ci.lo, c->retention_hi = r->ci.hi;
 }
 
 }  // namespace
@@ -101,6 +122,7 @@ std::vector<Cell> SummarizeCells(const ReportMeta& meta, std::vector<SampleRecor
           c.quality = q.mean, c.quality_se = q.se;
           for (double y : quality) c.below_target += y < meta.quality_target;
         }
+        if (auto f = by.find({task, "full", 1.0}); f != by.end()) SetRetention(f->second, it->second, &c);
         out.push_back(std::move(c));
       }
     }
