@@ -5,8 +5,12 @@
 // (retention 1, p = 1), and the pairing of two runs' samples.
 #include <gtest/gtest.h>
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include "kvtrim/eval_paired.h"
 
@@ -174,6 +178,25 @@ TEST(PairedStats, CellsCarryRetentionAndItsInterval) {
   char want[64];
   std::snprintf(want, sizeof want, "0.400 [%.3f, %.3f]", ci.lo, ci.hi);
   EXPECT_NE(t.find(want), std::string::npos) << t;
+  // The plot of retention carries the interval: value, low, high per point.
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) GTEST_SKIP() << "gnuplot not installed";
+  const std::string dir = ::testing::TempDir() + "kvtrim-retention-plot";
+  auto files = WritePlots(r, dir);
+  ASSERT_TRUE(files.ok()) << files.error().message;
+  std::ifstream dat(dir + "/retention_niah.dat");
+  std::stringstream ss;
+  ss << dat.rdbuf();
+  EXPECT_NE(ss.str().find("columns: ratio value low high n"), std::string::npos) << ss.str();
+  auto shortest = [](double v) {  // as the .dat writes numbers (exact, shortest)
+    char b[64];
+    return std::string(b, std::to_chars(b, b + sizeof b, v).ptr);
+  };
+  const std::string row = "0.1 0.4 " + shortest(ci.lo) + " " + shortest(ci.hi) + " 5";
+  EXPECT_NE(ss.str().find(row), std::string::npos) << row << "\n" << ss.str();
+  std::ifstream gp(dir + "/plot_retention_niah.gp");
+  std::stringstream gs;
+  gs << gp.rdbuf();
+  EXPECT_NE(gs.str().find(":($4*S) with yerrorlines"), std::string::npos) << gs.str();
 }
 
 }  // namespace KVTRIM_TEST_UNIQUE

@@ -196,6 +196,7 @@ Status WriteText(const std::string& path, const std::string& text) {
 struct Point {
   double x, y, se;
   int n;
+  double lo = NAN, hi = NAN;  // an asymmetric interval (PlotSpec::interval)
 };
 struct Series {
   std::string method;
@@ -213,6 +214,7 @@ struct PlotSpec {
   double ref_y = 0;     // "full" at ratio 1
   bool ref_point = false;  // the summary: "full" drawn as a point at its bytes, not a line
   std::vector<std::pair<std::string, double>> xtics;  // empty: one tic per x, labelled "%g"
+  bool interval = false;  // points carry [lo, hi] (retention's Wilson interval), not +- se
 };
 
 std::string SafeName(const std::string& s) {
@@ -257,13 +259,17 @@ std::string DatText(const PlotSpec& p) {
   std::ostringstream os;
   std::string title = p.title;
   for (size_t nl = 0; (nl = title.find('\n', nl)) != std::string::npos; nl += 3) title.replace(nl, 1, "\n# ");
-  os << "# " << title << "\n# columns: " << p.xcolumn << " mean stderr n; one block per method"
-     << " (gnuplot index), blocks separated by two blank lines\n";
+  os << "# " << title << "\n# columns: " << p.xcolumn << (p.interval ? " value low high n" : " mean stderr n")
+     << "; one block per method (gnuplot index), blocks separated by two blank lines\n";
   for (size_t i = 0; i < p.series.size(); ++i) {
     if (i > 0) os << "\n\n";
     os << "# index " << i << ": method " << p.series[i].method << "\n";
-    for (const Point& pt : p.series[i].pts)
-      os << Exact(pt.x) << " " << Exact(pt.y) << " " << Exact(pt.se) << " " << pt.n << "\n";
+    for (const Point& pt : p.series[i].pts) {
+      os << Exact(pt.x) << " " << Exact(pt.y) << " ";
+      if (p.interval) os << Exact(pt.lo) << " " << Exact(pt.hi) << " ";
+      else os << Exact(pt.se) << " ";
+      os << pt.n << "\n";
+    }
   }
   return os.str();
 }
@@ -363,7 +369,8 @@ std::string GpScript(const PlotSpec& p, const std::string& terminal) {
     const size_t i = static_cast<size_t>(s - p.series.data());
     const MethodStyle& st = styles.at(s->method);
     os << sep << GnuplotQuote(p.dat) << " index " << i << " using ($1*" << Exact(shifts.at(s->method))
-       << "):($2*S):($3*S) with yerrorlines " << GnuplotStyle(st) << " ps " << (st.width > 2 ? "1.4" : "1.2")
+       << (p.interval ? "):($2*S):($3*S):($4*S) with yerrorlines " : "):($2*S):($3*S) with yerrorlines ")
+       << GnuplotStyle(st) << " ps " << (st.width > 2 ? "1.4" : "1.2")
        << " title " << GnuplotQuote(s->method);
     sep = ", \\\n     ";
   }
@@ -446,6 +453,31 @@ PlotSpec SummarySpec(const Report& r) {
   return p;
 }
 
+// Retention against the ratio for one needle task, each point with its
+// Wilson 95% interval; the full cache's 1 as the reference line.
+PlotSpec RetentionSpec(const Report& r, const std::string& task) {
+  PlotSpec p = MakeSpec("retention_" + SafeName(task), "retention_" + SafeName(task) + ".dat",
+                        "retention (the share of the full cache's right answers kept), 95% Wilson intervals: " +
+                            task + "\n" + Subtitle(r.meta),
+                        "retention (%)", "[-2:102]", 100.0);
+  p.interval = true;
+  std::map<std::string, Series, bool (*)(const std::string&, const std::string&)> by(MethodLess);
+  for (const Cell& c : r.cells) {
+    if (c.task != task || Bad(c.retention) || Bad(c.ratio) || c.ratio <= 0) continue;
+    if (c.method == "full") {
+      p.has_ref = true, p.ref_y = c.retention;
+      continue;
+    }
+    by[c.method].method = c.method;
+    by[c.method].pts.push_back({c.ratio, c.retention, 0.0, c.retention_n, c.retention_lo, c.retention_hi});
+  }
+  for (auto& [m, s] : by) {
+    std::sort(s.pts.begin(), s.pts.end(), [](const Point& a, const Point& b) { return a.x < b.x; });
+    p.series.push_back(std::move(s));
+  }
+  return p;
+}
+
 std::vector<PlotSpec> PlotSpecs(const Report& r) {
   std::vector<PlotSpec> specs;
   for (const auto& group : GroupedCells(r)) {
@@ -456,6 +488,7 @@ std::vector<PlotSpec> PlotSpecs(const Report& r) {
                           "accuracy (%)", "[-2:102]", 100.0);
     Collect(r, task, &Cell::accuracy, &Cell::accuracy_se, p);
     specs.push_back(std::move(p));
+    specs.push_back(RetentionSpec(r, task));
   }
   for (const std::string task : {"fidelity", "fidelity-decode"}) {
     const bool dec = task == "fidelity-decode";
