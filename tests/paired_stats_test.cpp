@@ -175,6 +175,8 @@ TEST(PairedStats, CellsCarryRetentionAndItsInterval) {
   EXPECT_DOUBLE_EQ(r.cells[1].retention_hi, ci.hi);
   const std::string t = FormatTable(r);
   EXPECT_NE(t.find("retention [95% CI]"), std::string::npos) << t;
+  EXPECT_NE(t.find("0.10 wide needs " + std::to_string(SamplesForWidth(0.95, 0.10)) + " of them"), std::string::npos)
+      << t;
   char want[64];
   std::snprintf(want, sizeof want, "0.400 [%.3f, %.3f]", ci.lo, ci.hi);
   EXPECT_NE(t.find(want), std::string::npos) << t;

@@ -1,5 +1,6 @@
 // Renderings of an eval sweep: stdout table, JSON, CSV, gnuplot plots.
 #include "kvtrim/eval_report.h"
+#include "kvtrim/eval_paired.h"
 
 #include "eval/gnuplot.h"
 #include "eval/method_style.h"
@@ -509,6 +510,16 @@ std::vector<PlotSpec> PlotSpecs(const Report& r) {
 
 }  // namespace
 
+// What the retention intervals need: the samples the full cache must
+// answer for a Wilson interval 0.10 wide (printed when a cell has retention).
+std::string RetentionLine(const Report& r) {
+  const bool any = std::any_of(r.cells.begin(), r.cells.end(), [](const Cell& c) { return !Bad(c.retention); });
+  if (!any) return "";
+  return "retention:      Wilson 95% intervals over the samples the full cache answers; 0.10 wide needs " +
+         std::to_string(SamplesForWidth(0.95, 0.10)) + " of them at retention 0.95, " +
+         std::to_string(SamplesForWidth(0.85, 0.10)) + " at 0.85 (kvtrim eval-compare: paired tests)\n";
+}
+
 std::string FormatTable(const Report& r) {
   std::vector<std::vector<std::string>> rows = {{"task", "method", "ratio", "n", "accuracy % \u00b1 se",
                                                  "retention [95% CI]", "KL \u00b1 se", "NLL ratio \u00b1 se", "KV held",
@@ -523,7 +534,7 @@ std::string FormatTable(const Report& r) {
     for (size_t i = 0; i < row.size(); ++i) w[i] = std::max(w[i], DisplayWidth(row[i]));
   size_t total = 2 * (w.size() - 1);
   for (size_t x : w) total += x;
-  std::string out = MetaBlock(r.meta) + "\n" + JoinRow(rows[0], w) + std::string(total, '-') + "\n";
+  std::string out = MetaBlock(r.meta) + RetentionLine(r) + "\n" + JoinRow(rows[0], w) + std::string(total, '-') + "\n";
   for (size_t i = 1; i < rows.size(); ++i) {
     if (i != 1 && std::find(group_start.begin(), group_start.end(), i) != group_start.end())
       out += "\n";
