@@ -90,7 +90,8 @@ Command AddCalibrate(CLI::App& app) {
   sub->add_option("--ratios", o->ratios, "Retention ratios measured")->delimiter(',')->capture_default_str();
   sub->add_option("--tasks", o->tasks, "Needle tasks (answer NLL)")->delimiter(',')->capture_default_str();
   sub->add_flag("--no-fidelity", o->no_fidelity, "Skip plain-text continuations");
-  sub->add_option("--haystack", o->haystacks, "Haystack text files (several: more varied contexts)");
+  sub->add_option("--haystack", o->haystacks, "Haystack text files or names (several: more varied contexts)")
+      ->transform(HaystackName());
   sub->add_option("--samples", o->samples, "Contexts per task and haystack")->capture_default_str()->check(Positive());
   sub->add_option("--seed", o->seed, "Seed of the task generators")->capture_default_str();
   sub->add_option("--context", o->context, "Context length in tokens (0: model context - 48; past the model's context with RoPE scaling, as eval)")->capture_default_str();

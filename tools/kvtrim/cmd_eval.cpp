@@ -193,7 +193,7 @@ Command AddEval(CLI::App& app) {
                 "the budget (decode-time policies; prefill-time ones are n/a)");
   sub->add_flag("--query-aware", o->query_aware, "Compress with the question at the end of the context "
                 "(default: query-agnostic, the question is appended after compression)");
-  sub->add_option("--haystack", o->haystack, "Haystack text file (UTF-8)")->capture_default_str();
+  sub->add_option("--haystack", o->haystack, kHaystackHelp)->capture_default_str()->transform(HaystackName());
   sub->add_option("-t,--threads", o->threads, "Threads (0: all cores)")->capture_default_str()->check(NonNegative());
   AddRopeFlags(sub, &o->rope);
   sub->add_option("--out", o->out, "Report folder (default: kvtrim-eval-<timestamp>)");

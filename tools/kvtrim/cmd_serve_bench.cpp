@@ -249,7 +249,7 @@ Command AddServeBench(CLI::App& app) {
   sub->add_option("--host", o->host, "Server address")->capture_default_str();
   sub->add_option("--port", o->port, "Server port")->capture_default_str();
   sub->add_option("-m,--model", o->model, "The served model (its tokenizer cuts the context)")->capture_default_str();
-  sub->add_option("--haystack", o->haystack, "Text the context is taken from")->capture_default_str();
+  sub->add_option("--haystack", o->haystack, kHaystackHelp)->capture_default_str()->transform(HaystackName());
   sub->add_option("--context-tokens", o->context_tokens, "Context length in tokens")->capture_default_str();
   sub->add_option("--questions", o->questions, "Questions per context (0: the load phase only)")->capture_default_str();
   sub->add_option("--max-tokens", o->max_tokens, "Tokens generated per answer")->capture_default_str();

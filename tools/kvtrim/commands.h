@@ -16,9 +16,18 @@ struct Command {
 
 // Model path used when -m is not given.
 std::string DefaultModelPath();
-// Haystack used when --haystack is not given: ../shared/data/frankenstein.txt
-// beside the working directory or beside the source tree.
+// Haystack used when --haystack is not given: data/haystacks/devils-dictionary.txt
+// (shipped; a text the default model never read) in the working directory or
+// the source tree.
 std::string DefaultHaystackPath();
+// A --haystack value: a file, or a name: devils-dictionary (the default),
+// frankenstein or kjv (../shared/data, the default model's training text).
+std::string HaystackPath(const std::string& v);
+// The --haystack options' transform (a name becomes its file).
+CLI::Validator HaystackName();
+inline constexpr const char* kHaystackHelp =
+    "Haystack text file (UTF-8), or a name: devils-dictionary (shipped, never read by the default model), "
+    "frankenstein or kjv (../shared/data: the default model's training text)";
 // The process's arguments (set by main), for reports that record their command.
 const std::vector<std::string>& Argv();
 void SetArgv(int argc, char** argv);

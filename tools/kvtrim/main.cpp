@@ -19,11 +19,30 @@ std::string DefaultModelPath() {
 }
 
 std::string DefaultHaystackPath() {
-  for (std::string base : {std::string("../shared"), std::string(KVTRIM_SOURCE_DIR) + "/../shared"}) {
-    std::string p = base + "/data/frankenstein.txt";
-    if (std::filesystem::exists(p)) return p;
+  const char* rel = "data/haystacks/devils-dictionary.txt";
+  if (std::filesystem::exists(rel)) return rel;
+  return std::string(KVTRIM_SOURCE_DIR) + "/" + rel;
+}
+
+std::string HaystackPath(const std::string& v) {
+  if (v.find('/') != std::string::npos || std::filesystem::exists(v)) return v;
+  if (v == "devils-dictionary") return DefaultHaystackPath();
+  if (v == "frankenstein" || v == "kjv") {
+    for (std::string base : {std::string("../shared"), std::string(KVTRIM_SOURCE_DIR) + "/../shared"}) {
+      std::string p = base + "/data/" + v + ".txt";
+      if (std::filesystem::exists(p)) return p;
+    }
   }
-  return "../shared/data/frankenstein.txt";
+  return v;  // not a name: a file that does not exist, refused where it is read
+}
+
+CLI::Validator HaystackName() {
+  return CLI::Validator(
+      [](std::string& v) {
+        v = HaystackPath(v);
+        return std::string();
+      },
+      "FILE|NAME");
 }
 
 namespace {
