@@ -154,6 +154,22 @@ TEST_F(CliFlags, TheKvLineShowsTheSameTypesFullCacheAndF32s) {
   EXPECT_EQ(f32.find("55.6%"), std::string::npos) << f32;
 }
 
+// --haystack takes a file or a name; the default is the shipped held-out text.
+TEST(CliHaystack, NamesAndTheDefault) {
+  const std::string base = " eval --methods full --tasks niah --no-fidelity --samples 1 -t 1 --out " +
+                           ::testing::TempDir() + "kvtrim-haystack-";
+  auto table = [](const std::string& out) { return out.find("haystack:       ") == std::string::npos ? "" : out; };
+  const test::CmdResult def = Out(base + "a");
+  ASSERT_EQ(def.code, 0) << def.out;
+  EXPECT_NE(table(def.out).find("haystack:       devils-dictionary"), std::string::npos) << def.out;
+  const test::CmdResult named = Out(base + "b --haystack frankenstein");
+  ASSERT_EQ(named.code, 0) << named.out;
+  EXPECT_NE(named.out.find("haystack:       frankenstein"), std::string::npos) << named.out;
+  const test::CmdResult missing = Err(base + "c --haystack no-such-text");
+  EXPECT_NE(missing.code, 0);
+  EXPECT_NE(missing.out.find("cannot open haystack file 'no-such-text'"), std::string::npos) << missing.out;
+}
+
 }  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim
