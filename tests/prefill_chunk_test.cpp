@@ -239,34 +239,41 @@ TEST(PrefillChunk, TheFirstChunkIsCompressedAsAOneShotPrefillOfIt) {
   }
 }
 
+// KVzip's streaming cases share one setup: stories260K, a 500-token prompt
+// in chunks of 200, 160 entries a head, f16, batches of 64.
+constexpr int kKvzipChunk = 200, kKvzipBudget = 160;
+
+SessionOptions KvzipOptions(const std::string& policy, bool per_head, int chunk) {
+  SessionOptions so;
+  so.kv.policy = policy;
+  if (per_head) so.kv.params["kvzip-per-head"] = 1;
+  so.kv.budget_tokens = kKvzipBudget;
+  so.kv.quant = "f16";
+  so.kv.prefill_chunk = chunk;
+  so.ubatch = 64;
+  return so;
+}
+
+std::unique_ptr<Session> PrefillAndCompress(const Engine& e, const SessionOptions& so, const std::vector<int>& tokens) {
+  auto s = Session::Create(e, so);
+  EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
+  EXPECT_TRUE(s.value()->Prefill(tokens).ok());
+  EXPECT_TRUE(s.value()->Compress().ok());
+  return std::move(s.value());
+}
+
 // KVzip per head streams with chunked reconstruction: a chunk at least the
 // prompt is the one-shot bit for bit; the first chunk is compressed exactly
 // as a one-shot KVzip of that chunk alone (its pass repeats that chunk
 // only, over that chunk); every head is within its budget after each
-// chunk; the last chunk's entries compete with the carried ones (the
-// shared budget: kvzip_stream_test.cpp).
+// chunk; the last chunk's entries compete with the carried ones.
 void KvzipPerHeadStreams(const std::string& policy) {
   auto e = test::LoadEngine("stories260K.gguf");
   ASSERT_TRUE(e);
-  const int chunk = 200, budget = 160;
+  const int chunk = kKvzipChunk, budget = kKvzipBudget;
   const std::vector<int> t = Tokens(500, 21);
-  auto opts = [&policy](int c) {
-    SessionOptions so;
-    so.kv.policy = policy;
-    so.kv.params["kvzip-per-head"] = 1;
-    so.kv.budget_tokens = budget;
-    so.kv.quant = "f16";
-    so.kv.prefill_chunk = c;
-    so.ubatch = 64;
-    return so;
-  };
-  auto run = [&](const SessionOptions& so, const std::vector<int>& tokens) {
-    auto s = Session::Create(*e, so);
-    EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
-    EXPECT_TRUE(s.value()->Prefill(tokens).ok());
-    EXPECT_TRUE(s.value()->Compress().ok());
-    return std::move(s.value());
-  };
+  auto opts = [&policy](int c) { return KvzipOptions(policy, true, c); };
+  auto run = [&](const SessionOptions& so, const std::vector<int>& tokens) { return PrefillAndCompress(*e, so, tokens); };
   auto one = run(opts(0), t);
   for (int c : {500, 4096}) ExpectSameCache(one->impl().cache(), run(opts(c), t)->impl().cache(), "kvzip chunk " + std::to_string(c));
   std::vector<kv::KvCache> after;
@@ -304,6 +311,63 @@ void KvzipPerHeadStreams(const std::string& policy) {
 TEST(PrefillChunk, KvzipPerHeadStreamsWithChunkedReconstruction) { KvzipPerHeadStreams("kvzip"); }
 // KVzip+'s hidden norms and output weights reach every chunk's pass.
 TEST(PrefillChunk, KvzipPlusPerHeadStreamsWithChunkedReconstruction) { KvzipPerHeadStreams("kvzip+"); }
+
+// KVzip's shared budget streams: a chunk at least the prompt is the one-shot
+// bit for bit, the first chunk is the one-shot of that chunk alone, after
+// every chunk no head holds more than its share and the entries held are
+// the whole prompt's total, and the shares move between chunks (the top-k
+// over the carried scores by hand: kvzip_stream_test.cpp).
+void KvzipSharedBudgetStreams(const std::string& policy) {
+  auto e = test::LoadEngine("stories260K.gguf");
+  ASSERT_TRUE(e);
+  const int chunk = kKvzipChunk, budget = kKvzipBudget;
+  const std::vector<int> t = Tokens(500, 21);
+  const int L = e->impl().config().n_layer, H = e->impl().config().n_head_kv;
+  auto opts = [&policy](int c) { return KvzipOptions(policy, false, c); };
+  auto run = [&](const SessionOptions& so, const std::vector<int>& tokens) { return PrefillAndCompress(*e, so, tokens); };
+  auto one = run(opts(0), t);
+  for (int c : {500, 4096}) ExpectSameCache(one->impl().cache(), run(opts(c), t)->impl().cache(), policy + " chunk " + std::to_string(c));
+  std::vector<kv::KvCache> after;
+  std::vector<std::vector<int>> shares;
+  SessionOptions so = opts(chunk);
+  Session* ses = nullptr;
+  so.on_chunk = [&](int64_t, int64_t) {
+    const kv::KvCache& cache = ses->impl().cache();
+    const std::vector<int>& share = ses->impl().compressor().shared_counts();
+    ASSERT_EQ(share.size(), static_cast<size_t>(L * H));
+    int held = 0;
+    for (int l = 0; l < L; ++l)
+      for (int h = 0; h < H; ++h) {
+        EXPECT_LE(cache.head(l, h).size(), share[l * H + h]) << "layer " << l << " head " << h;
+        held += cache.head(l, h).size();
+      }
+    EXPECT_EQ(held, budget * L * H);  // the whole prompt's total, spread as the scores say
+    after.push_back(cache);
+    shares.push_back(share);
+  };
+  auto ch = Session::Create(*e, so);
+  ASSERT_TRUE(ch.ok()) << ch.error().message;
+  ses = ch.value().get();
+  ASSERT_TRUE(ch.value()->Prefill(t).ok());
+  ASSERT_EQ(after.size(), 2u);
+  ExpectSameCache(run(opts(0), {t.begin(), t.begin() + chunk})->impl().cache(), after[0], policy + " after the first chunk");
+  ASSERT_TRUE(ch.value()->Compress().ok());
+  shares.push_back(ch.value()->impl().compressor().shared_counts());
+  const kv::KvCache& end = ch.value()->impl().cache();
+  int held = 0, from_last = 0;
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h) {
+      held += end.head(l, h).size();
+      for (int i = 0; i < end.head(l, h).size(); ++i) from_last += end.head(l, h).pos(i) >= 2 * chunk;
+    }
+  EXPECT_EQ(held, budget * L * H);
+  EXPECT_GT(from_last, 0);
+  EXPECT_NE(shares[0], shares[1]) << "the heads' shares never moved";
+  EXPECT_NE(shares[1], shares[2]) << "the heads' shares never moved";
+}
+
+TEST(PrefillChunk, KvzipSharedBudgetStreamsWithChunkedReconstruction) { KvzipSharedBudgetStreams("kvzip"); }
+TEST(PrefillChunk, KvzipPlusSharedBudgetStreamsWithChunkedReconstruction) { KvzipSharedBudgetStreams("kvzip+"); }
 
 // Attention Matching compacts each chunk to its share of the budget,
 // ceil(B c1 / N) - ceil(B c0 / N), with that chunk's reference queries (its

@@ -49,6 +49,10 @@ Expected<McNemar> McNemarOf(const std::vector<bool>& a, const std::vector<bool>&
 // A sample counts as answered when its accuracy is at least this (the
 // needle tasks score each sample 0 or 1).
 inline constexpr double kAnsweredAt = 0.5;
+// Whether a sample takes part in paired statistics: measured (no note) on a
+// task that scores answers (accuracy not NaN, unlike the fidelity tasks).
+inline bool Scored(const SampleRecord& s) { return s.note.empty() && !std::isnan(s.accuracy); }
+inline bool Answered(const SampleRecord& s) { return s.accuracy >= kAnsweredAt; }
 
 // One (task, ratio) row of a paired comparison of method A of report `a`
 // with method B of report `b` (the same report twice compares two methods

@@ -78,8 +78,8 @@ struct Answers {
 Answers Collect(const Report& r, const std::string& method) {
   Answers out;
   for (const SampleRecord& s : r.samples) {
-    if (std::isnan(s.accuracy) || !s.note.empty()) continue;  // fidelity tasks, unmeasured samples
-    const bool answered = s.accuracy >= kAnsweredAt;
+    if (!Scored(s)) continue;
+    const bool answered = Answered(s);
     if (s.method == "full") out.full[{s.task, s.sample}] = answered;
     if (s.method == method) out.method[{s.task, s.ratio}][{s.task, s.sample}] = answered;
   }

@@ -32,12 +32,12 @@ void SetRetention(const std::vector<const SampleRecord*>& full, const std::vecto
                   Cell* c) {
   std::map<int, bool> answered;
   for (const SampleRecord* s : full)
-    if (s->note.empty() && !std::isnan(s->accuracy)) answered[s->sample] = s->accuracy >= kAnsweredAt;
+    if (Scored(*s)) answered[s->sample] = Answered(*s);
   std::vector<bool> f, m;
   for (const SampleRecord* s : method) {
     auto it = answered.find(s->sample);
-    if (!s->note.empty() || std::isnan(s->accuracy) || it == answered.end()) continue;
-    f.push_back(it->second), m.push_back(s->accuracy >= kAnsweredAt);
+    if (!Scored(*s) || it == answered.end()) continue;
+    f.push_back(it->second), m.push_back(Answered(*s));
   }
   if (f.empty()) return;
   const Expected<Retention> r = RetentionOf(f, m);  // sizes agree by construction

@@ -68,13 +68,7 @@ Status DrawHeatmaps(const ModelProfile& p, const std::string& dir) {
   return {};
 }
 
-std::string DefaultProfileHaystack() {
-  for (std::string base : {std::string("../shared"), std::string(KVTRIM_SOURCE_DIR) + "/../shared"}) {
-    std::string p = base + "/data/frankenstein.txt";
-    if (std::filesystem::exists(p)) return p;
-  }
-  return "../shared/data/frankenstein.txt";
-}
+std::string DefaultProfileHaystack() { return HaystackPath("frankenstein"); }
 
 struct HeadBudgetFlags {
   bool on = false;

@@ -32,6 +32,7 @@ std::string HaystackPath(const std::string& v) {
       std::string p = base + "/data/" + v + ".txt";
       if (std::filesystem::exists(p)) return p;
     }
+    return "../shared/data/" + v + ".txt";  // missing: the read names where it looked
   }
   return v;  // not a name: a file that does not exist, refused where it is read
 }
