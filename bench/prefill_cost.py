@@ -6,7 +6,8 @@
 LOG defaults to bench/results/prefill-cost.jsonl, OUT_PREFIX to
 bench/results/prefill-cost. Writes OUT_PREFIX.md (per context length: per
 method and mode the prefill's seconds, the compression's seconds and their
-ratio, the prefill's slowdown against the full cache's from the statistics
+ratio, where the compression's time went (the reference pass; am's fit:
+scores, selection with NNLS, values; else the plans), the prefill's slowdown against the full cache's from the statistics
 it collects, and the peak KV), OUT_PREFIX.dat and OUT_PREFIX.gp (compression
 time / prefill time against context length, one line per method and mode),
 rendered to OUT_PREFIX.svg when gnuplot is installed.
@@ -39,12 +40,28 @@ def costs(r):
     comp = r["compress_ms"] / 1e3 + r.get("counters", {}).get("ref-pass-us", 0) / 1e6
     return pf, comp
 
+def split(r, pf):
+    # Where the compression's time went, in prefills: the reference pass,
+    # and for am its fit's parts (CPU time summed over the threads that fit
+    # the heads, so they may add to more than the wall time), else the
+    # plans and applying.
+    c = r.get("counters", {})
+    parts = []
+    if c.get("ref-pass-us"):
+        parts.append(f"pass {c['ref-pass-us'] / 1e6 / pf:.2f}")
+    if "am-scores-us" in c:
+        parts += [f"{k[3:-3]} {c[k] / 1e6 / pf:.2f}" for k in ("am-scores-us", "am-select-us", "am-values-us")]
+    else:
+        parts.append(f"plans {r['compress_ms'] / 1e3 / pf:.2f}")
+    return ", ".join(parts) if pf > 0 else "-"
+
 def main():
     log = sys.argv[1] if len(sys.argv) > 1 else "bench/results/prefill-cost.jsonl"
     out = sys.argv[2] if len(sys.argv) > 2 else "bench/results/prefill-cost"
     rows = load(log)
     md = ["| shape | tokens | method | mode | prefill s | compression s | compression / prefill | "
-          "prefill / full's | peak KV MiB | full f32 KV MiB |", "|---|---:|---|---|---:|---:|---:|---:|---:|---:|"]
+          "split (prefills) | prefill / full's | peak KV MiB | full f32 KV MiB |",
+          "|---|---:|---|---|---:|---:|---:|---|---:|---:|---:|"]
     series = {}
     for key in sorted(rows, key=lambda k: (k[0], k[1], k[2] != "full", k[2], k[3])):
         shape, n, method, mode = key
@@ -53,7 +70,7 @@ def main():
         full = rows.get((shape, n, "full", "oneshot"))
         slow = f"{pf / costs(full)[0]:.2f}x" if full and method != "full" else "-"
         ratio = comp / pf if pf > 0 else float("nan")
-        md.append(f"| {shape} | {n} | {method} | {mode} | {pf:.2f} | {comp:.3f} | {ratio:.3f} | {slow} | "
+        md.append(f"| {shape} | {n} | {method} | {mode} | {pf:.2f} | {comp:.3f} | {ratio:.3f} | {split(r, pf)} | {slow} | "
                   f"{r['kv_bytes_peak'] / 2**20:.1f} | {r['kv_bytes_full'] / 2**20:.1f} |")
         if method != "full":
             series.setdefault(f"{method} {mode}", []).append((n, max(ratio, 1e-5)))

@@ -19,7 +19,10 @@
 # streams, with chunked reconstruction); `am-q1024` runs am with
 # --am-max-queries 1024 (bounded reference queries), `am-ctxq` with
 # --am-queries 0 (the context's own queries, no repeat pass), `am-lite`
-# with both.
+# with both. A suffix -pcN on a kvzip or am method (`kvzip-pc0`,
+# `kvzip-per-head-pc512`, `am-pc256`) adds --kvzip-pass-chunk N or
+# --am-pass-chunk N (the reference pass repeating N tokens at a time; 0: all
+# at once).
 # bench/prefill_cost.py turns the log into the table and the plot.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,15 +57,20 @@ for d in $DEPTHS; do
   if (( d + 2 > CTX )); then rope=(-c $((d + 2)) --rope-scaling linear --rope-scale $(( (d + 1 + CTX) / CTX ))); fi
   for method in $METHODS; do
     for mode in $MODES; do
-      flags=(--kv "$method")
-      [[ $method == kvzip-per-head ]] && flags=(--kv kvzip --kvzip-per-head)
+      base=$method pc=()
+      if [[ $method =~ ^((kvzip|am).*)-pc([0-9]+)$ ]]; then
+        base=${BASH_REMATCH[1]} pc=("--${BASH_REMATCH[2]}-pass-chunk" "${BASH_REMATCH[3]}")
+      fi
+      flags=(--kv "$base")
+      [[ $base == kvzip-per-head ]] && flags=(--kv kvzip --kvzip-per-head)
+      flags+=("${pc[@]}")
       [[ $method == am-q1024 ]] && flags=(--kv am --am-max-queries 1024)
       [[ $method == am-ctxq ]] && flags=(--kv am --am-queries 0)
       [[ $method == am-lite ]] && flags=(--kv am --am-queries 0 --am-max-queries 1024)
       [[ $method == full ]] || flags+=(--kv-ratio "$RATIO")
       if [[ $mode == chunked ]]; then
         [[ $method == full ]] && continue
-        grep -qx "$method" <<< "$NOSTREAM" && continue
+        grep -qx "$base" <<< "$NOSTREAM" && continue
         flags+=(--prefill-chunk "$CHUNK")
       fi
       echo "# $SHAPE depth $d $method $mode ($(date -u +%H:%M:%S))" >&2

@@ -250,6 +250,61 @@ TEST(KvzipEndToEnd, KeepsTheGlobalTopOfTheReconstructionsAttention) {
     for (int h = 0; h < H; ++h) EXPECT_EQ(fixed->impl().cache().head(l, h).size(), static_cast<int>(std::ceil(r * n)));
 }
 
+// --kvzip-pass-chunk P: the reconstruction repeats P tokens at a time, each
+// chunk over its own copy of the full cache and the instruction (KVzip's
+// chunked scoring). By hand: each chunk's repeat on a fresh copy, the max
+// over the chunks, the same global top-k.
+TEST(KvzipEndToEnd, ChunkedScoringRepeatsEachChunkOverItsOwnCopy) {
+  auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
+  ASSERT_TRUE(e);
+  const auto& c = e->impl().config();
+  const int K = 24, L = c.n_layer, H = c.n_head_kv, P = 20;
+  const std::vector<int> toks = RepeatedBlock(e->impl().tokenizer(), K, 3, 5);
+  const int n = static_cast<int>(toks.size());
+  ASSERT_GT(n - 1, 2 * P);  // three chunks, the last one short
+  const double r = 0.25;
+  KvOptions kv;
+  kv.policy = "kvzip";
+  kv.ratio = r;
+  kv.params = {{"kvzip-pass-chunk", P}};
+  auto s = Compressed(*e, kv, toks);
+
+  SessionOptions so;
+  auto full = Session::Create(*e, so);
+  ASSERT_TRUE(full.ok());
+  ASSERT_TRUE(full.value()->Prefill(toks).ok());
+  KvCache base(full.value()->impl().cache());
+  std::vector<float> logits;
+  std::vector<int> instr = e->impl().tokenizer().Encode("\nRepeat the previous context:\n", false);
+  ASSERT_TRUE(e->impl().transformer().Forward(e->impl().pool(), base, instr.data(), static_cast<int>(instr.size()), false, &logits).ok());
+  MaxTap tap(L, H, n);
+  for (int i = 1; i < n; i += P) {
+    KvCache copy(base);
+    const int m = std::min(P, n - i);
+    ASSERT_TRUE(e->impl().transformer().Forward(e->impl().pool(), copy, toks.data() + i, m, false, &logits, &tap).ok());
+  }
+  const std::vector<std::vector<int>> want = test::GlobalTopWithFloor(tap.m_, L * H * static_cast<int>(std::ceil(r * n)));
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h) {
+      const HeadStore& hs = s->impl().cache().head(l, h);
+      std::vector<int> got;
+      for (int i = 0; i < hs.size(); ++i) got.push_back(hs.pos(i));
+      EXPECT_EQ(got, want[l * H + h]) << "layer " << l << " head " << h;
+    }
+  // A chunk as long as the repeat: the whole-range pass (0), entry for entry.
+  kv.params = {{"kvzip-pass-chunk", n}};
+  auto whole = Compressed(*e, kv, toks);
+  kv.params = {{"kvzip-pass-chunk", 0}};
+  auto dflt = Compressed(*e, kv, toks);
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h) {
+      const HeadStore& a = whole->impl().cache().head(l, h);
+      const HeadStore& b = dflt->impl().cache().head(l, h);
+      ASSERT_EQ(a.size(), b.size());
+      for (int i = 0; i < a.size(); ++i) EXPECT_EQ(a.pos(i), b.pos(i));
+    }
+}
+
 }  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kv

@@ -54,9 +54,40 @@ namespace {
 std::string PassKey(const kv::ReferencePass& rp, size_t from, size_t to, int ubatch) {
   std::string k = rp.instruction + '\x1f' + std::to_string(rp.past_context) + std::to_string(rp.queries) +
                   std::to_string(rp.output_weights) + '\x1f' + std::to_string(from) + ':' + std::to_string(to) +
-                  ':' + std::to_string(ubatch);
+                  ':' + std::to_string(ubatch) + ':' + std::to_string(rp.repeat_chunk);
   for (const kv::TapUse& u : rp.taps) k += '\x1f' + u.name + '=' + std::to_string(u.param);
   return k;
+}
+
+// Teacher-forces `again` after the instruction already in `work`, in
+// ubatches, feeding `rep`. With a repeat chunk shorter than `again`, each
+// chunk of it reads the held entries, the instruction and its own repeat
+// only (KVzip's chunked scoring): `work` is rewound to what it held before
+// the repeat between chunks, so the entries held before the pass keep their
+// indices. Returns the most bytes `work` held, or an error.
+Expected<size_t> Repeat(const model::Transformer& tf, kernels::ThreadPool& pool, kv::KvCache& work,
+                        const std::vector<int>& again, size_t repeat_chunk, int ubatch, kv::AttentionStats& rep) {
+  const size_t step = repeat_chunk > 0 ? repeat_chunk : again.size();
+  const int64_t len0 = work.logical_length();
+  std::vector<int> size0;
+  for (int l = 0; l < work.n_layer(); ++l)
+    for (int h = 0; h < work.n_head_kv(); ++h) size0.push_back(work.head(l, h).size());
+  size_t peak = work.BytesHeld();
+  std::vector<float> logits;
+  for (size_t s0 = 0; s0 < again.size(); s0 += step) {
+    if (s0 > 0) {  // rewind: the next chunk repeats right after the instruction
+      for (int l = 0, f = 0; l < work.n_layer(); ++l)
+        for (int h = 0; h < work.n_head_kv(); ++h) work.head(l, h).Truncate(size0[f++]);
+      work.AdvanceLogical(len0 - work.logical_length());
+    }
+    const size_t s1 = std::min(again.size(), s0 + step);
+    for (size_t i = s0; i < s1; i += ubatch) {
+      const int n = static_cast<int>(std::min<size_t>(ubatch, s1 - i));
+      KVTRIM_RETURN_IF_ERROR(tf.Forward(pool, work, again.data() + i, n, false, &logits, &rep));
+    }
+    peak = std::max(peak, work.BytesHeld());
+  }
+  return peak;
 }
 
 }  // namespace
@@ -116,12 +147,10 @@ Status Session::RunReferencePass() {
   std::vector<float> logits;
   const auto& tf = engine_->impl().transformer();
   KVTRIM_RETURN_IF_ERROR(tf.Forward(impl_->pool(*engine_), copy, instr.data(), static_cast<int>(instr.size()), false, &logits));
-  for (size_t i = 0; i < again.size(); i += ubatch_) {
-    int n = static_cast<int>(std::min<size_t>(ubatch_, again.size() - i));
-    KVTRIM_RETURN_IF_ERROR(tf.Forward(impl_->pool(*engine_), copy, again.data() + i, n, false, &logits, &rep));
-  }
+  Expected<size_t> peak = Repeat(tf, impl_->pool(*engine_), copy, again, static_cast<size_t>(rp.repeat_chunk), ubatch_, rep);
+  if (!peak.ok()) return peak.error();
   RefPassResult r;
-  r.copy_bytes = copy.BytesHeld();
+  r.copy_bytes = *peak;
   r.q_repeat.resize(static_cast<size_t>(c.n_layer) * c.n_head_kv);
   r.taps.resize(r.q_repeat.size());
   for (int l = 0; l < c.n_layer; ++l)

@@ -82,6 +82,12 @@ void HeadStore::Retain(const std::vector<int>& keep) {
   if (cap_ - n_ > GrowStep(n_)) ShrinkToFit();
 }
 
+void HeadStore::Truncate(int n) {
+  n_ = std::clamp(n, 0, n_);
+  pos_.resize(n_);
+  logw_.resize(n_);
+}
+
 void HeadStore::ShrinkToFit() {
   if (cap_ != n_) Realloc(n_);
 }

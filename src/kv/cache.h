@@ -31,6 +31,9 @@ class HeadStore {
   void AppendStored(const uint8_t* k, const uint8_t* v, int32_t pos, float logw);
   // Keep entries `keep` (increasing indices), dropping the rest; frees memory.
   void Retain(const std::vector<int>& keep);
+  // Drop the entries from n on, keeping the allocation (a reference pass
+  // rewinds its copy between the chunks it repeats). n <= size().
+  void Truncate(int n);
   void Reserve(int n);
   void ShrinkToFit();
 

@@ -97,6 +97,11 @@ struct ReferencePass {
   // The engine hands Compress the output projection (PolicyContext::out_gram):
   // KVzip+ weighs each entry by what its value adds to the residual stream.
   bool output_weights = false;
+  // Tokens repeated per copy (0: the whole range at once): each chunk of the
+  // repeat runs on its own copy of the cache and the instruction, so its
+  // queries read the held entries, not the earlier chunks' repeats (KVzip's
+  // chunked scoring; fewer keys a query, the same scored entries).
+  int repeat_chunk = 0;
 };
 
 // Per-entry scores of one head (--head-budget adaptive, KVzip's shared budget).

@@ -18,8 +18,8 @@ plot 1*S with lines dt 2 lw 2 lc rgb 'black' title 'full (ratio 1)', \
      'nll_ratio_fidelity.dat' index 2 using ($1*0.9138314502294005):($2*S):($3*S) with yerrorlines lc rgb '#2ca02c' pt 9 dt 1 lw 2.5 ps 1.4 title 'expected-attention', \
      'nll_ratio_fidelity.dat' index 15 using ($1*1.0942937012607394):($2*S):($3*S) with yerrorlines lc rgb '#ff7f0e' pt 13 dt 1 lw 2.5 ps 1.4 title 'tova', \
      'nll_ratio_fidelity.dat' index 1 using ($1*0.9012504626108302):($2*S):($3*S) with yerrorlines lc rgb '#17becf' pt 13 dt 1 lw 2.5 ps 1.4 title 'compactor', \
-     'nll_ratio_fidelity.dat' index 7 using ($1*0.9794202975869268):($2*S):($3*S) with yerrorlines lc rgb '#d62728' pt 7 dt 1 lw 2.5 ps 1.4 title 'kvzip', \
      'nll_ratio_fidelity.dat' index 3 using ($1*0.9265880618903709):($2*S):($3*S) with yerrorlines lc rgb '#9467bd' pt 7 dt 1 lw 2.5 ps 1.4 title 'h2o', \
+     'nll_ratio_fidelity.dat' index 7 using ($1*0.9794202975869268):($2*S):($3*S) with yerrorlines lc rgb '#d62728' pt 7 dt 1 lw 2.5 ps 1.4 title 'kvzip', \
      'nll_ratio_fidelity.dat' index 11 using ($1*1.0352649238413776):($2*S):($3*S) with yerrorlines lc rgb '#6baed6' pt 1 dt 3 lw 1 ps 1.2 title 'random', \
      'nll_ratio_fidelity.dat' index 8 using ($1*0.9930924954370359):($2*S):($3*S) with yerrorlines lc rgb '#c49c94' pt 3 dt 3 lw 1 ps 1.2 title 'lru', \
      'nll_ratio_fidelity.dat' index 10 using ($1*1.0210121257071934):($2*S):($3*S) with yerrorlines lc rgb '#1f77b4' pt 4 dt 2 lw 1.5 ps 1.2 title 'pyramidkv', \

@@ -15,16 +15,19 @@
 // selection (one candidate, its cardinality in the mass target).
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
 #include "kv/numerics/lstsq.h"
 #include "kv/numerics/nnls.h"
 #include "kv/numerics/omp.h"
+#include "kv/numerics/row_sample.h"
 #include "kv/numerics/vexp.h"
 #include "kv/policies/policies.h"
 
@@ -50,6 +53,8 @@ struct AmConfig {
   uint64_t seed = 0;
   bool refill = true;        // slots NNLS frees go to the next-best keys (Refill)
   int refill_rounds = 8;
+  int fit_rows = 0;          // rows the weights and values are fitted on (0: every reference query)
+  bool fit_uniform = false;  // those rows a uniform sample (else by leverage)
 };
 
 namespace {
@@ -101,6 +106,9 @@ struct BlockFit {
   std::vector<float> logw;        // [keep]
   std::vector<std::vector<float>> values;  // [keep][d] (empty: originals stay)
   int dropped = 0;                // picked keys NNLS gave zero weight (and no refill took their slot)
+  // Where the fit's time went (microseconds, this block): the scores and
+  // full outputs, selection with NNLS and refill, the values' least squares.
+  int64_t scores_us = 0, select_us = 0, values_us = 0;
   int refilled = 0;               // keys the refill rounds added that kept a positive weight
   int filled_plain = 0;           // keys added after the rounds with their own cardinality
 };
@@ -228,12 +236,13 @@ void Refill(const MatrixXd& A, const VectorXd& mass, const std::vector<int>& ran
 // Values of the kept entries by ridge least squares: softmax over the kept
 // keys with their fitted b, X [M, k], against the full outputs Y [M, d].
 void FitValues(const MatrixXf& S, const VectorXd& shift, const MatrixXd& Y, const std::vector<std::pair<int, double>>& kept,
-               double ridge, BlockFit* f) {
+               double ridge, const VectorXd* row_scale, BlockFit* f) {
   MatrixXd X(S.rows(), kept.size());  // [M, k]
   for (size_t a = 0; a < kept.size(); ++a)
     X.col(a) = (S.col(kept[a].first).cast<double>() - shift).array() + kept[a].second;
   numerics::ExpShiftRowsInPlace(&X, X.rowwise().maxCoeff());
   X = X.array().colwise() / X.rowwise().sum().array();
+  if (row_scale) X = X.array().colwise() * row_scale->array();  // a sampled row's weight (Y comes scaled)
   const MatrixXd Vt = numerics::RidgeLstsq(X, Y, ridge);  // [k, d]
   const bool finite = Vt.allFinite();  // else the original values stay
   for (size_t a = 0; a < kept.size(); ++a) {
@@ -245,6 +254,49 @@ void FitValues(const MatrixXf& S, const VectorXd& shift, const MatrixXd& Y, cons
       f->values.push_back(std::move(v));
     }
   }
+}
+
+// The rows the weights and values are fitted on when --am-fit-rows samples
+// them (numerics/row_sample.h): each row scaled by the square root of its
+// weight, so the sampled sums of squares estimate the full ones.
+struct FitRows {
+  MatrixXd A;      // [s, nu]
+  VectorXd mass;   // [s]
+  MatrixXf S;      // [s, n] the rows' scores
+  VectorXd shift;  // [s]
+  MatrixXd Y;      // [s, d]
+  VectorXd scale;  // [s] sqrt(weight)
+};
+
+// A sample of c.fit_rows rows of the problem, by the leverage of A's rows
+// over the first 2t candidates of the ranking (those the fit can pick),
+// sketched to 32 columns, mixed with a uniform tenth; or uniform. Nothing
+// when every row is to be fitted.
+std::optional<FitRows> SampleFitRows(const MatrixXd& A, const VectorXd& mass, const MatrixXf& S, const VectorXd& shift,
+                                     const MatrixXd& Y, const std::vector<int>& ranking, int t, const AmConfig& c) {
+  const int M = static_cast<int>(A.rows());
+  if (c.fit_rows <= 0 || c.fit_rows >= M) return std::nullopt;
+  const uint64_t seed = Mix(c.seed ^ Mix(static_cast<uint64_t>(M) * 2654435761ull + A.cols()));
+  VectorXd lev = VectorXd::Ones(M);
+  if (!c.fit_uniform) {
+    const int cols = std::min<int>(static_cast<int>(ranking.size()), 2 * t);
+    MatrixXd L(M, cols);
+    for (int a = 0; a < cols; ++a) L.col(a) = A.col(ranking[a]);
+    lev = numerics::RowLeverage(L, 32, seed);
+  }
+  const numerics::RowSample r = numerics::SampleRows(lev, c.fit_rows, c.fit_uniform ? 1.0 : 0.1, seed);
+  const int s = static_cast<int>(r.rows.size());
+  FitRows f{MatrixXd(s, A.cols()), VectorXd(s), MatrixXf(s, S.cols()), VectorXd(s), MatrixXd(s, Y.cols()), VectorXd(s)};
+  for (int a = 0; a < s; ++a) {
+    const int i = r.rows[a];
+    f.scale(a) = std::sqrt(r.weight(a));
+    f.A.row(a) = f.scale(a) * A.row(i);
+    f.mass(a) = f.scale(a) * mass(i);
+    f.S.row(a) = S.row(i);
+    f.shift(a) = shift(i);
+    f.Y.row(a) = f.scale(a) * Y.row(i);
+  }
+  return f;
 }
 
 // The full outputs Y = A V / m [M, d], A's columns in float blocks of 256
@@ -263,7 +315,16 @@ MatrixXd FullOutputs(const MatrixXd& Afull, const MatrixXf& V, const VectorXd& s
 // are most of a fit's arithmetic: they run in float, as the cache's keys,
 // values and queries are (relative error ~1e-7 on the scores' exponent and
 // the outputs); everything after them is double.
+int64_t UsSince(std::chrono::steady_clock::time_point& t) {
+  const auto now = std::chrono::steady_clock::now();
+  const int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(now - t).count();
+  t = now;
+  return us;
+}
+
 BlockFit FitBlock(const MatrixXf& Q, const MatrixXf& K, const MatrixXf& V, const VectorXd& b0, int t, const AmConfig& c) {
+  auto clock = std::chrono::steady_clock::now();
+  BlockFit f;
   const int n = static_cast<int>(K.rows());
   // The two [M, n]-sized matrices of a block: the scores S = q.k/sqrt(d) in
   // float (as computed) and Afull = exp(S + b0 - s_q) in double.
@@ -294,15 +355,18 @@ BlockFit FitBlock(const MatrixXf& Q, const MatrixXf& K, const MatrixXf& V, const
     numerics::ExpShiftRowsInPlace(&A_own, shift);
   }
   const MatrixXd& A = A_own.size() ? A_own : Afull;
+  f.scores_us = UsSince(clock);
   const std::vector<int> ranking = AttentionRanking(Afull, safe, of, nu);
+  const std::optional<FitRows> rows = SampleFitRows(A, mass, S, shift, Y, ranking, t, c);
+  const MatrixXd& Af = rows ? rows->A : A;
+  const VectorXd& mass_f = rows ? rows->mass : mass;
   std::vector<int> sel;
   VectorXd w;
   MatrixXd gram;
-  SelectAndWeigh(A, mass, ranking, t, c, &sel, &w, &gram);
-  BlockFit f;
+  SelectAndWeigh(Af, mass_f, ranking, t, c, &sel, &w, &gram);
   std::vector<int> plain;  // refill's keys with their own cardinality
   const std::vector<int> first = sel;
-  if (c.refill) Refill(A, mass, ranking, t, c.refill_rounds, std::move(gram), &sel, &w, &plain, &f.refilled);
+  if (c.refill) Refill(Af, mass_f, ranking, t, c.refill_rounds, std::move(gram), &sel, &w, &plain, &f.refilled);
   auto own_b = [&](int u) {  // log of the tokens a distinct key stands for
     double card = 0;
     for (int i = 0; i < n; ++i) card += of[i] == u ? std::exp(b0(i)) : 0.0;
@@ -319,14 +383,19 @@ BlockFit FitBlock(const MatrixXf& Q, const MatrixXf& K, const MatrixXf& V, const
     f.dropped = 0;
   }
   std::sort(kept.begin(), kept.end());
-  FitValues(S, shift, Y, kept, c.ridge, &f);
+  f.select_us = UsSince(clock);
+  if (rows) FitValues(rows->S, rows->shift, rows->Y, kept, c.ridge, &rows->scale, &f);
+  else FitValues(S, shift, Y, kept, c.ridge, nullptr, &f);
+  f.values_us = UsSince(clock);
   return f;
 }
 
 }  // namespace
 
 std::vector<std::pair<std::string, int64_t>> AmPolicy::Counters() const {
-  return {{"am-dropped", dropped_.load()}, {"am-refilled", refilled_.load()}, {"am-filled-plain", filled_plain_.load()}};
+  return {{"am-dropped", dropped_.load()},         {"am-refilled", refilled_.load()},
+          {"am-filled-plain", filled_plain_.load()}, {"am-scores-us", scores_us_.load()},
+          {"am-select-us", select_us_.load()},       {"am-values-us", values_us_.load()}};
 }
 
 AmPolicy::AmPolicy(const AmConfig& c) : c_(std::make_unique<AmConfig>(c)) {}
@@ -348,6 +417,7 @@ PolicyTraits AmTraits(const Params& p) {
   t.reference_pass.repeat = repeat;
   t.reference_pass.past_context = p.at("am-repeat-past-ctx") >= 0.5;
   t.reference_pass.on_policy = repeat && onpolicy;
+  t.reference_pass.repeat_chunk = static_cast<int>(p.at("am-pass-chunk"));
   t.stream_blocker = repeat && onpolicy ? "--am-onpolicy re-runs the repeat pass layer by layer over the whole context"
                                         : "";
   return t;
@@ -410,6 +480,7 @@ Plan AmPolicy::Compress(const PolicyContext& ctx) {
     dropped_ += f.dropped;
     refilled_ += f.refilled;
     filled_plain_ += f.filled_plain;
+    scores_us_ += f.scores_us, select_us_ += f.select_us, values_us_ += f.values_us;
     for (size_t a = 0; a < f.keep.size(); ++a) {
       const int i = range.from + c0 + f.keep[a];
       plan.keep.push_back(i);
@@ -432,9 +503,14 @@ PolicyInfo AmPolicyInfo() {
            Real({"am-ridge", 1e-6, "value fit ridge, relative to the mean squared column norm", 0, 1}),
            {"am-repeat-past-ctx", 1, "repeat pass: 1 teacher-forces the whole context again, past the model's trained "
                                      "context if need be (RoPE extrapolation); 0 stops at the trained context", 0, 1},
+           {"am-pass-chunk", 0, "repeat pass: tokens repeated per rewind of its copy, each chunk reading the held "
+                                "entries and its own repeat only (0: the whole range at once)", 0, 1e9},
            {"am-onpolicy", 0, "1: compact layer by layer, the repeat pass re-run over the compacted lower layers", 0, 1},
            {"am-refill", 1, "1: slots NNLS frees (weight 0) go to the next-best keys, weights refit, so a head holds its "
                             "budget; 0: drop them and keep fewer", 0, 1},
+           {"am-fit-rows", 0, "rows (reference queries) the weights and values are fitted on, a weighted sample of "
+                              "them (0: every one)", 0, 1e9},
+           {"am-fit-sample", 0, "how --am-fit-rows samples: 0 leverage (RandNLA, reweighted), 1 uniform", 0, 1},
            {"kv-seed", 0, "sampling seed of the kept sample"}},
           [](const Params& p) {
             AmConfig c;
@@ -448,6 +524,8 @@ PolicyInfo AmPolicyInfo() {
             c.onpolicy = p.at("am-onpolicy") >= 0.5;
             c.seed = static_cast<uint64_t>(p.at("kv-seed"));
             c.refill = p.at("am-refill") >= 0.5;
+            c.fit_rows = static_cast<int>(p.at("am-fit-rows"));
+            c.fit_uniform = p.at("am-fit-sample") >= 0.5;
             return std::make_unique<AmPolicy>(c);
           },
           AmTraits};

@@ -119,7 +119,11 @@ class KvzipPolicy : public Policy {
 
 std::vector<ParamSpec> KvzipParams() {
   return {{"kvzip-per-head", 0, "a fixed share per KV head instead of one budget shared by all heads", 0, 1, {}, true},
-          {"kvzip-floor", 1, "entries every KV head keeps at least under the shared budget", 1, 1e6}};
+          {"kvzip-floor", 1, "entries every KV head keeps at least under the shared budget", 1, 1e6},
+          {"kvzip-pass-chunk", 256,
+           "reconstruction: tokens repeated per rewind of its copy, each chunk reading the held entries and its own "
+           "repeat only (0: the whole range at once)",
+           0, 1e9}};
 }
 
 // A reconstruction pass scores every entry (max-prob, or KVzip+'s normalised
@@ -135,6 +139,7 @@ std::function<PolicyTraits(const Params&)> KvzipTraits(bool plus) {
     t.reference_pass.queries = false;
     t.reference_pass.taps = {plus ? kMaxProbOverHTap : kMaxProbTap};
     t.reference_pass.output_weights = plus;
+    t.reference_pass.repeat_chunk = static_cast<int>(p.at("kvzip-pass-chunk"));
     t.stream_blocker = "";  // each chunk's reconstruction scores what the chunk's compression weighs
     if (p.at("kvzip-per-head") < 0.5) {
       t.budget.kind = budget::Kind::kShared;

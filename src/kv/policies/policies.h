@@ -32,12 +32,16 @@ class AmPolicy : public Policy {
   // Picked keys dropped because NNLS gave them weight 0 (or < 1e-12 max w).
   int64_t dropped() const { return dropped_.load(); }
   // am-dropped, am-refilled (keys the refill rounds added that kept a
-  // weight), am-filled-plain (added after the rounds with their own b).
+  // weight), am-filled-plain (added after the rounds with their own b);
+  // the fit's time split, summed over heads and threads: am-scores-us (the
+  // scores, their exp and the full outputs), am-select-us (selection, NNLS,
+  // refill), am-values-us (the values' least squares).
   std::vector<std::pair<std::string, int64_t>> Counters() const override;
 
  private:
   std::unique_ptr<AmConfig> c_;
   std::atomic<int64_t> dropped_{0}, refilled_{0}, filled_plain_{0};
+  std::atomic<int64_t> scores_us_{0}, select_us_{0}, values_us_{0};
 };
 
 }  // namespace kvtrim::kv
