@@ -7,4 +7,4 @@ set ylabel 'compression time / prefill time'
 set key outside right
 set grid
 set title 'Prefill-time compression cost (shape model, noise weights: speed only)'
-plot 'prefill-cost-kvzip-512.dat' index 0 with linespoints dt 2 title columnheader(1), 'prefill-cost-kvzip-512.dat' index 1 with linespoints dt 2 title columnheader(1)
+plot 'prefill-cost-kvzip-512.dat' index 0 with linespoints dt 2 title columnheader(1), 'prefill-cost-kvzip-512.dat' index 1 with linespoints dt 2 title columnheader(1), 'prefill-cost-kvzip-512.dat' index 2 with linespoints dt 2 title columnheader(1)
