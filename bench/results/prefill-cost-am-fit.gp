@@ -7,4 +7,4 @@ set ylabel 'compression time / prefill time'
 set key outside right
 set grid
 set title 'Prefill-time compression cost (shape model, noise weights: speed only)'
-plot 'prefill-cost-am-fit.dat' index 0 with linespoints dt 2 title columnheader(1), 'prefill-cost-am-fit.dat' index 1 with linespoints dt 2 title columnheader(1), 'prefill-cost-am-fit.dat' index 2 with linespoints dt 2 title columnheader(1), 'prefill-cost-am-fit.dat' index 3 with linespoints dt 2 title columnheader(1), 'prefill-cost-am-fit.dat' index 4 with linespoints dt 2 title columnheader(1)
+plot 'prefill-cost-am-fit.dat' index 0 with linespoints dt 2 title columnheader(1), 'prefill-cost-am-fit.dat' index 1 with linespoints dt 1 title columnheader(1), 'prefill-cost-am-fit.dat' index 2 with linespoints dt 2 title columnheader(1), 'prefill-cost-am-fit.dat' index 3 with linespoints dt 2 title columnheader(1), 'prefill-cost-am-fit.dat' index 4 with linespoints dt 2 title columnheader(1), 'prefill-cost-am-fit.dat' index 5 with linespoints dt 2 title columnheader(1)
