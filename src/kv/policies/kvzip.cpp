@@ -15,6 +15,9 @@
 // held, the carried scores and the chunk's new ones (Compressor's
 // PrepareShared at the whole prompt's total), so a head's share grows or
 // shrinks as the prompt goes and no head holds more than its share + chunk.
+// The reconstruction repeats --kvzip-pass-chunk tokens (default 256) at a
+// time, each over the held entries and the instruction only
+// (ReferencePass::repeat_chunk: fewer keys a query, the same entries scored).
 // `kvzip+` (KVzip+, kvpress's KVzipPress(kvzip_plus_normalization=True)):
 // the same pass, each probability normalised by what the entry adds to the
 // residual stream relative to the query's input:
