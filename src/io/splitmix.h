@@ -14,4 +14,10 @@ inline uint64_t SplitMix64(uint64_t& state) {
   return z ^ (z >> 31);
 }
 
+// A uniform double in (0, 1) from the top 53 bits of one step (never 0 or
+// 1, so its logarithm is finite).
+inline double Uniform01(uint64_t& state) {
+  return (static_cast<double>(SplitMix64(state) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
 }  // namespace kvtrim::io

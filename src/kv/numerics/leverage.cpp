@@ -9,20 +9,13 @@
 #include <cmath>
 #include <numeric>
 
+#include "io/splitmix.h"
+
 namespace kvtrim::kv::numerics {
 namespace {
 
-uint64_t SplitMix(uint64_t& s) {  // one step of splitmix64: portable, seeded
-  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-double Uniform01(uint64_t& s) { return (static_cast<double>(SplitMix(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
-
 double StdNormal(uint64_t& s) {  // Box-Muller (the same numbers on every platform)
-  const double u = Uniform01(s), v = Uniform01(s);
+  const double u = io::Uniform01(s), v = io::Uniform01(s);
   return std::sqrt(-2.0 * std::log(u)) * std::cos(6.283185307179586 * v);
 }
 
@@ -93,11 +86,11 @@ Eigen::MatrixXd SrhtSketch(int d, int k, uint64_t seed) {
   // Random signs on the rows, then k columns sampled without replacement.
   std::vector<int> cols(p);
   std::iota(cols.begin(), cols.end(), 0);
-  for (int i = p - 1; i > 0; --i) std::swap(cols[i], cols[SplitMix(s) % static_cast<uint64_t>(i + 1)]);
+  for (int i = p - 1; i > 0; --i) std::swap(cols[i], cols[io::SplitMix64(s) % static_cast<uint64_t>(i + 1)]);
   Eigen::MatrixXd phi(d, k);
   const double scale = std::sqrt(static_cast<double>(p) / k);
   for (int i = 0; i < d; ++i) {
-    const double sign = (SplitMix(s) & 1) ? 1.0 : -1.0;
+    const double sign = (io::SplitMix64(s) & 1) ? 1.0 : -1.0;
     for (int j = 0; j < k; ++j) phi(i, j) = sign * scale * H(i, cols[j]);
   }
   return phi;

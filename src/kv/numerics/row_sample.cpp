@@ -34,7 +34,7 @@ RowSample SampleRows(const Eigen::VectorXd& leverage, int s, double uniform_mix,
   std::map<int, int> draws;  // row -> times drawn
   uint64_t state = seed ^ 0x5A3C9E17D2B4F601ull;
   for (int k = 0; k < s; ++k) {
-    const double u = (static_cast<double>(io::SplitMix64(state) >> 11) + 0.5) * (acc / 9007199254740992.0);
+    const double u = io::Uniform01(state) * acc;
     const int i = static_cast<int>(std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin());
     ++draws[std::min(i, n - 1)];
   }

@@ -15,7 +15,6 @@
 // selection (one candidate, its cardinality in the mass target).
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -30,6 +29,7 @@
 #include "kv/numerics/row_sample.h"
 #include "kv/numerics/vexp.h"
 #include "kv/policies/policies.h"
+#include "kvtrim/clock.h"
 
 namespace kvtrim::kv {
 
@@ -106,8 +106,9 @@ struct BlockFit {
   std::vector<float> logw;        // [keep]
   std::vector<std::vector<float>> values;  // [keep][d] (empty: originals stay)
   int dropped = 0;                // picked keys NNLS gave zero weight (and no refill took their slot)
-  // Where the fit's time went (microseconds, this block): the scores and
-  // full outputs, selection with NNLS and refill, the values' least squares.
+  // Where the fit's time went (microseconds, this block): the scores, the
+  // full outputs and the distinct candidates; selection with NNLS and
+  // refill; the values' least squares.
   int64_t scores_us = 0, select_us = 0, values_us = 0;
   int refilled = 0;               // keys the refill rounds added that kept a positive weight
   int filled_plain = 0;           // keys added after the rounds with their own cardinality
@@ -315,15 +316,13 @@ MatrixXd FullOutputs(const MatrixXd& Afull, const MatrixXf& V, const VectorXd& s
 // are most of a fit's arithmetic: they run in float, as the cache's keys,
 // values and queries are (relative error ~1e-7 on the scores' exponent and
 // the outputs); everything after them is double.
-int64_t UsSince(std::chrono::steady_clock::time_point& t) {
-  const auto now = std::chrono::steady_clock::now();
-  const int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(now - t).count();
-  t = now;
-  return us;
-}
-
 BlockFit FitBlock(const MatrixXf& Q, const MatrixXf& K, const MatrixXf& V, const VectorXd& b0, int t, const AmConfig& c) {
-  auto clock = std::chrono::steady_clock::now();
+  int64_t lap_ns = SteadyNowNs();
+  auto lap_us = [&lap_ns] {  // microseconds since the last lap (the fit's time split)
+    const int64_t now = SteadyNowNs(), us = (now - lap_ns) / 1000;
+    lap_ns = now;
+    return us;
+  };
   BlockFit f;
   const int n = static_cast<int>(K.rows());
   // The two [M, n]-sized matrices of a block: the scores S = q.k/sqrt(d) in
@@ -355,7 +354,7 @@ BlockFit FitBlock(const MatrixXf& Q, const MatrixXf& K, const MatrixXf& V, const
     numerics::ExpShiftRowsInPlace(&A_own, shift);
   }
   const MatrixXd& A = A_own.size() ? A_own : Afull;
-  f.scores_us = UsSince(clock);
+  f.scores_us = lap_us();
   const std::vector<int> ranking = AttentionRanking(Afull, safe, of, nu);
   const std::optional<FitRows> rows = SampleFitRows(A, mass, S, shift, Y, ranking, t, c);
   const MatrixXd& Af = rows ? rows->A : A;
@@ -383,10 +382,10 @@ BlockFit FitBlock(const MatrixXf& Q, const MatrixXf& K, const MatrixXf& V, const
     f.dropped = 0;
   }
   std::sort(kept.begin(), kept.end());
-  f.select_us = UsSince(clock);
+  f.select_us = lap_us();
   if (rows) FitValues(rows->S, rows->shift, rows->Y, kept, c.ridge, &rows->scale, &f);
   else FitValues(S, shift, Y, kept, c.ridge, nullptr, &f);
-  f.values_us = UsSince(clock);
+  f.values_us = lap_us();
   return f;
 }
 

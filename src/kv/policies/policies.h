@@ -34,7 +34,7 @@ class AmPolicy : public Policy {
   // am-dropped, am-refilled (keys the refill rounds added that kept a
   // weight), am-filled-plain (added after the rounds with their own b);
   // the fit's time split, summed over heads and threads: am-scores-us (the
-  // scores, their exp and the full outputs), am-select-us (selection, NNLS,
+  // scores, their exp, the full outputs, the distinct candidates), am-select-us (selection, NNLS,
   // refill), am-values-us (the values' least squares).
   std::vector<std::pair<std::string, int64_t>> Counters() const override;
 
