@@ -17,6 +17,7 @@
 #include "kv/numerics/lstsq.h"
 #include "kv/numerics/nnls.h"
 #include "kv/numerics/omp.h"
+#include "kv/numerics/passive_cholesky.h"
 #include "kv/numerics/vexp.h"
 #include "kv/plan.h"
 #include "kv/policies/policies.h"
@@ -496,6 +497,69 @@ TEST(AmPolicy, FitRowsByLeverageKeepWhatFewQueriesCarry) {
   EXPECT_LT(lev[4], 1.1 * full) << "leverage median " << lev[4] << ", full " << full;
   EXPECT_GT(uni[4], 1.25 * full) << "uniform median " << uni[4] << ", full " << full;
   EXPECT_GT(uni.front(), lev.back()) << "every uniform sample worse than every leverage sample";
+}
+
+TEST(AmNumerics, PassiveCholeskyFollowsAddsAndRemovals) {
+  // The factor after any sequence of adds and removals solves P_SS z = c_S
+  // as a factorization from scratch does; a duplicate column is refused.
+  MatrixXd A = Gaussian(50, 12, 21);
+  MatrixXd D(50, 13);
+  D << A, A.col(4);  // column 12 duplicates column 4
+  const MatrixXd P = D.transpose() * D;
+  const VectorXd c = Gaussian(13, 1, 22);
+  numerics::PassiveCholesky chol(P);
+  auto check = [&](const char* when) {
+    const std::vector<int>& S = chol.set();
+    MatrixXd Pss(S.size(), S.size());
+    VectorXd cs(S.size());
+    for (size_t a = 0; a < S.size(); ++a) {
+      cs(a) = c(S[a]);
+      for (size_t b = 0; b < S.size(); ++b) Pss(a, b) = P(S[a], S[b]);
+    }
+    const VectorXd ref = Pss.fullPivLu().solve(cs), z = chol.Solve(c);
+    for (size_t a = 0; a < S.size(); ++a) EXPECT_NEAR(z(S[a]), ref(a), 1e-9 * (1 + std::abs(ref(a)))) << when;
+    for (int i = 0; i < z.size(); ++i) {  // 0 off the set
+      if (std::find(S.begin(), S.end(), i) == S.end()) {
+        EXPECT_EQ(z(i), 0.0) << when;
+      }
+    }
+  };
+  for (int i : {3, 0, 7, 4, 11, 1, 9}) ASSERT_TRUE(chol.Add(i));
+  check("after adds");
+  EXPECT_FALSE(chol.Add(12));  // the duplicate of 4
+  chol.Remove(0);  // first, middle and last positions of the factor
+  check("after removing the first");
+  chol.Remove(4);
+  check("after removing one in the middle");
+  chol.Remove(9);
+  check("after removing the last");
+  EXPECT_TRUE(chol.Add(12));  // 4 left: its duplicate may enter
+  ASSERT_TRUE(chol.Add(5));
+  check("after adding again");
+  EXPECT_EQ(chol.set(), (std::vector<int>{3, 7, 11, 1, 12, 5}));
+}
+
+TEST(AmNumerics, NnlsKktOnAnAttentionShapedProblem) {
+  // 400 queries, 150 positive columns (as attention is), target a planted
+  // mix of 40 of them plus noise: the answer satisfies the KKT conditions
+  // (gradient 0 on the free set, >= 0 on the active one), warm start or not.
+  MatrixXd A = Gaussian(400, 150, 31).array().exp().matrix();
+  VectorXd x = VectorXd::Zero(150);
+  for (int i = 0; i < 150; i += 4) x(i) = 0.5 + (i % 7);
+  const VectorXd b = A * x + 5.0 * Gaussian(400, 1, 32).cwiseAbs();
+  const MatrixXd P = A.transpose() * A;
+  const VectorXd c = A.transpose() * b, x0 = P.completeOrthogonalDecomposition().solve(c).cwiseMax(0.0);
+  for (const VectorXd* start : {static_cast<const VectorXd*>(nullptr), &x0}) {
+    auto r = numerics::NnlsGram(P, c, start);
+    EXPECT_TRUE(r.converged);
+    EXPECT_GE(r.x.minCoeff(), 0.0);
+    const VectorXd g = P * r.x - c;
+    const double tol = 1e-8 * c.cwiseAbs().maxCoeff();
+    for (int i = 0; i < 150; ++i) {
+      if (r.x(i) > 0) EXPECT_NEAR(g(i), 0.0, tol) << i;
+      else EXPECT_GE(g(i), -tol) << i;
+    }
+  }
 }
 
 }  // namespace KVTRIM_TEST_UNIQUE

@@ -4,50 +4,23 @@
 #include <cmath>
 #include <vector>
 
+#include "kv/numerics/passive_cholesky.h"
+
 namespace kvtrim::kv::numerics {
 
 namespace {
 
-// Unconstrained least squares restricted to the passive set: P_SS z_S = c_S,
-// z = 0 elsewhere. A pivoted LDL^T (Cholesky-like, a third of a QR's work)
-// when P_SS is clearly positive definite; otherwise the COD, which gives the
-// minimum-norm solution when P_SS is singular (duplicate columns). The
-// inner loop solves once per variable it adds or drops: the solves were most
-// of Attention Matching's NNLS time with the COD alone (round 5 profile).
-Eigen::VectorXd SolvePassive(const Eigen::MatrixXd& P, const Eigen::VectorXd& c, const std::vector<int>& S) {
-  const int k = static_cast<int>(S.size());
-  Eigen::MatrixXd Pss(k, k);  // [k, k]
-  Eigen::VectorXd cs(k);      // [k]
-  for (int a = 0; a < k; ++a) {
-    cs(a) = c(S[a]);
-    for (int b = 0; b < k; ++b) Pss(a, b) = P(S[a], S[b]);
-  }
-  Eigen::VectorXd z = Eigen::VectorXd::Zero(c.size());
-  if (k == 0) return z;
-  constexpr double kMinPivot = 1e-10;  // relative to the largest: below it, rank is in doubt
-  Eigen::LDLT<Eigen::MatrixXd> ldlt(Pss);
-  const Eigen::VectorXd D = ldlt.vectorD();
-  const bool definite = ldlt.info() == Eigen::Success && D.minCoeff() > kMinPivot * D.cwiseAbs().maxCoeff();
-  Eigen::VectorXd zs = definite ? Eigen::VectorXd(ldlt.solve(cs)) : Eigen::VectorXd(Pss.completeOrthogonalDecomposition().solve(cs));
-  for (int a = 0; a < k; ++a) z(S[a]) = zs(a);
-  return z;
-}
-
-std::vector<int> Passive(const std::vector<char>& in) {
-  std::vector<int> S;
-  for (int i = 0; i < static_cast<int>(in.size()); ++i)
-    if (in[i]) S.push_back(i);
-  return S;
-}
-
 // The inner loop of Lawson-Hanson: from a feasible x (x_S > 0), move towards
 // the passive-set minimizer, dropping variables that hit zero, until that
-// minimizer is feasible (at most |S| + 1 solves: each step drops one).
-void InnerLoop(const Eigen::MatrixXd& P, const Eigen::VectorXd& c, Eigen::VectorXd& x, std::vector<char>& in) {
+// minimizer is feasible (at most |S| + 1 solves: each step drops one). The
+// passive set's Cholesky factor follows the drops (O(k^2) each), where a
+// solve from scratch per step was O(k^3) and most of Attention Matching's
+// selection time.
+void InnerLoop(const Eigen::VectorXd& c, PassiveCholesky& chol, Eigen::VectorXd& x) {
   const int n = static_cast<int>(x.size());
   for (int guard = 0; guard <= n; ++guard) {
-    std::vector<int> S = Passive(in);
-    Eigen::VectorXd z = SolvePassive(P, c, S);
+    const Eigen::VectorXd z = chol.Solve(c);
+    const std::vector<int> S = chol.set();
     bool feasible = true;
     for (int i : S) feasible = feasible && z(i) > 0;
     if (feasible) {
@@ -62,7 +35,7 @@ void InnerLoop(const Eigen::MatrixXd& P, const Eigen::VectorXd& c, Eigen::Vector
     for (int i : S)
       if (x(i) <= 0 || (z(i) <= 0 && x(i) <= tiny)) {
         x(i) = 0;
-        in[i] = 0;
+        chol.Remove(i);
       }
   }
 }
@@ -74,29 +47,31 @@ NnlsResult NnlsGram(const Eigen::MatrixXd& P, const Eigen::VectorXd& c, const Ei
   NnlsResult r;
   r.x = Eigen::VectorXd::Zero(n);
   if (n == 0) return r;
-  std::vector<char> in(n, 0);  // passive set (free variables)
+  PassiveCholesky chol(P);  // the passive set (free variables)
+  std::vector<char> in(n, 0), blocked(n, 0);  // blocked: its column depends on the set's when it would enter
   if (x0) {
     for (int i = 0; i < n; ++i)
-      if ((*x0)(i) > 0 && std::isfinite((*x0)(i))) {
-        r.x(i) = (*x0)(i);
-        in[i] = 1;
-      }
-    InnerLoop(P, c, r.x, in);
+      if ((*x0)(i) > 0 && std::isfinite((*x0)(i)) && chol.Add(i)) r.x(i) = (*x0)(i);
+    InnerLoop(c, chol, r.x);
   }
   const double scale = c.cwiseAbs().maxCoeff();
   const double tol = o.tol * (scale > 0 ? scale : 1.0);
   const int max_iter = o.max_iter > 0 ? o.max_iter : 3 * n;
   for (r.iterations = 0; r.iterations < max_iter; ++r.iterations) {
-    Eigen::VectorXd w = c - P * r.x;  // [n] negative gradient
+    std::fill(in.begin(), in.end(), 0);
+    for (int i : chol.set()) in[i] = 1;
+    const Eigen::VectorXd w = c - P * r.x;  // [n] negative gradient
     int best = -1;
     for (int i = 0; i < n; ++i)
-      if (!in[i] && w(i) > tol && (best < 0 || w(i) > w(best))) best = i;
+      if (!in[i] && !blocked[i] && w(i) > tol && (best < 0 || w(i) > w(best))) best = i;
     if (best < 0) return r;  // KKT: no free direction decreases the residual
-    in[best] = 1;
-    InnerLoop(P, c, r.x, in);
-    if (!in[best]) {  // round-off made the entering variable leave at once: stop
-      return r;
+    if (!chol.Add(best)) {  // a duplicate (or collinear) column: its direction is the set's already
+      blocked[best] = 1;
+      continue;
     }
+    InnerLoop(c, chol, r.x);
+    const std::vector<int>& S = chol.set();
+    if (std::find(S.begin(), S.end(), best) == S.end()) return r;  // round-off made it leave at once: stop
   }
   r.converged = false;
   return r;

@@ -5,12 +5,13 @@
 //
 // Why not Eigen's: Debian's Eigen 3.4 has no unsupported/Eigen/NNLS (it
 // arrived after 3.4), so this is the same standard, finite-step algorithm on
-// top of Eigen's solvers: every subproblem is an unconstrained least squares
-// on the passive set, solved by a pivoted LDL^T when that block is clearly
-// positive definite (smallest pivot above 1e-10 of the largest), otherwise by
-// a complete orthogonal decomposition (rank revealing, so duplicate or
-// collinear columns give a finite minimum-norm answer). No projected
-// gradient, no step sizes to tune.
+// top of Eigen's triangular solves: every subproblem is an unconstrained
+// least squares on the passive set, solved through that set's Cholesky
+// factor, which is updated as a variable enters or leaves
+// (passive_cholesky.h) rather than refactored. A variable whose column is,
+// within round-off, a combination of the passive set's (a duplicate key)
+// does not enter: the set's columns stay independent and the answer finite.
+// No projected gradient, no step sizes to tune.
 #pragma once
 #include "kv/numerics/eigen.h"
 
