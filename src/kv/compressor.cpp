@@ -335,48 +335,62 @@ Status Compressor::CompressHead(KvCache& cache, int layer, int h, Phase phase, i
 }
 
 Status Compressor::CompressPrefill(KvCache& cache, kernels::ThreadPool* pool) {
-  for (int l = 0; l < n_layer_; ++l) KVTRIM_RETURN_IF_ERROR(CompressPrefillLayer(cache, l, pool));
+  KVTRIM_RETURN_IF_ERROR(CompressLayers(cache, 0, n_layer_, cache.logical_length(), pool));
   FinishPrefill(cache);
   return {};
 }
 
 Status Compressor::CompressPrefillLayer(KvCache& cache, int l, kernels::ThreadPool* pool) {
-  return CompressLayerAt(cache, l, cache.logical_length(), pool);
+  return CompressLayers(cache, l, l + 1, cache.logical_length(), pool);
 }
 
-Status Compressor::CompressLayerAt(KvCache& cache, int l, int64_t n_budget, kernels::ThreadPool* pool) {
+void Compressor::LayerBudgets(KvCache& cache, int l, int64_t n_budget, kernels::ThreadPool* pool,
+                              std::vector<int>* budgets) {
+  if (threshold_) {  // each head's count over the threshold; the ratio plays no part
+    const std::vector<int> a = budget::ThresholdHeadBudgets(LayerScores(cache, l, Phase::kPrefill, pool), o_.threshold);
+    std::copy(a.begin(), a.end(), budgets->begin() + static_cast<std::ptrdiff_t>(l) * n_head_kv_);
+  } else if (adaptive_ && Budget(l, n_budget) < n_budget) {
+    const std::vector<int> a = AdaptiveBudgets(cache, l, Phase::kPrefill, pool, n_budget);
+    std::copy(a.begin(), a.end(), budgets->begin() + static_cast<std::ptrdiff_t>(l) * n_head_kv_);
+  }
+}
+
+// Layers [l0, l1) to the budgets of logical length n_budget: every head's
+// budget first, then the (layer, head) pairs in one parallel loop, so the
+// threads share all the heads (3 KV heads on 2 threads, layer by layer,
+// left a thread idle a quarter of the time).
+Status Compressor::CompressLayers(KvCache& cache, int l0, int l1, int64_t n_budget, kernels::ThreadPool* pool) {
   if (!policy_->traits().prefill_time) return {};
-  auto t0 = std::chrono::steady_clock::now();
+  const int64_t t0 = SteadyNowNs();
   if (layer_s_.size() != static_cast<size_t>(n_layer_)) layer_s_.assign(n_layer_, 0.0);
   // The whole-cache target first (razor solves its window, or answers
   // kUnreachable), before any head changes.
-  if (l == 0) {
+  if (l0 == 0) {
     KVTRIM_RETURN_IF_ERROR(policy_->Prepare({target(), n_budget, n_layer_, n_head_kv_}));
     PrepareShared(cache, n_budget, pool);
   }
   std::vector<int> budgets = HeadBudgets(n_budget);
-  if (threshold_) {  // each head's count over the threshold; the ratio plays no part
-    const std::vector<int> a = budget::ThresholdHeadBudgets(LayerScores(cache, l, Phase::kPrefill, pool), o_.threshold);
-    std::copy(a.begin(), a.end(), budgets.begin() + static_cast<std::ptrdiff_t>(l) * n_head_kv_);
-  } else if (adaptive_ && Budget(l, n_budget) < n_budget) {
-    const std::vector<int> a = AdaptiveBudgets(cache, l, Phase::kPrefill, pool, n_budget);
-    std::copy(a.begin(), a.end(), budgets.begin() + static_cast<std::ptrdiff_t>(l) * n_head_kv_);
-  }
+  for (int l = l0; l < l1; ++l) LayerBudgets(cache, l, n_budget, pool, &budgets);
   // Heads are independent (plans, rows and statistics are per head).
-  std::vector<Status> st(n_head_kv_);
+  const int64_t jobs = static_cast<int64_t>(l1 - l0) * n_head_kv_;
+  std::vector<Status> st(jobs);
+  std::vector<int64_t> ns(jobs, 0);  // each head's time, summed per layer below
   const bool each_chunk = chunk_from_ >= 0 && policy_->traits().compresses_each_chunk;
   auto run = [&](int64_t a, int64_t e) {
-    for (int64_t h = a; h < e; ++h) {
+    for (int64_t j = a; j < e; ++j) {
+      const int l = l0 + static_cast<int>(j / n_head_kv_), h = static_cast<int>(j % n_head_kv_);
       const int b = budgets[static_cast<size_t>(l) * n_head_kv_ + h];
-      if (cache.head(l, static_cast<int>(h)).size() > b || each_chunk)
-        st[h] = CompressHead(cache, l, static_cast<int>(h), Phase::kPrefill, b, n_budget);
+      const int64_t h0 = SteadyNowNs();
+      if (cache.head(l, h).size() > b || each_chunk) st[j] = CompressHead(cache, l, h, Phase::kPrefill, b, n_budget);
+      ns[j] = SteadyNowNs() - h0;
     }
   };
-  if (pool) pool->ParallelFor(n_head_kv_, run);
-  else run(0, n_head_kv_);
+  if (pool) pool->ParallelFor(jobs, run);
+  else run(0, jobs);
   for (const Status& s : st) KVTRIM_RETURN_IF_ERROR(s);
-  layer_s_[l] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  compress_s_ += layer_s_[l];
+  for (int64_t j = 0; j < jobs; ++j) layer_s_[l0 + j / n_head_kv_] = 0;
+  for (int64_t j = 0; j < jobs; ++j) layer_s_[l0 + j / n_head_kv_] += static_cast<double>(ns[j]) * 1e-9;
+  compress_s_ += static_cast<double>(SteadyNowNs() - t0) * 1e-9;
   return {};
 }
 
@@ -403,14 +417,13 @@ Status Compressor::CompressChunk(KvCache& cache, int64_t prompt_end, kernels::Th
   if (!policy_->traits().prefill_time) return {};
   if (const std::string why = StreamBlocker(policy_->traits()); !why.empty())
     return MakeError("policy '" + o_.policy + "' cannot compress a prefill in chunks: " + why);
-  for (int l = 0; l < n_layer_; ++l) {
-    auto run = [&](int64_t a, int64_t e) {
-      for (int64_t h = a; h < e; ++h) policy_->EndChunk(Context(cache, l, static_cast<int>(h), Phase::kPrefill));
-    };
-    if (pool) pool->ParallelFor(n_head_kv_, run);
-    else run(0, n_head_kv_);
-  }
-  for (int l = 0; l < n_layer_; ++l) KVTRIM_RETURN_IF_ERROR(CompressLayerAt(cache, l, prompt_end, pool));
+  auto end_chunk = [&](int64_t a, int64_t e) {  // every (layer, head)
+    for (int64_t j = a; j < e; ++j)
+      policy_->EndChunk(Context(cache, static_cast<int>(j / n_head_kv_), static_cast<int>(j % n_head_kv_), Phase::kPrefill));
+  };
+  if (pool) pool->ParallelFor(static_cast<int64_t>(n_layer_) * n_head_kv_, end_chunk);
+  else end_chunk(0, static_cast<int64_t>(n_layer_) * n_head_kv_);
+  KVTRIM_RETURN_IF_ERROR(CompressLayers(cache, 0, n_layer_, prompt_end, pool));
   stats_->DropPrefillQK();
   return {};
 }

@@ -138,7 +138,9 @@ class Compressor {
   Status AfterDecodeStep(KvCache& cache, kernels::ThreadPool* pool = nullptr);
 
   double compress_seconds() const { return compress_s_; }  // total time in plans + applying
-  // Seconds the last prefill-time compression spent per layer (plans + applying).
+  // Seconds the last prefill-time compression spent per layer (plans +
+  // applying, summed over the layer's heads, which run in parallel with
+  // other layers' heads).
   const std::vector<double>& prefill_layer_seconds() const { return layer_s_; }
   int64_t evictions() const { return evicted_.load(); }
   // The shared allocator's last counts per head (l * n_head_kv + h; KVzip's
@@ -153,8 +155,12 @@ class Compressor {
   budget::Target target() const;   // the options' ratio or token count
   int BaseBudget(int64_t n) const;  // uniform per-head budget before layer/head shaping
   PolicyContext Context(const KvCache& cache, int layer, int h, Phase phase) const;
-  // One layer's prefill-time compression to the budgets of logical length n_budget.
-  Status CompressLayerAt(KvCache& cache, int layer, int64_t n_budget, kernels::ThreadPool* pool);
+  // Layers [l0, l1)'s prefill-time compression to the budgets of logical
+  // length n_budget, their heads in one parallel loop.
+  Status CompressLayers(KvCache& cache, int l0, int l1, int64_t n_budget, kernels::ThreadPool* pool);
+  // Layer l's head budgets in `budgets` ([n_layer * n_head_kv]) where they
+  // depend on its scores (--kv-threshold, adaptive budgets).
+  void LayerBudgets(KvCache& cache, int l, int64_t n_budget, kernels::ThreadPool* pool, std::vector<int>* budgets);
   // The policy's entry scores of every head of one layer (Policy::Score).
   std::vector<EntryScores> LayerScores(const KvCache& cache, int layer, Phase phase, kernels::ThreadPool* pool);
   // The shared allocator's counts (KVzip) for a prompt of logical length

@@ -22,4 +22,17 @@ void ExpShiftRowsInPlace(Eigen::MatrixXd* S, const Eigen::VectorXd& shift) {
   ExpInPlace(S->data(), static_cast<size_t>(S->size()));
 }
 
+void ExpInPlace(float* x, size_t n) {
+  size_t i = 0;
+#ifdef KVTRIM_VEXP_AVX2
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, Sleef_expf8_u10avx2(_mm256_loadu_ps(x + i)));
+#endif
+  for (; i < n; ++i) x[i] = std::exp(x[i]);
+}
+
+void ExpShiftRowsInPlace(Eigen::MatrixXf* S, const Eigen::VectorXf& shift) {
+  S->colwise() -= shift;
+  ExpInPlace(S->data(), static_cast<size_t>(S->size()));
+}
+
 }  // namespace kvtrim::kv::numerics

@@ -131,13 +131,14 @@ void UniqueKeys(const MatrixXf& K, std::vector<int>* rep, std::vector<int>* of) 
 // highest first (the weight of a distinct key sums over its copies; ties
 // keep the earlier key). The top t are highest-attn's pick; the rest is the
 // order in which Refill offers keys.
-std::vector<int> AttentionRanking(const MatrixXd& Afull, const VectorXd& mass, const std::vector<int>& of, int nu) {
-  VectorXd score;  // [nu] monotone in the RMS
+std::vector<int> AttentionRanking(const MatrixXf& Afull, const VectorXd& mass, const std::vector<int>& of, int nu) {
+  const Eigen::VectorXf inv = mass.cwiseInverse().cast<float>();  // [M]
+  Eigen::VectorXf score;  // [nu] monotone in the RMS
   if (nu == Afull.cols()) {  // every key distinct (of[i] == i): no [M, nu] copy
-    score = (Afull.array().colwise() / mass.array()).square().colwise().sum().transpose();
+    score = (Afull.array().colwise() * inv.array()).square().colwise().sum().transpose();
   } else {
-    MatrixXd W = MatrixXd::Zero(Afull.rows(), nu);  // [M, nu] attention weight per distinct key
-    for (int i = 0; i < Afull.cols(); ++i) W.col(of[i]) += Afull.col(i).cwiseQuotient(mass);
+    MatrixXf W = MatrixXf::Zero(Afull.rows(), nu);  // [M, nu] attention weight per distinct key
+    for (int i = 0; i < Afull.cols(); ++i) W.col(of[i]) += Afull.col(i).cwiseProduct(inv);
     score = W.colwise().squaredNorm().transpose();
   }
   std::vector<int> idx(nu);
@@ -149,18 +150,20 @@ std::vector<int> AttentionRanking(const MatrixXd& Afull, const VectorXd& mass, c
 // Keys picked (distinct-key indices) and their NNLS weights on the mass target.
 // gram: the picks' Gram matrix As^T As when it was formed (highest
 // attention), for Refill's first round; left empty otherwise.
-void SelectAndWeigh(const MatrixXd& A, const VectorXd& mass, const std::vector<int>& ranking, int t, const AmConfig& c,
+void SelectAndWeigh(const MatrixXf& A, const VectorXd& mass, const std::vector<int>& ranking, int t, const AmConfig& c,
                     std::vector<int>* sel, VectorXd* w, MatrixXd* gram) {
   if (c.omp) {
-    numerics::OmpResult r = numerics::OmpNnls(A, mass, t, c.omp_step);
+    numerics::OmpResult r = numerics::OmpNnls(A.cast<double>(), mass, t, c.omp_step);
     *sel = r.support;
     *w = r.w;
   }
   if (sel->empty()) {  // highest attention (or OMP found nothing to pick: no query has mass)
     sel->assign(ranking.begin(), ranking.begin() + std::min<size_t>(t, ranking.size()));
     MatrixXd As(A.rows(), sel->size());  // [M, t]
-    for (size_t a = 0; a < sel->size(); ++a) As.col(a) = A.col((*sel)[a]);
-    MatrixXd P = As.transpose() * As;  // [t, t]
+    for (size_t a = 0; a < sel->size(); ++a) As.col(a) = A.col((*sel)[a]).cast<double>();
+    MatrixXd P = MatrixXd::Zero(As.cols(), As.cols());  // [t, t] As^T As, one triangle computed
+    P.selfadjointView<Eigen::Lower>().rankUpdate(As.transpose());
+    P.triangularView<Eigen::StrictlyUpper>() = P.transpose();
     const VectorXd rhs = As.transpose() * mass;
     // Warm start from the positive part of the unconstrained fit: most
     // weights are positive, so Lawson-Hanson needs a few solves, not t.
@@ -187,7 +190,7 @@ std::vector<int> Positive(const VectorXd& w) {
 // the rounds or the candidates run out. Keys still missing after the rounds
 // are the next-ranked ones with their own cardinality (`plain`, counted), so
 // a head holds exactly min(t, distinct keys) entries.
-void Refill(const MatrixXd& A, const VectorXd& mass, const std::vector<int>& ranking, int t, int rounds,
+void Refill(const MatrixXf& A, const VectorXd& mass, const std::vector<int>& ranking, int t, int rounds,
             MatrixXd gram, std::vector<int>* sel, VectorXd* w, std::vector<int>* plain, int* refilled) {
   const int nu = static_cast<int>(A.cols());
   std::vector<char> tried(nu, 0), picked(nu, 0);
@@ -199,8 +202,12 @@ void Refill(const MatrixXd& A, const VectorXd& mass, const std::vector<int>& ran
   };
   // The Gram matrix of the current picks: a round reuses the block of the
   // keys it keeps and computes only the added keys' columns (M k added
-  // products, not M k^2).
-  const VectorXd Am = A.transpose() * mass;  // [nu]
+  // products, not M k^2); the right-hand side A^T m likewise, per key offered.
+  VectorXd Am = VectorXd::Constant(nu, std::numeric_limits<double>::quiet_NaN());  // [nu], filled when offered
+  auto am = [&](int u) {
+    if (std::isnan(Am(u))) Am(u) = A.col(u).cast<double>().dot(mass);
+    return Am(u);
+  };
   MatrixXd P = std::move(gram);  // of the current picks, when SelectAndWeigh formed it
   for (int r = 0; r < rounds; ++r) {
     const std::vector<int> pos = Positive(*w);
@@ -211,7 +218,7 @@ void Refill(const MatrixXd& A, const VectorXd& mass, const std::vector<int>& ran
     for (int u; static_cast<int>(keep.size()) < t && (u = next_untried()) >= 0;) tried[u] = 1, keep.push_back(u), x.push_back(0);
     const int k = static_cast<int>(keep.size()), kp = static_cast<int>(pos.size());
     MatrixXd As(A.rows(), k);  // [M, k]
-    for (int a = 0; a < k; ++a) As.col(a) = A.col(keep[a]);
+    for (int a = 0; a < k; ++a) As.col(a) = A.col(keep[a]).cast<double>();
     MatrixXd Pn(k, k);
     if (P.size() == 0) {
       Pn.noalias() = As.transpose() * As;
@@ -222,7 +229,7 @@ void Refill(const MatrixXd& A, const VectorXd& mass, const std::vector<int>& ran
       Pn.bottomLeftCorner(k - kp, kp) = Pn.topRightCorner(kp, k - kp).transpose();
     }
     VectorXd rhs(k);
-    for (int a = 0; a < k; ++a) rhs(a) = Am(keep[a]);
+    for (int a = 0; a < k; ++a) rhs(a) = am(keep[a]);
     const VectorXd x0 = Eigen::Map<const VectorXd>(x.data(), x.size());
     *w = numerics::NnlsGram(Pn, rhs, &x0).x;
     *sel = std::move(keep);
@@ -261,7 +268,7 @@ void FitValues(const MatrixXf& S, const VectorXd& shift, const MatrixXd& Y, cons
 // them (numerics/row_sample.h): each row scaled by the square root of its
 // weight, so the sampled sums of squares estimate the full ones.
 struct FitRows {
-  MatrixXd A;      // [s, nu]
+  MatrixXf A;      // [s, nu]
   VectorXd mass;   // [s]
   MatrixXf S;      // [s, n] the rows' scores
   VectorXd shift;  // [s]
@@ -273,7 +280,7 @@ struct FitRows {
 // over the first 2t candidates of the ranking (those the fit can pick),
 // sketched to 32 columns, mixed with a uniform tenth; or uniform. Nothing
 // when every row is to be fitted.
-std::optional<FitRows> SampleFitRows(const MatrixXd& A, const VectorXd& mass, const MatrixXf& S, const VectorXd& shift,
+std::optional<FitRows> SampleFitRows(const MatrixXf& A, const VectorXd& mass, const MatrixXf& S, const VectorXd& shift,
                                      const MatrixXd& Y, const std::vector<int>& ranking, int t, const AmConfig& c) {
   const int M = static_cast<int>(A.rows());
   if (c.fit_rows <= 0 || c.fit_rows >= M) return std::nullopt;
@@ -282,16 +289,16 @@ std::optional<FitRows> SampleFitRows(const MatrixXd& A, const VectorXd& mass, co
   if (!c.fit_uniform) {
     const int cols = std::min<int>(static_cast<int>(ranking.size()), 2 * t);
     MatrixXd L(M, cols);
-    for (int a = 0; a < cols; ++a) L.col(a) = A.col(ranking[a]);
+    for (int a = 0; a < cols; ++a) L.col(a) = A.col(ranking[a]).cast<double>();
     lev = numerics::RowLeverage(L, 32, seed);
   }
   const numerics::RowSample r = numerics::SampleRows(lev, c.fit_rows, c.fit_uniform ? 1.0 : 0.1, seed);
   const int s = static_cast<int>(r.rows.size());
-  FitRows f{MatrixXd(s, A.cols()), VectorXd(s), MatrixXf(s, S.cols()), VectorXd(s), MatrixXd(s, Y.cols()), VectorXd(s)};
+  FitRows f{MatrixXf(s, A.cols()), VectorXd(s), MatrixXf(s, S.cols()), VectorXd(s), MatrixXd(s, Y.cols()), VectorXd(s)};
   for (int a = 0; a < s; ++a) {
     const int i = r.rows[a];
     f.scale(a) = std::sqrt(r.weight(a));
-    f.A.row(a) = f.scale(a) * A.row(i);
+    f.A.row(a) = static_cast<float>(f.scale(a)) * A.row(i);
     f.mass(a) = f.scale(a) * mass(i);
     f.S.row(a) = S.row(i);
     f.shift(a) = shift(i);
@@ -300,22 +307,18 @@ std::optional<FitRows> SampleFitRows(const MatrixXd& A, const VectorXd& mass, co
   return f;
 }
 
-// The full outputs Y = A V / m [M, d], A's columns in float blocks of 256
-// (a [M, 256] float copy at a time, not a second [M, n] matrix).
-MatrixXd FullOutputs(const MatrixXd& Afull, const MatrixXf& V, const VectorXd& safe) {
-  constexpr int kCols = 256;
-  MatrixXf Yf = MatrixXf::Zero(Afull.rows(), V.cols());
-  for (int j = 0; j < Afull.cols(); j += kCols) {
-    const int w = std::min<int>(kCols, static_cast<int>(Afull.cols()) - j);
-    Yf.noalias() += Afull.middleCols(j, w).cast<float>() * V.middleRows(j, w);
-  }
+// The full outputs Y = A V / m [M, d].
+MatrixXd FullOutputs(const MatrixXf& Afull, const MatrixXf& V, const VectorXd& safe) {
+  const MatrixXf Yf = Afull * V;  // [M, d]
   return Yf.cast<double>().array().colwise() / safe.array();
 }
 
-// The two [M, n] x [n, d]-sized products (the scores, the full outputs)
-// are most of a fit's arithmetic: they run in float, as the cache's keys,
-// values and queries are (relative error ~1e-7 on the scores' exponent and
-// the outputs); everything after them is double.
+// The [M, n]-sized work (the scores, their exponentials, the full outputs,
+// the ranking) runs in float, as the cache's keys, values and queries are:
+// the scores' float rounding (relative ~1e-7 of an exponent of order 10)
+// already perturbs each weight by ~1e-6, more than storing the weight in
+// float does. Sums over the queries (masses, Gram matrices, right-hand
+// sides) and everything after them are double.
 BlockFit FitBlock(const MatrixXf& Q, const MatrixXf& K, const MatrixXf& V, const VectorXd& b0, int t, const AmConfig& c) {
   int64_t lap_ns = SteadyNowNs();
   auto lap_us = [&lap_ns] {  // microseconds since the last lap (the fit's time split)
@@ -329,17 +332,19 @@ BlockFit FitBlock(const MatrixXf& Q, const MatrixXf& K, const MatrixXf& V, const
   // float (as computed) and Afull = exp(S + b0 - s_q) in double.
   const MatrixXf S = Q * K.transpose();  // [M, n]
   const bool plain_b = (b0.array() == 0.0).all();  // fresh entries (a prefill's): S + b0 is S
-  MatrixXd Afull = S.cast<double>();  // [M, n] S, then S + b0, then its exp
+  MatrixXf Afull = S;  // [M, n] S, then S + b0, then its exp
   // s_q: the largest score with or without the entries' own b, so neither
   // the target nor a candidate column can overflow (entries already
   // compacted may carry any b).
-  VectorXd shift = Afull.rowwise().maxCoeff();  // [M]
+  Eigen::VectorXf shift_f = Afull.rowwise().maxCoeff();  // [M]
   if (!plain_b) {
-    Afull.rowwise() += b0.transpose();
-    shift = shift.cwiseMax(Afull.rowwise().maxCoeff());
+    Afull.rowwise() += b0.cast<float>().transpose();
+    shift_f = shift_f.cwiseMax(Afull.rowwise().maxCoeff());
   }
-  numerics::ExpShiftRowsInPlace(&Afull, shift);
-  const VectorXd mass = Afull.rowwise().sum();  // [M] m(q), 0 only if every b underflows
+  numerics::ExpShiftRowsInPlace(&Afull, shift_f);
+  const VectorXd shift = shift_f.cast<double>();
+  VectorXd mass = VectorXd::Zero(Q.rows());  // [M] m(q), 0 only if every b underflows
+  for (int j = 0; j < n; ++j) mass += Afull.col(j).cast<double>();
   const VectorXd safe = mass.cwiseMax(std::numeric_limits<double>::min());
   const MatrixXd Y = FullOutputs(Afull, V, safe);  // [M, d] full outputs (0 for a massless query)
   std::vector<int> rep, of;
@@ -347,17 +352,17 @@ BlockFit FitBlock(const MatrixXf& Q, const MatrixXf& K, const MatrixXf& V, const
   const int nu = static_cast<int>(rep.size());
   // A_qj = exp(q k_j/sqrt d - s_q), one column per distinct key [M, nu]: the
   // columns of Afull themselves when every key is distinct and b0 = 0.
-  MatrixXd A_own;
+  MatrixXf A_own;
   if (!plain_b || nu != n) {
     A_own.resize(Q.rows(), nu);
-    for (int u = 0; u < nu; ++u) A_own.col(u) = S.col(rep[u]).cast<double>();
-    numerics::ExpShiftRowsInPlace(&A_own, shift);
+    for (int u = 0; u < nu; ++u) A_own.col(u) = S.col(rep[u]);
+    numerics::ExpShiftRowsInPlace(&A_own, shift_f);
   }
-  const MatrixXd& A = A_own.size() ? A_own : Afull;
+  const MatrixXf& A = A_own.size() ? A_own : Afull;
   f.scores_us = lap_us();
   const std::vector<int> ranking = AttentionRanking(Afull, safe, of, nu);
   const std::optional<FitRows> rows = SampleFitRows(A, mass, S, shift, Y, ranking, t, c);
-  const MatrixXd& Af = rows ? rows->A : A;
+  const MatrixXf& Af = rows ? rows->A : A;
   const VectorXd& mass_f = rows ? rows->mass : mass;
   std::vector<int> sel;
   VectorXd w;
