@@ -140,6 +140,32 @@ TEST(TiledCausal, OutputIdenticalWithAndWithoutTap) {
   }
 }
 
+// A causal call split at multiples of CausalQueryBlock (the engine's
+// prefill runs (head, block) pairs in parallel) equals the whole call bit for
+// bit; a split elsewhere is checked against the reference only.
+TEST(TiledCausal, SplitAtQueryBlocksEqualsTheWholeCall) {
+  std::mt19937 rng(13);
+  const int d = 64, n0 = 300, T = 200;
+  for (int G : {1, 3}) {
+    for (GgmlType type : {GgmlType::F32, GgmlType::Q8_0}) {
+      Head h(d, type);
+      for (int j = 0; j < n0 + T; ++j) h.Add(RandVec(rng, d), RandVec(rng, d), LogW(j, 0));
+      const std::vector<float> q = RandVec(rng, T * G * d);
+      std::vector<float> whole(T * G * d), split(T * G * d);
+      AttendCausalMl(h.store.View(), q.data(), T, G, G * d, n0, 0.2f, whole.data(), G * d, nullptr);
+      const int tb = CausalQueryBlock(G) * 2;
+      for (int t0 = 0; t0 < T; t0 += tb) {
+        const int t1 = std::min(T, t0 + tb);
+        AttendCausalMl(h.store.View(), &q[t0 * G * d], t1 - t0, G, G * d, n0 + t0, 0.2f, &split[t0 * G * d], G * d,
+                       nullptr);
+      }
+      EXPECT_EQ(std::memcmp(whole.data(), split.data(), whole.size() * sizeof(float)), 0) << G;
+      const RefRow w = Reference(h, &q[(T - 1) * G * d], d, n0 + T, 0.2f);  // the last row, all entries
+      for (int i = 0; i < d; ++i) ASSERT_NEAR(split[(T - 1) * G * d + i], w.out[i], 2e-5);
+    }
+  }
+}
+
 // Tiles: every visible probability of every row exactly once, masked entries
 // 0, rows summing to 1; the tiles of a query block in increasing j0.
 // AttendCausalTaps keeps a block's exp tiles (blocks that see at most

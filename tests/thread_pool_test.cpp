@@ -4,11 +4,15 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
+#include <numeric>
+#include <set>
 #include <random>
 #include <chrono>
 #include <thread>
 #include <vector>
 
+#include "kernels/ordered_blocks.h"
 #include "kernels/thread_pool.h"
 
 namespace kvtrim::kernels {
@@ -70,6 +74,42 @@ TEST(ThreadPool, SlowChunksDoNotLoseWork) {
     done += static_cast<int>(b - a);
   });
   EXPECT_EQ(done.load(), 8);
+}
+
+// Ordered lanes: every (lane, block) once, a lane's blocks in order and
+// never two at once (each block sleeps a little so overlaps would show),
+// and more than one thread used when there are several lanes.
+TEST(ThreadPool, OrderedLanesRunEachLaneInSequence) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int lanes : {1, 3, 5}) {
+      const int blocks = 7;
+      std::vector<std::vector<int>> order(lanes);
+      std::vector<std::atomic<int>> inside(lanes);
+      std::atomic<int> overlaps{0};
+      std::mutex mu;
+      std::set<std::thread::id> ids;
+      RunOrderedLanes(pool, lanes, blocks, [&](int h, int b) {
+        if (inside[h].fetch_add(1) != 0) ++overlaps;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        order[h].push_back(b);  // safe only if the lane is serial
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          ids.insert(std::this_thread::get_id());
+        }
+        inside[h].fetch_sub(1);
+      });
+      EXPECT_EQ(overlaps.load(), 0);
+      for (int h = 0; h < lanes; ++h) {
+        std::vector<int> want(blocks);
+        std::iota(want.begin(), want.end(), 0);
+        EXPECT_EQ(order[h], want) << "lane " << h;
+      }
+      if (threads > 1 && lanes > 1) {
+        EXPECT_GT(ids.size(), 1u) << threads << " threads, " << lanes << " lanes";
+      }
+    }
+  }
 }
 
 }  // namespace KVTRIM_TEST_UNIQUE

@@ -347,11 +347,13 @@ void LoadQueries(CausalPass& c, const float* q, int q_stride, int t0, int t1) {
 
 }  // namespace
 
+int CausalQueryBlock(int G) { return std::max(1, kQueryRows / G); }
+
 void AttendCausalMl(const KvView& kv, const float* q, int T, int G, int q_stride, int n_visible0, float scale,
                     float* out, int out_stride, float* row_ml, int key_tile) {
   CausalPass c(kv, G, n_visible0, scale, key_tile > 0 ? key_tile : kAttentionKeyTile, T);
   c.n_total = std::min(kv.n, n_visible0 + T);
-  const int Tb = std::max(1, kQueryRows / G), gd = G * kv.d;
+  const int Tb = CausalQueryBlock(G), gd = G * kv.d;
   for (int t0 = 0; t0 < T; t0 += Tb) {
     const int t1 = std::min(T, t0 + Tb), rows = (t1 - t0) * G;
     LoadQueries(c, q, q_stride, t0, t1);

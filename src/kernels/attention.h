@@ -103,6 +103,10 @@ inline constexpr int kAttentionKeyTile = 256;
 // 2 * (t * G + g), for TapCausal.
 void AttendCausalMl(const KvView& kv, const float* q, int T, int G, int q_stride, int n_visible0, float scale,
                     float* out, int out_stride, float* row_ml, int key_tile = 0);
+// Query positions per block of AttendCausalMl's pass for G query heads: a
+// call split at multiples of it (queries [t0, t1) with n_visible0 + t0)
+// computes what the whole call does, bit for bit.
+int CausalQueryBlock(int G);
 
 // The statistics taps' pass: the probabilities of the same queries, tile by
 // tile over the same key tiles, normalized with row_ml from AttendCausalMl (a

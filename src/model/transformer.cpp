@@ -6,6 +6,7 @@
 
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "kernels/ordered_blocks.h"
 #include "kernels/quant.h"
 #include "kernels/scratch.h"
 
@@ -136,27 +137,42 @@ void Transformer::AppendAndAttend(kernels::ThreadPool& pool, kv::KvCache& cache,
   // as statistics. Queries before t_first are read by no tap (e.g. SnapKV
   // reads only its window).
   const int t_first = want ? static_cast<int>(std::clamp<int64_t>(obs->ProbsFrom(l) - pos0, 0, T)) : T;
-  pool.ParallelFor(Hkv, [&](int64_t h0, int64_t h1) {  // heads in parallel, each GEMM single-threaded
-    for (int64_t hh = h0; hh < h1; ++hh) {
-      const int h = static_cast<int>(hh);
-      kernels::KvView view = cache.head(l, h).View();
-      if (view.type != GgmlType::F32) {  // the batch's own rows in f32, as computed (KvView::k_tail)
-        view.k_tail = &k[h * hd];
-        view.v_tail = &v[h * hd];
-        view.tail0 = n_before[h];
-        view.tail_stride = kv_dim;
-      }
-      if (t_first >= T) {
-        kernels::AttendCausalMl(view, &q[h * G * hd], T, G, q_dim, n_before[h], scale, &att[h * G * hd], q_dim, nullptr);
-        continue;
-      }
-      kernels::AttendCausalTaps(view, &q[h * G * hd], T, G, q_dim, n_before[h], scale, &att[h * G * hd], q_dim,
-                                [&](const kernels::ProbTile& tile) {
-                                  Span s(prof ? &prof->stats_thread_ns : nullptr);
-                                  obs->OnProbTile(l, h, tile);
-                                },
-                                t_first);
+  auto view_of = [&](int h) {
+    kernels::KvView view = cache.head(l, h).View();
+    if (view.type != GgmlType::F32) {  // the batch's own rows in f32, as computed (KvView::k_tail)
+      view.k_tail = &k[h * hd];
+      view.v_tail = &v[h * hd];
+      view.tail0 = n_before[h];
+      view.tail_stride = kv_dim;
     }
+    return view;
+  };
+  if (t_first >= T) {  // no tap: (head, query block) pairs in parallel, so 3 heads keep 2 threads busy
+    const int tb = kernels::CausalQueryBlock(G) * 4, nb = (T + tb - 1) / tb;
+    pool.ParallelFor(static_cast<int64_t>(Hkv) * nb, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j) {
+        const int h = static_cast<int>(j / nb), t0 = static_cast<int>(j % nb) * tb, t1 = std::min(T, t0 + tb);
+        const size_t off = static_cast<size_t>(t0) * q_dim + static_cast<size_t>(h) * G * hd;
+        kernels::AttendCausalMl(view_of(h), &q[off], t1 - t0, G, q_dim, n_before[h] + t0, scale, &att[off], q_dim,
+                                nullptr);
+      }
+    });
+    return;
+  }
+  // With a tap: each head's blocks in order (its tap is not thread-safe),
+  // the heads' blocks spread over the threads (kernels/ordered_blocks.h).
+  const int tb = kernels::CausalQueryBlock(G) * 4, nb = (T + tb - 1) / tb;
+  kernels::RunOrderedLanes(pool, Hkv, nb, [&](int h, int b) {
+    const int t0 = b * tb, t1 = std::min(T, t0 + tb);
+    const size_t off = static_cast<size_t>(t0) * q_dim + static_cast<size_t>(h) * G * hd;
+    kernels::AttendCausalTaps(view_of(h), &q[off], t1 - t0, G, q_dim, n_before[h] + t0, scale, &att[off], q_dim,
+                              [&](const kernels::ProbTile& tile) {
+                                Span s(prof ? &prof->stats_thread_ns : nullptr);
+                                kernels::ProbTile whole = tile;  // positions in the batch, not the block
+                                whole.t0 += t0, whole.t1 += t0, whole.n_visible0 -= t0;
+                                obs->OnProbTile(l, h, whole);
+                              },
+                              std::max(0, t_first - t0));
   });
 }
 
