@@ -51,6 +51,8 @@ def split(r, pf):
         parts.append(f"pass {c['ref-pass-us'] / 1e6 / pf:.2f}")
     if "am-scores-us" in c:
         parts += [f"{k[3:-3]} {c[k] / 1e6 / pf:.2f}" for k in ("am-scores-us", "am-select-us", "am-values-us")]
+        if "am-nnls-us" in c:  # within select
+            parts.insert(-1, f"(nnls {c['am-nnls-us'] / 1e6 / pf:.2f})")
     else:
         parts.append(f"plans {r['compress_ms'] / 1e3 / pf:.2f}")
     return ", ".join(parts) if pf > 0 else "-"

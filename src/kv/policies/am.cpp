@@ -110,6 +110,7 @@ struct BlockFit {
   // full outputs and the distinct candidates; selection with NNLS and
   // refill; the values' least squares.
   int64_t scores_us = 0, select_us = 0, values_us = 0;
+  int64_t nnls_ns = 0;            // the NNLS solves within select_us
   int refilled = 0;               // keys the refill rounds added that kept a positive weight
   int filled_plain = 0;           // keys added after the rounds with their own cardinality
 };
@@ -147,11 +148,19 @@ std::vector<int> AttentionRanking(const MatrixXf& Afull, const VectorXd& mass, c
   return idx;
 }
 
+// NNLS on a Gram matrix, its time added to *ns (the fit's time split).
+VectorXd TimedNnls(const MatrixXd& P, const VectorXd& rhs, const VectorXd& x0, int64_t* ns) {
+  const int64_t t0 = SteadyNowNs();
+  VectorXd x = numerics::NnlsGram(P, rhs, &x0).x;
+  *ns += SteadyNowNs() - t0;
+  return x;
+}
+
 // Keys picked (distinct-key indices) and their NNLS weights on the mass target.
 // gram: the picks' Gram matrix As^T As when it was formed (highest
 // attention), for Refill's first round; left empty otherwise.
 void SelectAndWeigh(const MatrixXf& A, const VectorXd& mass, const std::vector<int>& ranking, int t, const AmConfig& c,
-                    std::vector<int>* sel, VectorXd* w, MatrixXd* gram) {
+                    std::vector<int>* sel, VectorXd* w, MatrixXd* gram, int64_t* nnls_ns) {
   if (c.omp) {
     numerics::OmpResult r = numerics::OmpNnls(A.cast<double>(), mass, t, c.omp_step);
     *sel = r.support;
@@ -168,7 +177,7 @@ void SelectAndWeigh(const MatrixXf& A, const VectorXd& mass, const std::vector<i
     // Warm start from the positive part of the unconstrained fit: most
     // weights are positive, so Lawson-Hanson needs a few solves, not t.
     const VectorXd x0 = P.completeOrthogonalDecomposition().solve(rhs).cwiseMax(0.0);
-    *w = numerics::NnlsGram(P, rhs, &x0).x;
+    *w = TimedNnls(P, rhs, x0, nnls_ns);
     *gram = std::move(P);
   }
 }
@@ -191,7 +200,7 @@ std::vector<int> Positive(const VectorXd& w) {
 // are the next-ranked ones with their own cardinality (`plain`, counted), so
 // a head holds exactly min(t, distinct keys) entries.
 void Refill(const MatrixXf& A, const VectorXd& mass, const std::vector<int>& ranking, int t, int rounds,
-            MatrixXd gram, std::vector<int>* sel, VectorXd* w, std::vector<int>* plain, int* refilled) {
+            MatrixXd gram, std::vector<int>* sel, VectorXd* w, std::vector<int>* plain, int* refilled, int64_t* nnls_ns) {
   const int nu = static_cast<int>(A.cols());
   std::vector<char> tried(nu, 0), picked(nu, 0);
   for (int u : *sel) tried[u] = picked[u] = 1;
@@ -231,7 +240,7 @@ void Refill(const MatrixXf& A, const VectorXd& mass, const std::vector<int>& ran
     VectorXd rhs(k);
     for (int a = 0; a < k; ++a) rhs(a) = am(keep[a]);
     const VectorXd x0 = Eigen::Map<const VectorXd>(x.data(), x.size());
-    *w = numerics::NnlsGram(Pn, rhs, &x0).x;
+    *w = TimedNnls(Pn, rhs, x0, nnls_ns);
     *sel = std::move(keep);
     P = std::move(Pn);
   }
@@ -367,10 +376,10 @@ BlockFit FitBlock(const MatrixXf& Q, const MatrixXf& K, const MatrixXf& V, const
   std::vector<int> sel;
   VectorXd w;
   MatrixXd gram;
-  SelectAndWeigh(Af, mass_f, ranking, t, c, &sel, &w, &gram);
+  SelectAndWeigh(Af, mass_f, ranking, t, c, &sel, &w, &gram, &f.nnls_ns);
   std::vector<int> plain;  // refill's keys with their own cardinality
   const std::vector<int> first = sel;
-  if (c.refill) Refill(Af, mass_f, ranking, t, c.refill_rounds, std::move(gram), &sel, &w, &plain, &f.refilled);
+  if (c.refill) Refill(Af, mass_f, ranking, t, c.refill_rounds, std::move(gram), &sel, &w, &plain, &f.refilled, &f.nnls_ns);
   auto own_b = [&](int u) {  // log of the tokens a distinct key stands for
     double card = 0;
     for (int i = 0; i < n; ++i) card += of[i] == u ? std::exp(b0(i)) : 0.0;
@@ -399,7 +408,8 @@ BlockFit FitBlock(const MatrixXf& Q, const MatrixXf& K, const MatrixXf& V, const
 std::vector<std::pair<std::string, int64_t>> AmPolicy::Counters() const {
   return {{"am-dropped", dropped_.load()},         {"am-refilled", refilled_.load()},
           {"am-filled-plain", filled_plain_.load()}, {"am-scores-us", scores_us_.load()},
-          {"am-select-us", select_us_.load()},       {"am-values-us", values_us_.load()}};
+          {"am-select-us", select_us_.load()},       {"am-nnls-us", nnls_us_.load()},
+          {"am-values-us", values_us_.load()}};
 }
 
 AmPolicy::AmPolicy(const AmConfig& c) : c_(std::make_unique<AmConfig>(c)) {}
@@ -485,6 +495,7 @@ Plan AmPolicy::Compress(const PolicyContext& ctx) {
     refilled_ += f.refilled;
     filled_plain_ += f.filled_plain;
     scores_us_ += f.scores_us, select_us_ += f.select_us, values_us_ += f.values_us;
+    nnls_us_ += f.nnls_ns / 1000;
     for (size_t a = 0; a < f.keep.size(); ++a) {
       const int i = range.from + c0 + f.keep[a];
       plan.keep.push_back(i);

@@ -41,7 +41,7 @@ class AmPolicy : public Policy {
  private:
   std::unique_ptr<AmConfig> c_;
   std::atomic<int64_t> dropped_{0}, refilled_{0}, filled_plain_{0};
-  std::atomic<int64_t> scores_us_{0}, select_us_{0}, values_us_{0};
+  std::atomic<int64_t> scores_us_{0}, select_us_{0}, nnls_us_{0}, values_us_{0};
 };
 
 }  // namespace kvtrim::kv
