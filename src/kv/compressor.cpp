@@ -388,7 +388,7 @@ Status Compressor::CompressLayers(KvCache& cache, int l0, int l1, int64_t n_budg
   if (pool) pool->ParallelFor(jobs, run);
   else run(0, jobs);
   for (const Status& s : st) KVTRIM_RETURN_IF_ERROR(s);
-  for (int64_t j = 0; j < jobs; ++j) layer_s_[l0 + j / n_head_kv_] = 0;
+  std::fill(layer_s_.begin() + l0, layer_s_.begin() + l1, 0.0);
   for (int64_t j = 0; j < jobs; ++j) layer_s_[l0 + j / n_head_kv_] += static_cast<double>(ns[j]) * 1e-9;
   compress_s_ += static_cast<double>(SteadyNowNs() - t0) * 1e-9;
   return {};

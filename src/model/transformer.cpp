@@ -147,25 +147,26 @@ void Transformer::AppendAndAttend(kernels::ThreadPool& pool, kv::KvCache& cache,
     }
     return view;
   };
-  if (t_first >= T) {  // no tap: (head, query block) pairs in parallel, so 3 heads keep 2 threads busy
-    const int tb = kernels::CausalQueryBlock(G) * 4, nb = (T + tb - 1) / tb;
+  // Work in (head, query block) pairs, so 3 heads keep 2 threads busy; a
+  // block starts at a multiple of CausalQueryBlock (the split is exact).
+  const int tb = kernels::CausalQueryBlock(G) * 4, nb = (T + tb - 1) / tb;
+  auto off = [&](int h, int t0) { return static_cast<size_t>(t0) * q_dim + static_cast<size_t>(h) * G * hd; };
+  if (t_first >= T) {  // no tap: every pair in parallel
     pool.ParallelFor(static_cast<int64_t>(Hkv) * nb, [&](int64_t j0, int64_t j1) {
       for (int64_t j = j0; j < j1; ++j) {
         const int h = static_cast<int>(j / nb), t0 = static_cast<int>(j % nb) * tb, t1 = std::min(T, t0 + tb);
-        const size_t off = static_cast<size_t>(t0) * q_dim + static_cast<size_t>(h) * G * hd;
-        kernels::AttendCausalMl(view_of(h), &q[off], t1 - t0, G, q_dim, n_before[h] + t0, scale, &att[off], q_dim,
-                                nullptr);
+        kernels::AttendCausalMl(view_of(h), &q[off(h, t0)], t1 - t0, G, q_dim, n_before[h] + t0, scale,
+                                &att[off(h, t0)], q_dim, nullptr);
       }
     });
     return;
   }
   // With a tap: each head's blocks in order (its tap is not thread-safe),
   // the heads' blocks spread over the threads (kernels/ordered_blocks.h).
-  const int tb = kernels::CausalQueryBlock(G) * 4, nb = (T + tb - 1) / tb;
   kernels::RunOrderedLanes(pool, Hkv, nb, [&](int h, int b) {
     const int t0 = b * tb, t1 = std::min(T, t0 + tb);
-    const size_t off = static_cast<size_t>(t0) * q_dim + static_cast<size_t>(h) * G * hd;
-    kernels::AttendCausalTaps(view_of(h), &q[off], t1 - t0, G, q_dim, n_before[h] + t0, scale, &att[off], q_dim,
+    kernels::AttendCausalTaps(view_of(h), &q[off(h, t0)], t1 - t0, G, q_dim, n_before[h] + t0, scale,
+                              &att[off(h, t0)], q_dim,
                               [&](const kernels::ProbTile& tile) {
                                 Span s(prof ? &prof->stats_thread_ns : nullptr);
                                 kernels::ProbTile whole = tile;  // positions in the batch, not the block

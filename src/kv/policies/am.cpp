@@ -148,6 +148,15 @@ std::vector<int> AttentionRanking(const MatrixXf& Afull, const VectorXd& mass, c
   return idx;
 }
 
+// As^T As [k, k] of the picked columns As [M, k]: one triangle by a rank
+// update, mirrored.
+MatrixXd Gram(const MatrixXd& As) {
+  MatrixXd P = MatrixXd::Zero(As.cols(), As.cols());
+  P.selfadjointView<Eigen::Lower>().rankUpdate(As.transpose());
+  P.triangularView<Eigen::StrictlyUpper>() = P.transpose();
+  return P;
+}
+
 // NNLS on a Gram matrix, its time added to *ns (the fit's time split).
 VectorXd TimedNnls(const MatrixXd& P, const VectorXd& rhs, const VectorXd& x0, int64_t* ns) {
   const int64_t t0 = SteadyNowNs();
@@ -170,9 +179,7 @@ void SelectAndWeigh(const MatrixXf& A, const VectorXd& mass, const std::vector<i
     sel->assign(ranking.begin(), ranking.begin() + std::min<size_t>(t, ranking.size()));
     MatrixXd As(A.rows(), sel->size());  // [M, t]
     for (size_t a = 0; a < sel->size(); ++a) As.col(a) = A.col((*sel)[a]).cast<double>();
-    MatrixXd P = MatrixXd::Zero(As.cols(), As.cols());  // [t, t] As^T As, one triangle computed
-    P.selfadjointView<Eigen::Lower>().rankUpdate(As.transpose());
-    P.triangularView<Eigen::StrictlyUpper>() = P.transpose();
+    MatrixXd P = Gram(As);  // [t, t]
     const VectorXd rhs = As.transpose() * mass;
     // Warm start from the positive part of the unconstrained fit: most
     // weights are positive, so Lawson-Hanson needs a few solves, not t.
@@ -230,7 +237,7 @@ void Refill(const MatrixXf& A, const VectorXd& mass, const std::vector<int>& ran
     for (int a = 0; a < k; ++a) As.col(a) = A.col(keep[a]).cast<double>();
     MatrixXd Pn(k, k);
     if (P.size() == 0) {
-      Pn.noalias() = As.transpose() * As;
+      Pn = Gram(As);
     } else {
       for (int i = 0; i < kp; ++i)
         for (int j = 0; j < kp; ++j) Pn(i, j) = P(pos[i], pos[j]);
