@@ -152,6 +152,65 @@ TEST(PairedStats, TwoRunsPairedSampleBySample) {
   EXPECT_FALSE(ComparePaired(a, "snapkv", b, "kvzip").ok());
 }
 
+SampleRecord KlRec(const std::string& method, double ratio, int sample, double kl) {
+  SampleRecord s = Rec("fidelity", method, ratio, sample, NAN);
+  s.kl = kl;
+  return s;
+}
+
+TEST(PairedStats, FidelityKlPairedByHand) {
+  Report a, b;
+  a.meta.seed = b.meta.seed = 1;
+  // Differences A - B: -0.1, 0, -0.2, +0.3 (mean 0, sample sd sqrt(0.14 / 3)).
+  const std::vector<double> ka = {0.1, 0.2, 0.3, 0.4}, kb = {0.2, 0.2, 0.5, 0.1};
+  for (int i = 0; i < 4; ++i) {
+    a.samples.push_back(KlRec("full", 1, i, 0));
+    a.samples.push_back(KlRec("kvslimmer", 0.1, i, ka[i]));
+    b.samples.push_back(KlRec("merge-mean", 0.1, i, kb[i]));
+  }
+  b.samples.push_back(KlRec("merge-mean", 0.1, 9, 5.0));  // only in B: not paired
+  a.samples.push_back(Rec("niah", "kvslimmer", 0.1, 0, 1));  // a needle sample: not a KL row
+  auto rows = ComparePairedKl(a, "kvslimmer", b, "merge-mean");
+  ASSERT_TRUE(rows.ok()) << rows.error().message;
+  ASSERT_EQ(rows->size(), 1u);
+  const PairedKl& r = rows->front();
+  EXPECT_EQ(r.task, "fidelity");
+  EXPECT_EQ(r.n, 4);
+  EXPECT_NEAR(r.kl_a, 0.25, 1e-12);
+  EXPECT_NEAR(r.kl_b, 0.25, 1e-12);
+  EXPECT_NEAR(r.diff, 0.0, 1e-12);
+  const double half = 1.959963984540054 * std::sqrt(0.14 / 3 / 4);
+  EXPECT_NEAR(r.ci.lo, -half, 1e-12);
+  EXPECT_NEAR(r.ci.hi, half, 1e-12);
+  EXPECT_EQ(r.a_lower, 2);
+  EXPECT_EQ(r.b_lower, 1);
+  EXPECT_DOUBLE_EQ(r.p, 1.0);  // 2 (C(3,0) + C(3,1)) / 8 = 1
+  // Ten samples where A is lower every time: p = 2 / 2^10.
+  Report c;
+  c.meta.seed = 1;
+  for (int i = 0; i < 10; ++i) {
+    c.samples.push_back(KlRec("kvslimmer", 0.25, i, 0.01 * i));
+    c.samples.push_back(KlRec("merge-mean", 0.25, i, 0.01 * i + 0.005));
+  }
+  auto ten = ComparePairedKl(c, "kvslimmer", c, "merge-mean");
+  ASSERT_TRUE(ten.ok());
+  ASSERT_EQ(ten->size(), 1u);
+  EXPECT_EQ(ten->front().a_lower, 10);
+  EXPECT_NEAR(ten->front().p, 2.0 / 1024, 1e-15);
+  EXPECT_NEAR(ten->front().diff, -0.005, 1e-12);
+  EXPECT_NEAR(ten->front().ci.hi - ten->front().ci.lo, 0.0, 1e-12);  // every difference equal
+  // Against the full cache: its ratio-1 samples pair with every ratio.
+  auto vs_full = ComparePairedKl(a, "kvslimmer", a, "full");
+  ASSERT_TRUE(vs_full.ok());
+  ASSERT_EQ(vs_full->size(), 1u);
+  EXPECT_NEAR(vs_full->front().diff, 0.25, 1e-12);
+  EXPECT_EQ(vs_full->front().b_lower, 4);
+  // Other contexts are refused.
+  Report d = b;
+  d.meta.seed = 2;
+  EXPECT_FALSE(ComparePairedKl(a, "kvslimmer", d, "merge-mean").ok());
+}
+
 TEST(PairedStats, CellsCarryRetentionAndItsInterval) {
   ReportMeta meta;
   meta.tasks = {"niah"}, meta.methods = {"full", "kvzip"}, meta.ratios = {0.1};

@@ -54,6 +54,10 @@ inline constexpr double kAnsweredAt = 0.5;
 inline bool Scored(const SampleRecord& s) { return s.note.empty() && !std::isnan(s.accuracy); }
 inline bool Answered(const SampleRecord& s) { return s.accuracy >= kAnsweredAt; }
 
+// Whether two runs' samples are the same contexts (model file name,
+// haystack, seed, context length); an error naming what differs.
+Status SameContexts(const ReportMeta& a, const ReportMeta& b);
+
 // One (task, ratio) row of a paired comparison of method A of report `a`
 // with method B of report `b` (the same report twice compares two methods
 // of one run); each side's retention is against its own run's full cache.
@@ -72,5 +76,28 @@ Expected<std::vector<PairedRow>> ComparePaired(const Report& a, const std::strin
                                                const std::string& method_b);
 // The rows as a table (one line each, intervals and p-values).
 std::string FormatPaired(const std::vector<PairedRow>& rows, const std::string& name_a, const std::string& name_b);
+
+// The fidelity tasks (no answers to count, a KL per sample): the two
+// methods' KL against the full cache on the same samples. The mean
+// difference with its 95% interval (normal approximation: mean +- 1.96
+// standard errors of the per-sample differences) and the exact two-sided
+// sign test on the samples where one side's KL is the lower (ties count for
+// neither), which assumes nothing about the differences' distribution.
+struct PairedKl {
+  std::string task;
+  double ratio = 1;
+  int n = 0;                      // samples present on both sides
+  double kl_a = NAN, kl_b = NAN;  // mean KL
+  double diff = NAN;              // mean of kl_a - kl_b over the samples
+  Interval ci;                    // 95% interval of that mean (NaN for n < 2)
+  int a_lower = 0, b_lower = 0;   // samples where A's (B's) KL is the lower
+  double p = 1;                   // exact two-sided sign test (McNemarExactP on those counts)
+};
+// Rows for every (fidelity task, ratio) both sides measured, on the samples
+// both hold; the same context check as ComparePaired. Empty when neither run
+// has fidelity samples of the methods.
+Expected<std::vector<PairedKl>> ComparePairedKl(const Report& a, const std::string& method_a, const Report& b,
+                                                const std::string& method_b);
+std::string FormatPairedKl(const std::vector<PairedKl>& rows, const std::string& name_a, const std::string& name_b);
 
 }  // namespace kvtrim::eval

@@ -88,17 +88,6 @@ Answers Collect(const Report& r, const std::string& method) {
 
 std::string Base(const std::string& path) { return path.substr(path.find_last_of('/') + 1); }
 
-Status SameContexts(const ReportMeta& a, const ReportMeta& b) {
-  auto differ = [](const std::string& what, const std::string& x, const std::string& y) {
-    return MakeError("the runs' samples are not the same contexts: " + what + " " + x + " against " + y);
-  };
-  if (Base(a.model) != Base(b.model)) return differ("model", a.model, b.model);
-  if (a.haystack != b.haystack) return differ("haystack", a.haystack, b.haystack);
-  if (a.seed != b.seed) return differ("seed", std::to_string(a.seed), std::to_string(b.seed));
-  if (a.context_tokens != b.context_tokens)
-    return differ("context", std::to_string(a.context_tokens), std::to_string(b.context_tokens));
-  return {};
-}
 
 // One (task, ratio) row over the samples both sides hold (and both full caches).
 PairedRow Row(const std::string& task, double ratio, const std::map<SampleKey, bool>& ma, const std::map<SampleKey, bool>& mb,
@@ -122,6 +111,18 @@ PairedRow Row(const std::string& task, double ratio, const std::map<SampleKey, b
 }
 
 }  // namespace
+
+Status SameContexts(const ReportMeta& a, const ReportMeta& b) {
+  auto differ = [](const std::string& what, const std::string& x, const std::string& y) {
+    return MakeError("the runs' samples are not the same contexts: " + what + " " + x + " against " + y);
+  };
+  if (Base(a.model) != Base(b.model)) return differ("model", a.model, b.model);
+  if (a.haystack != b.haystack) return differ("haystack", a.haystack, b.haystack);
+  if (a.seed != b.seed) return differ("seed", std::to_string(a.seed), std::to_string(b.seed));
+  if (a.context_tokens != b.context_tokens)
+    return differ("context", std::to_string(a.context_tokens), std::to_string(b.context_tokens));
+  return {};
+}
 
 Expected<std::vector<PairedRow>> ComparePaired(const Report& a, const std::string& method_a, const Report& b,
                                                const std::string& method_b) {

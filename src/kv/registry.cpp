@@ -11,7 +11,7 @@ namespace kvtrim::kv {
 // X(Name) declares NamePolicyInfo(), defined in policies/<name>.cpp.
 #define KVTRIM_BUILTIN_POLICIES(X)                                                                          \
   X(Full) X(Window) X(Random) X(Lru) X(H2o) X(Scissorhands) X(Snapkv) X(Pyramidkv) X(Kvslimmer) X(MergeMean) \
-  X(Razor) X(Compactor) X(Am) X(Tova) X(Knorm) X(Keydiff) X(Kvzip) X(KvzipPlus) X(ExpectedAttention)
+  X(Razor) X(Compactor) X(Am) X(Tova) X(Knorm) X(Keydiff) X(Kvzip) X(KvzipPlus) X(KvzipAm) X(ExpectedAttention)
 #define KVTRIM_DECLARE_POLICY(Name) PolicyInfo Name##PolicyInfo();
 KVTRIM_BUILTIN_POLICIES(KVTRIM_DECLARE_POLICY)
 #undef KVTRIM_DECLARE_POLICY

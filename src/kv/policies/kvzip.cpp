@@ -71,54 +71,51 @@ std::vector<double> PlusScores(const PolicyContext& ctx) {
   return s;
 }
 
-class KvzipPolicy : public Policy {
- public:
-  explicit KvzipPolicy(bool plus) : plus_(plus) {}
-  EntryScores Score(const PolicyContext& ctx) override {
-    return {Combined(ctx), std::vector<bool>(ctx.store->size(), false), true};
-  }
-  Plan Compress(const PolicyContext& ctx) override {
-    const std::vector<double> score = Combined(ctx);
-    Plan plan = Plan::Keep(KeepTop(score, std::vector<bool>(score.size(), false), ctx.budget));
-    if (std::vector<double>* carried = Carried(ctx); carried && !carried->empty()) {  // chunked: scores go on
-      std::vector<double> kept;
-      kept.reserve(plan.keep.size());
-      for (int i : plan.keep) kept.push_back(score[i]);
-      *carried = std::move(kept);
-    }
-    return plan;
-  }
-  // The chunk's reconstruction has run: every entry's score so far.
-  void EndChunk(const PolicyContext& ctx) override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);  // sized once, before any head reads it
-      const size_t heads = static_cast<size_t>(ctx.n_layer) * ctx.n_head_kv;
-      if (carried_.size() < heads) carried_.resize(heads);
-    }
-    std::vector<double> s = Combined(ctx);
-    *Carried(ctx) = s.empty() ? std::vector<double>{0.0} : std::move(s);  // non-empty: marks a chunked prefill
-  }
+}  // namespace
 
- private:
-  bool plus_;
-  std::mutex mu_;
-  // Chunked prefill: per head (l * n_head_kv + h), the largest
-  // reconstruction score of its first entries (those kept from earlier
-  // chunks), in store order; empty outside a chunked prefill.
-  std::vector<std::vector<double>> carried_;
+EntryScores KvzipPolicy::Score(const PolicyContext& ctx) {
+  return {Combined(ctx), std::vector<bool>(ctx.store->size(), false), true};
+}
 
-  std::vector<double>* Carried(const PolicyContext& ctx) {
-    const size_t i = static_cast<size_t>(ctx.layer) * ctx.n_head_kv + ctx.head;
-    return i < carried_.size() ? &carried_[i] : nullptr;
+Plan KvzipPolicy::Select(const PolicyContext& ctx, const std::vector<double>& score) {
+  return Plan::Keep(KeepTop(score, std::vector<bool>(score.size(), false), ctx.budget));
+}
+
+Plan KvzipPolicy::Compress(const PolicyContext& ctx) {
+  const std::vector<double> score = Combined(ctx);
+  Plan plan = Select(ctx, score);
+  if (std::vector<double>* carried = Carried(ctx); carried && !carried->empty()) {  // chunked: scores go on
+    std::vector<double> kept;
+    kept.reserve(plan.keep.size());
+    for (int i : plan.keep) kept.push_back(score[i]);
+    *carried = std::move(kept);
   }
-  // This pass's scores, each raised to what earlier chunks' passes gave it.
-  std::vector<double> Combined(const PolicyContext& ctx) {
-    std::vector<double> s = plus_ ? PlusScores(ctx) : Scores(ctx.stats, ctx.store->size());
-    if (const std::vector<double>* c = Carried(ctx))
-      for (size_t i = 0; i < s.size() && i < c->size(); ++i) s[i] = std::max(s[i], (*c)[i]);
-    return s;
+  return plan;
+}
+
+// The chunk's reconstruction has run: every entry's score so far.
+void KvzipPolicy::EndChunk(const PolicyContext& ctx) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);  // sized once, before any head reads it
+    const size_t heads = static_cast<size_t>(ctx.n_layer) * ctx.n_head_kv;
+    if (carried_.size() < heads) carried_.resize(heads);
   }
-};
+  std::vector<double> s = Combined(ctx);
+  *Carried(ctx) = s.empty() ? std::vector<double>{0.0} : std::move(s);  // non-empty: marks a chunked prefill
+}
+
+std::vector<double>* KvzipPolicy::Carried(const PolicyContext& ctx) {
+  const size_t i = static_cast<size_t>(ctx.layer) * ctx.n_head_kv + ctx.head;
+  return i < carried_.size() ? &carried_[i] : nullptr;
+}
+
+// This pass's scores, each raised to what earlier chunks' passes gave it.
+std::vector<double> KvzipPolicy::Combined(const PolicyContext& ctx) {
+  std::vector<double> s = plus_ ? PlusScores(ctx) : Scores(ctx.stats, ctx.store->size());
+  if (const std::vector<double>* c = Carried(ctx))
+    for (size_t i = 0; i < s.size() && i < c->size(); ++i) s[i] = std::max(s[i], (*c)[i]);
+  return s;
+}
 
 std::vector<ParamSpec> KvzipParams() {
   return {{"kvzip-per-head", 0, "a fixed share per KV head instead of one budget shared by all heads", 0, 1, {}, true},
@@ -152,8 +149,6 @@ std::function<PolicyTraits(const Params&)> KvzipTraits(bool plus) {
     return t;
   };
 }
-
-}  // namespace
 
 PolicyInfo KvzipPolicyInfo() {
   return {"kvzip",

@@ -2,7 +2,10 @@
 // source file under policies/, registered by one line in registry.cpp.
 #pragma once
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <mutex>
+#include <vector>
 
 #include "kv/policy.h"
 
@@ -22,15 +25,44 @@ class SnapkvPolicy : public Policy {
   int window_, kernel_, value_norm_;
 };
 
+// KVzip and KVzip+ (kvzip.cpp): entries scored by the reconstruction pass,
+// the scores carried from chunk to chunk; Select turns a head's scores into
+// its plan (the top ctx.budget; kvzip-am fits the kept entries).
+class KvzipPolicy : public Policy {
+ public:
+  explicit KvzipPolicy(bool plus) : plus_(plus) {}
+  EntryScores Score(const PolicyContext& ctx) override;
+  Plan Compress(const PolicyContext& ctx) override;
+  void EndChunk(const PolicyContext& ctx) override;
+
+ protected:
+  virtual Plan Select(const PolicyContext& ctx, const std::vector<double>& score);
+
+ private:
+  bool plus_;
+  std::mutex mu_;
+  // Chunked prefill: per head (l * n_head_kv + h), the largest
+  // reconstruction score of its first entries (those kept from earlier
+  // chunks), in store order; empty outside a chunked prefill.
+  std::vector<std::vector<double>> carried_;
+
+  std::vector<double>* Carried(const PolicyContext& ctx);
+  std::vector<double> Combined(const PolicyContext& ctx);
+};
+// KVzip's parameters and traits (the shared budget, the reconstruction pass).
+std::vector<ParamSpec> KvzipParams();
+std::function<PolicyTraits(const Params&)> KvzipTraits(bool plus);
+
 // Attention Matching (am.cpp; METHODS.md section 4).
 struct AmConfig;
+class AmFitCounters;
 class AmPolicy : public Policy {
  public:
   explicit AmPolicy(const AmConfig& c);
   ~AmPolicy() override;
   Plan Compress(const PolicyContext& ctx) override;
   // Picked keys dropped because NNLS gave them weight 0 (or < 1e-12 max w).
-  int64_t dropped() const { return dropped_.load(); }
+  int64_t dropped() const;
   // am-dropped, am-refilled (keys the refill rounds added that kept a
   // weight), am-filled-plain (added after the rounds with their own b);
   // the fit's time split, summed over heads and threads: am-scores-us (the
@@ -40,8 +72,7 @@ class AmPolicy : public Policy {
 
  private:
   std::unique_ptr<AmConfig> c_;
-  std::atomic<int64_t> dropped_{0}, refilled_{0}, filled_plain_{0};
-  std::atomic<int64_t> scores_us_{0}, select_us_{0}, nnls_us_{0}, values_us_{0};
+  std::unique_ptr<AmFitCounters> counters_;
 };
 
 }  // namespace kvtrim::kv

@@ -1,0 +1,442 @@
+// Attention Matching's fit (am_fit.h; METHODS.md section 4, seed 002).
+//
+// Conventions (ours, documented in docs/am.md): reference queries see every
+// key of the block (they stand for future queries, which do); each
+// (position, group head) query is one row; identical keys are merged before
+// selection (one candidate, its cardinality in the mass target).
+#include "kv/policies/am_fit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "kv/numerics/lstsq.h"
+#include "kv/numerics/nnls.h"
+#include "kv/numerics/omp.h"
+#include "kv/numerics/row_sample.h"
+#include "kv/numerics/vexp.h"
+#include "kvtrim/clock.h"
+
+namespace kvtrim::kv {
+
+using Eigen::MatrixXd;
+using Eigen::MatrixXf;
+using Eigen::VectorXd;
+
+namespace {
+
+uint64_t Mix(uint64_t z) {  // splitmix64 finalizer
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+
+
+// Unique keys of the block: rep[u] = first entry of the u-th distinct key,
+// of[i] = u for each entry.
+void UniqueKeys(const MatrixXf& K, std::vector<int>* rep, std::vector<int>* of) {
+  std::unordered_map<std::string, int> seen;
+  of->resize(K.rows());
+  for (int i = 0; i < K.rows(); ++i) {
+    std::string bytes(reinterpret_cast<const char*>(K.row(i).eval().data()), sizeof(float) * K.cols());
+    auto [it, fresh] = seen.emplace(bytes, static_cast<int>(rep->size()));
+    if (fresh) rep->push_back(i);
+    (*of)[i] = it->second;
+  }
+}
+
+// Distinct keys by root-mean-square attention weight over the queries,
+// highest first (the weight of a distinct key sums over its copies; ties
+// keep the earlier key). The top t are highest-attn's pick; the rest is the
+// order in which Refill offers keys.
+std::vector<int> AttentionRanking(const MatrixXf& Afull, const VectorXd& mass, const std::vector<int>& of, int nu) {
+  const Eigen::VectorXf inv = mass.cwiseInverse().cast<float>();  // [M]
+  Eigen::VectorXf score;  // [nu] monotone in the RMS
+  if (nu == Afull.cols()) {  // every key distinct (of[i] == i): no [M, nu] copy
+    score = (Afull.array().colwise() * inv.array()).square().colwise().sum().transpose();
+  } else {
+    MatrixXf W = MatrixXf::Zero(Afull.rows(), nu);  // [M, nu] attention weight per distinct key
+    for (int i = 0; i < Afull.cols(); ++i) W.col(of[i]) += Afull.col(i).cwiseProduct(inv);
+    score = W.colwise().squaredNorm().transpose();
+  }
+  std::vector<int> idx(nu);
+  std::iota(idx.begin(), idx.end(), 0);
+  std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return score(a) > score(b); });
+  return idx;
+}
+
+// Distinct keys by the caller's per-entry scores, highest first (a distinct
+// key's score is its copies' largest; ties keep the earlier key).
+std::vector<int> RankByScores(const std::vector<double>& score, const std::vector<int>& of, int nu) {
+  std::vector<double> s(nu, -std::numeric_limits<double>::infinity());
+  for (size_t i = 0; i < of.size() && i < score.size(); ++i) s[of[i]] = std::max(s[of[i]], score[i]);
+  std::vector<int> idx(nu);
+  std::iota(idx.begin(), idx.end(), 0);
+  std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return s[a] > s[b]; });
+  return idx;
+}
+
+// As^T As [k, k] of the picked columns As [M, k]: one triangle by a rank
+// update, mirrored.
+MatrixXd Gram(const MatrixXd& As) {
+  MatrixXd P = MatrixXd::Zero(As.cols(), As.cols());
+  P.selfadjointView<Eigen::Lower>().rankUpdate(As.transpose());
+  P.triangularView<Eigen::StrictlyUpper>() = P.transpose();
+  return P;
+}
+
+// NNLS on a Gram matrix, its time added to *ns (the fit's time split).
+VectorXd TimedNnls(const MatrixXd& P, const VectorXd& rhs, const VectorXd& x0, int64_t* ns) {
+  const int64_t t0 = SteadyNowNs();
+  VectorXd x = numerics::NnlsGram(P, rhs, &x0).x;
+  *ns += SteadyNowNs() - t0;
+  return x;
+}
+
+// Keys picked (distinct-key indices) and their NNLS weights on the mass target.
+// gram: the picks' Gram matrix As^T As when it was formed (highest
+// attention), for Refill's first round; left empty otherwise.
+// floor (per distinct key, or null): each picked key weighs at least its
+// entry there, the NNLS fitting only the excess w - floor >= 0 to the mass
+// the picks leave unexplained (A (w - floor) ~ m - A floor).
+void SelectAndWeigh(const MatrixXf& A, const VectorXd& mass, const std::vector<int>& ranking, int t, const AmConfig& c,
+                    const VectorXd* floor, std::vector<int>* sel, VectorXd* w, MatrixXd* gram, int64_t* nnls_ns) {
+  if (c.omp) {
+    numerics::OmpResult r = numerics::OmpNnls(A.cast<double>(), mass, t, c.omp_step);
+    *sel = r.support;
+    *w = r.w;
+  }
+  if (sel->empty()) {  // highest attention (or OMP found nothing to pick: no query has mass)
+    sel->assign(ranking.begin(), ranking.begin() + std::min<size_t>(t, ranking.size()));
+    MatrixXd As(A.rows(), sel->size());  // [M, t]
+    for (size_t a = 0; a < sel->size(); ++a) As.col(a) = A.col((*sel)[a]).cast<double>();
+    MatrixXd P = Gram(As);  // [t, t]
+    VectorXd rhs = As.transpose() * mass;
+    VectorXd fl = VectorXd::Zero(sel->size());
+    if (floor)
+      for (size_t a = 0; a < sel->size(); ++a) fl(a) = (*floor)((*sel)[a]);
+    if (floor) rhs -= P * fl;
+    if (floor && !c.fit_weights) {  // the picks as they are: their own cardinality, no NNLS
+      *w = fl;
+      *gram = std::move(P);
+      return;
+    }
+    // Warm start from the positive part of the unconstrained fit: most
+    // weights are positive, so Lawson-Hanson needs a few solves, not t.
+    const VectorXd x0 = P.completeOrthogonalDecomposition().solve(rhs).cwiseMax(0.0);
+    *w = TimedNnls(P, rhs, x0, nnls_ns) + fl;
+    *gram = std::move(P);
+  }
+}
+
+// Picked keys (indices into sel) with a usable NNLS weight.
+std::vector<int> Positive(const VectorXd& w) {
+  const double wmax = w.size() ? w.maxCoeff() : 0.0;
+  std::vector<int> pos;
+  for (int a = 0; a < w.size(); ++a)
+    if (w(a) > 0 && w(a) >= 1e-12 * wmax && std::isfinite(static_cast<float>(std::log(w(a))))) pos.push_back(a);
+  return pos;
+}
+
+// Refill (issue 31): NNLS gives 30-45% of the picked keys weight 0, which
+// left their slots unused (am held 5.8% of the cache at r = 0.1). Each round
+// keeps the keys with positive weight, gives the freed slots to the next
+// keys of the RMS-attention ranking not tried yet, and refits the weights
+// (NNLS, warm-started from the previous ones), until t keys carry weight or
+// the rounds or the candidates run out. Keys still missing after the rounds
+// are the next-ranked ones with their own cardinality (`plain`, counted), so
+// a head holds exactly min(t, distinct keys) entries.
+void Refill(const MatrixXf& A, const VectorXd& mass, const std::vector<int>& ranking, int t, int rounds,
+            MatrixXd gram, std::vector<int>* sel, VectorXd* w, std::vector<int>* plain, int* refilled, int64_t* nnls_ns) {
+  const int nu = static_cast<int>(A.cols());
+  std::vector<char> tried(nu, 0), picked(nu, 0);
+  for (int u : *sel) tried[u] = picked[u] = 1;
+  size_t next = 0;
+  auto next_untried = [&]() {
+    while (next < ranking.size() && tried[ranking[next]]) ++next;
+    return next < ranking.size() ? ranking[next] : -1;
+  };
+  // The Gram matrix of the current picks: a round reuses the block of the
+  // keys it keeps and computes only the added keys' columns (M k added
+  // products, not M k^2); the right-hand side A^T m likewise, per key offered.
+  VectorXd Am = VectorXd::Constant(nu, std::numeric_limits<double>::quiet_NaN());  // [nu], filled when offered
+  auto am = [&](int u) {
+    if (std::isnan(Am(u))) Am(u) = A.col(u).cast<double>().dot(mass);
+    return Am(u);
+  };
+  MatrixXd P = std::move(gram);  // of the current picks, when SelectAndWeigh formed it
+  for (int r = 0; r < rounds; ++r) {
+    const std::vector<int> pos = Positive(*w);
+    if (static_cast<int>(pos.size()) >= t || next_untried() < 0) break;
+    std::vector<int> keep;
+    std::vector<double> x;
+    for (int a : pos) keep.push_back((*sel)[a]), x.push_back((*w)(a));
+    for (int u; static_cast<int>(keep.size()) < t && (u = next_untried()) >= 0;) tried[u] = 1, keep.push_back(u), x.push_back(0);
+    const int k = static_cast<int>(keep.size()), kp = static_cast<int>(pos.size());
+    MatrixXd As(A.rows(), k);  // [M, k]
+    for (int a = 0; a < k; ++a) As.col(a) = A.col(keep[a]).cast<double>();
+    MatrixXd Pn(k, k);
+    if (P.size() == 0) {
+      Pn = Gram(As);
+    } else {
+      for (int i = 0; i < kp; ++i)
+        for (int j = 0; j < kp; ++j) Pn(i, j) = P(pos[i], pos[j]);
+      Pn.rightCols(k - kp).noalias() = As.transpose() * As.rightCols(k - kp);
+      Pn.bottomLeftCorner(k - kp, kp) = Pn.topRightCorner(kp, k - kp).transpose();
+    }
+    VectorXd rhs(k);
+    for (int a = 0; a < k; ++a) rhs(a) = am(keep[a]);
+    const VectorXd x0 = Eigen::Map<const VectorXd>(x.data(), x.size());
+    *w = TimedNnls(Pn, rhs, x0, nnls_ns);
+    *sel = std::move(keep);
+    P = std::move(Pn);
+  }
+  const std::vector<int> pos = Positive(*w);
+  int count = static_cast<int>(pos.size());
+  for (int a : pos) *refilled += picked[(*sel)[a]] ? 0 : 1;
+  for (int u; count < t && (u = next_untried()) >= 0; ++count) tried[u] = 1, plain->push_back(u);
+}
+
+// Values of the kept entries by ridge least squares: softmax over the kept
+// keys with their fitted b, X [M, k], against the full outputs Y [M, d].
+void FitValues(const MatrixXf& S, const VectorXd& shift, const MatrixXd& Y, const std::vector<std::pair<int, double>>& kept,
+               double ridge, const VectorXd* row_scale, AmBlockFit* f) {
+  MatrixXd X(S.rows(), kept.size());  // [M, k]
+  for (size_t a = 0; a < kept.size(); ++a)
+    X.col(a) = (S.col(kept[a].first).cast<double>() - shift).array() + kept[a].second;
+  numerics::ExpShiftRowsInPlace(&X, X.rowwise().maxCoeff());
+  X = X.array().colwise() / X.rowwise().sum().array();
+  if (row_scale) X = X.array().colwise() * row_scale->array();  // a sampled row's weight (Y comes scaled)
+  const MatrixXd Vt = numerics::RidgeLstsq(X, Y, ridge);  // [k, d]
+  const bool finite = Vt.allFinite();  // else the original values stay
+  for (size_t a = 0; a < kept.size(); ++a) {
+    f->keep.push_back(kept[a].first);
+    f->logw.push_back(static_cast<float>(kept[a].second));
+    if (finite) {
+      std::vector<float> v(Vt.cols());
+      for (int k = 0; k < Vt.cols(); ++k) v[k] = static_cast<float>(Vt(a, k));
+      f->values.push_back(std::move(v));
+    }
+  }
+}
+
+// The kept entries with their fitted b, their values left as they are.
+void KeepOnly(const std::vector<std::pair<int, double>>& kept, AmBlockFit* f) {
+  for (const auto& [i, b] : kept) f->keep.push_back(i), f->logw.push_back(static_cast<float>(b));
+}
+
+// The rows the weights and values are fitted on when --am-fit-rows samples
+// them (numerics/row_sample.h): each row scaled by the square root of its
+// weight, so the sampled sums of squares estimate the full ones.
+struct FitRows {
+  MatrixXf A;      // [s, nu]
+  VectorXd mass;   // [s]
+  MatrixXf S;      // [s, n] the rows' scores
+  VectorXd shift;  // [s]
+  MatrixXd Y;      // [s, d]
+  VectorXd scale;  // [s] sqrt(weight)
+};
+
+// A sample of c.fit_rows rows of the problem, by the leverage of A's rows
+// over the first 2t candidates of the ranking (those the fit can pick),
+// sketched to 32 columns, mixed with a uniform tenth; or uniform. Nothing
+// when every row is to be fitted.
+std::optional<FitRows> SampleFitRows(const MatrixXf& A, const VectorXd& mass, const MatrixXf& S, const VectorXd& shift,
+                                     const MatrixXd& Y, const std::vector<int>& ranking, int t, const AmConfig& c) {
+  const int M = static_cast<int>(A.rows());
+  if (c.fit_rows <= 0 || c.fit_rows >= M) return std::nullopt;
+  const uint64_t seed = Mix(c.seed ^ Mix(static_cast<uint64_t>(M) * 2654435761ull + A.cols()));
+  VectorXd lev = VectorXd::Ones(M);
+  if (!c.fit_uniform) {
+    const int cols = std::min<int>(static_cast<int>(ranking.size()), 2 * t);
+    MatrixXd L(M, cols);
+    for (int a = 0; a < cols; ++a) L.col(a) = A.col(ranking[a]).cast<double>();
+    lev = numerics::RowLeverage(L, 32, seed);
+  }
+  const numerics::RowSample r = numerics::SampleRows(lev, c.fit_rows, c.fit_uniform ? 1.0 : 0.1, seed);
+  const int s = static_cast<int>(r.rows.size());
+  FitRows f{MatrixXf(s, A.cols()), VectorXd(s), MatrixXf(s, S.cols()), VectorXd(s), MatrixXd(s, Y.cols()), VectorXd(s)};
+  for (int a = 0; a < s; ++a) {
+    const int i = r.rows[a];
+    f.scale(a) = std::sqrt(r.weight(a));
+    f.A.row(a) = static_cast<float>(f.scale(a)) * A.row(i);
+    f.mass(a) = f.scale(a) * mass(i);
+    f.S.row(a) = S.row(i);
+    f.shift(a) = shift(i);
+    f.Y.row(a) = f.scale(a) * Y.row(i);
+  }
+  return f;
+}
+
+// The full outputs Y = A V / m [M, d].
+MatrixXd FullOutputs(const MatrixXf& Afull, const MatrixXf& V, const VectorXd& safe) {
+  const MatrixXf Yf = Afull * V;  // [M, d]
+  return Yf.cast<double>().array().colwise() / safe.array();
+}
+
+}  // namespace
+
+// Reference queries [M, d] (float, as the cache holds them), scaled by
+// 1/sqrt(d): every row of the prefill
+// and repeat queries, a seeded sample of max_queries when there are more.
+// Without any (no statistics), the keys themselves probe the head.
+MatrixXf AmReferenceQueries(const PolicyContext& ctx, const AmConfig& c) {
+  const int d = ctx.store->head_dim();
+  std::vector<const float*> rows;
+  if (ctx.stats) {
+    for (size_t i = 0; i + d <= ctx.stats->q_rot.size(); i += d) rows.push_back(ctx.stats->q_rot.data() + i);
+    if (c.repeat)
+      for (size_t i = 0; i + d <= ctx.stats->q_repeat.size(); i += d) rows.push_back(ctx.stats->q_repeat.data() + i);
+  }
+  std::vector<float> keys;
+  if (rows.empty()) {
+    keys.resize(static_cast<size_t>(ctx.store->size()) * d);
+    for (int i = 0; i < ctx.store->size(); ++i) ctx.store->ReadKey(i, keys.data() + static_cast<size_t>(i) * d);
+    for (int i = 0; i < ctx.store->size(); ++i) rows.push_back(keys.data() + static_cast<size_t>(i) * d);
+  }
+  if (static_cast<int>(rows.size()) > c.max_queries) {  // partial Fisher-Yates, seeded per head
+    uint64_t s = Mix(c.seed ^ Mix(ctx.layer * 1315423911ull + ctx.head) ^ Mix(rows.size()));
+    for (int i = 0; i < c.max_queries; ++i) {
+      s = Mix(s);
+      const size_t j = i + s % (rows.size() - i);
+      std::swap(rows[i], rows[j]);
+    }
+    rows.resize(c.max_queries);
+  }
+  MatrixXf Q(rows.size(), d);  // [M, d]
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  for (size_t r = 0; r < rows.size(); ++r)
+    for (int k = 0; k < d; ++k) Q(r, k) = static_cast<float>(rows[r][k] * scale);
+  return Q;
+}
+
+// The [M, n]-sized work (the scores, their exponentials, the full outputs,
+// the ranking) runs in float, as the cache's keys, values and queries are:
+// the scores' float rounding (relative ~1e-7 of an exponent of order 10)
+// already perturbs each weight by ~1e-6, more than storing the weight in
+// float does. Sums over the queries (masses, Gram matrices, right-hand
+// sides) and everything after them are double.
+AmBlockFit AmFitBlock(const MatrixXf& Q, const MatrixXf& K, const MatrixXf& V, const VectorXd& b0, int t, const AmConfig& c,
+                      const std::vector<double>* rank_scores) {
+  int64_t lap_ns = SteadyNowNs();
+  auto lap_us = [&lap_ns] {  // microseconds since the last lap (the fit's time split)
+    const int64_t now = SteadyNowNs(), us = (now - lap_ns) / 1000;
+    lap_ns = now;
+    return us;
+  };
+  AmBlockFit f;
+  const int n = static_cast<int>(K.rows());
+  // The two [M, n]-sized matrices of a block: the scores S = q.k/sqrt(d) in
+  // float (as computed) and Afull = exp(S + b0 - s_q) in double.
+  const MatrixXf S = Q * K.transpose();  // [M, n]
+  const bool plain_b = (b0.array() == 0.0).all();  // fresh entries (a prefill's): S + b0 is S
+  MatrixXf Afull = S;  // [M, n] S, then S + b0, then its exp
+  // s_q: the largest score with or without the entries' own b, so neither
+  // the target nor a candidate column can overflow (entries already
+  // compacted may carry any b).
+  Eigen::VectorXf shift_f = Afull.rowwise().maxCoeff();  // [M]
+  if (!plain_b) {
+    Afull.rowwise() += b0.cast<float>().transpose();
+    shift_f = shift_f.cwiseMax(Afull.rowwise().maxCoeff());
+  }
+  numerics::ExpShiftRowsInPlace(&Afull, shift_f);
+  const VectorXd shift = shift_f.cast<double>();
+  VectorXd mass = VectorXd::Zero(Q.rows());  // [M] m(q), 0 only if every b underflows
+  for (int j = 0; j < n; ++j) mass += Afull.col(j).cast<double>();
+  const VectorXd safe = mass.cwiseMax(std::numeric_limits<double>::min());
+  const MatrixXd Y = FullOutputs(Afull, V, safe);  // [M, d] full outputs (0 for a massless query)
+  std::vector<int> rep, of;
+  UniqueKeys(K, &rep, &of);
+  const int nu = static_cast<int>(rep.size());
+  // A_qj = exp(q k_j/sqrt d - s_q), one column per distinct key [M, nu]: the
+  // columns of Afull themselves when every key is distinct and b0 = 0.
+  MatrixXf A_own;
+  if (!plain_b || nu != n) {
+    A_own.resize(Q.rows(), nu);
+    for (int u = 0; u < nu; ++u) A_own.col(u) = S.col(rep[u]);
+    numerics::ExpShiftRowsInPlace(&A_own, shift_f);
+  }
+  const MatrixXf& A = A_own.size() ? A_own : Afull;
+  f.scores_us = lap_us();
+  const std::vector<int> ranking =
+      rank_scores ? RankByScores(*rank_scores, of, nu) : AttentionRanking(Afull, safe, of, nu);
+  const std::optional<FitRows> rows = SampleFitRows(A, mass, S, shift, Y, ranking, t, c);
+  const MatrixXf& Af = rows ? rows->A : A;
+  const VectorXd& mass_f = rows ? rows->mass : mass;
+  VectorXd card = VectorXd::Zero(nu);  // the tokens each distinct key stands for
+  for (int i = 0; i < n; ++i) card(of[i]) += std::exp(b0(i));
+  std::vector<int> sel;
+  VectorXd w;
+  MatrixXd gram;
+  SelectAndWeigh(Af, mass_f, ranking, t, c, c.weight_floor || !c.fit_weights ? &card : nullptr, &sel, &w, &gram, &f.nnls_ns);
+  std::vector<int> plain;  // refill's keys with their own cardinality
+  const std::vector<int> first = sel;
+  if (c.refill && c.fit_weights && !c.weight_floor)  // with the floor no pick is ever freed
+    Refill(Af, mass_f, ranking, t, c.refill_rounds, std::move(gram), &sel, &w, &plain, &f.refilled, &f.nnls_ns);
+  auto own_b = [&](int u) {  // log of the tokens a distinct key stands for
+    const double lc = std::log(card(u));
+    return std::isfinite(static_cast<float>(lc)) ? lc : 0.0;
+  };
+  std::vector<std::pair<int, double>> kept;  // (entry, b = log w)
+  for (int a : Positive(w)) kept.push_back({rep[sel[a]], std::log(w(a))});
+  for (int u : plain) kept.push_back({rep[u], own_b(u)});
+  f.filled_plain = static_cast<int>(plain.size());
+  f.dropped = std::max(0, static_cast<int>(std::min<size_t>(t, sel.size() + plain.size())) - static_cast<int>(kept.size()));
+  if (kept.empty()) {  // all weights zero: the picked keys with their own cardinality
+    for (int u : first) kept.push_back({rep[u], own_b(u)});
+    f.dropped = 0;
+  }
+  std::sort(kept.begin(), kept.end());
+  f.select_us = lap_us();
+  if (!c.fit_values) KeepOnly(kept, &f);
+  else if (rows) FitValues(rows->S, rows->shift, rows->Y, kept, c.ridge, &rows->scale, &f);
+  else FitValues(S, shift, Y, kept, c.ridge, nullptr, &f);
+  f.values_us = lap_us();
+  return f;
+}
+
+void AmReadBlock(const HeadStore& s, int i0, int i1, MatrixXf* K, MatrixXf* V, VectorXd* b0) {
+  const int d = s.head_dim();
+  K->resize(i1 - i0, d), V->resize(i1 - i0, d), b0->resize(i1 - i0);  // [nc, d]
+  std::vector<float> row(d);
+  for (int i = i0; i < i1; ++i) {
+    s.ReadKey(i, row.data());
+    for (int k = 0; k < d; ++k) (*K)(i - i0, k) = row[k];
+    s.ReadValue(i, row.data());
+    for (int k = 0; k < d; ++k) (*V)(i - i0, k) = row[k];
+    (*b0)(i - i0) = s.logw(i);
+  }
+}
+
+void AmAppendFit(const AmBlockFit& f, int base, Plan* plan) {
+  for (size_t a = 0; a < f.keep.size(); ++a) {
+    const int i = base + f.keep[a];
+    plan->keep.push_back(i);
+    plan->set_logw.push_back({i, f.logw[a]});
+    if (!f.values.empty()) plan->set_value.push_back({i, f.values[a]});
+  }
+}
+
+void AmFitCounters::Add(const AmBlockFit& f) {
+  dropped_ += f.dropped;
+  refilled_ += f.refilled;
+  filled_plain_ += f.filled_plain;
+  scores_us_ += f.scores_us, select_us_ += f.select_us, values_us_ += f.values_us;
+  nnls_us_ += f.nnls_ns / 1000;
+}
+
+std::vector<std::pair<std::string, int64_t>> AmFitCounters::List() const {
+  return {{"am-dropped", dropped_.load()},         {"am-refilled", refilled_.load()},
+          {"am-filled-plain", filled_plain_.load()}, {"am-scores-us", scores_us_.load()},
+          {"am-select-us", select_us_.load()},       {"am-nnls-us", nnls_us_.load()},
+          {"am-values-us", values_us_.load()}};
+}
+
+}  // namespace kvtrim::kv

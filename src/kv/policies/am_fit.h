@@ -1,0 +1,90 @@
+// Attention Matching's fit (METHODS.md section 4), shared by the policies
+// that compact with it: `am` (its own key selection) and `kvzip-am`
+// (KVzip's selection, AM's log-weights and values). Per block of entries:
+// the reference queries' scores, masses and full outputs; t keys picked by
+// a ranking (highest RMS attention, or scores the caller gives); their
+// log-weights by NNLS on the mass, refilled when NNLS frees slots; their
+// values by ridge least squares on the outputs.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kv/numerics/eigen.h"
+#include "kv/policy.h"
+
+namespace kvtrim::kv {
+
+struct AmConfig {
+  bool repeat = true;        // reference queries also from the repeat pass
+  bool repeat_past_ctx = true;
+  bool onpolicy = false;     // repeat pass re-run per layer over the compacted lower layers
+  bool omp = false;          // key selection: OMP (else highest attention)
+  int omp_step = 4;
+  int max_queries = 4096;
+  int chunk = 4096;
+  double ridge = 1e-6;
+  uint64_t seed = 0;
+  bool refill = true;        // slots NNLS frees go to the next-best keys (Refill)
+  int refill_rounds = 8;
+  int fit_rows = 0;          // rows the weights and values are fitted on (0: every reference query)
+  bool fit_uniform = false;  // those rows a uniform sample (else by leverage)
+  bool fit_values = true;    // refit the kept entries' values (else the originals stay)
+  // Each kept key weighs at least what it stands for (its cardinality): NNLS
+  // fits only the dropped entries' mass on top, so no pick is dropped.
+  bool weight_floor = false;
+  bool fit_weights = true;   // fit the log-weights (else each pick keeps its own cardinality)
+};
+
+// Reference queries [M, d] (float, as the cache holds them), scaled by
+// 1/sqrt(d): every row of the prefill and repeat queries, a seeded sample
+// of max_queries when there are more. Without any (no statistics), the keys
+// themselves probe the head.
+Eigen::MatrixXf AmReferenceQueries(const PolicyContext& ctx, const AmConfig& c);
+
+// One block of entries compacted to at most t entries.
+struct AmBlockFit {
+  std::vector<int> keep;          // indices within the block, increasing
+  std::vector<float> logw;        // [keep]
+  std::vector<std::vector<float>> values;  // [keep][d] (empty: originals stay)
+  int dropped = 0;                // picked keys NNLS gave zero weight (and no refill took their slot)
+  // Where the fit's time went (microseconds, this block): the scores, the
+  // full outputs and the distinct candidates; selection with NNLS and
+  // refill; the values' least squares.
+  int64_t scores_us = 0, select_us = 0, values_us = 0;
+  int64_t nnls_ns = 0;            // the NNLS solves within select_us
+  int refilled = 0;               // keys the refill rounds added that kept a positive weight
+  int filled_plain = 0;           // keys added after the rounds with their own cardinality
+};
+
+// The fit of one block: queries Q [M, d], keys K and values V [n, d], the
+// entries' log-weights b0 [n], to t entries. rank_scores: the order keys are
+// picked and refilled in, one score per entry (higher first; a distinct
+// key's is its copies' largest); null: AM's own, highest RMS attention.
+AmBlockFit AmFitBlock(const Eigen::MatrixXf& Q, const Eigen::MatrixXf& K, const Eigen::MatrixXf& V,
+                      const Eigen::VectorXd& b0, int t, const AmConfig& c,
+                      const std::vector<double>* rank_scores = nullptr);
+
+// Entries [i0, i1) of a head: keys, values, log-weights.
+void AmReadBlock(const HeadStore& s, int i0, int i1, Eigen::MatrixXf* K, Eigen::MatrixXf* V, Eigen::VectorXd* b0);
+
+// A block's fit into a plan, the block starting at entry `base`.
+void AmAppendFit(const AmBlockFit& f, int base, Plan* plan);
+
+// The fit's counters, summed over heads and threads (Policy::Counters):
+// am-dropped, am-refilled, am-filled-plain, am-scores-us, am-select-us,
+// am-nnls-us, am-values-us.
+class AmFitCounters {
+ public:
+  void Add(const AmBlockFit& f);
+  int64_t dropped() const { return dropped_.load(); }
+  std::vector<std::pair<std::string, int64_t>> List() const;
+
+ private:
+  std::atomic<int64_t> dropped_{0}, refilled_{0}, filled_plain_{0};
+  std::atomic<int64_t> scores_us_{0}, select_us_{0}, nnls_us_{0}, values_us_{0};
+};
+
+}  // namespace kvtrim::kv
