@@ -43,6 +43,10 @@ struct BenchRow {
   double weight_bytes_per_tok = 0;
   double kv_bytes_per_tok = 0;  // K and V rows read per decode step (mean)
   double gb_s = 0;              // (weights + KV) bytes per step / step time
+  // Multiply-adds of the prefill per token, a multiply and an add counting
+  // two (PrefillFlopsPerToken): the full cache's causal prefill of
+  // prefill_len tokens; a compressed chunked prefill does fewer.
+  double prefill_flops_per_tok = 0;
   double compress_ms = 0;       // prefill-time compression (mean), between chunks included
   // With KvOptions::prefill_chunk: the part of compress_ms spent between
   // chunks, inside the timed prefill (prefill_tok_s counts it; the forward
@@ -73,5 +77,19 @@ Expected<std::vector<BenchRow>> RunBench(const Engine& e, const BenchOptions& o)
 // the caches gives the DRAM bound, one the size of the weights the bound for
 // a working set that stays in cache.
 double MeasureReadBandwidth(const Engine& e, size_t bytes, int reps);
+
+// The multiply-add peak of all pool threads at once (kernels/fma_peak.h),
+// best of reps, in G operations a second (a multiply and an add counting
+// two); 0 for a kind this CPU lacks (bf16: AVX512-BF16; int8: AVX512-VNNI).
+struct FmaPeak {
+  double f32 = 0, bf16 = 0, int8 = 0;
+};
+FmaPeak MeasureFmaPeak(const Engine& e, int reps);
+// FLOPs per token of a full-cache causal prefill of n tokens: the layers'
+// matrix products (2 x their weights: q, k, v, o and the three FFN
+// matrices) and attention (2 x 2 x head_dim per query head for each of the
+// (n + 1) / 2 keys a token reads on average: QK^T and PV); the output head,
+// computed for the last token only, is left out.
+double PrefillFlopsPerToken(const Engine& e, int64_t n);
 
 }  // namespace kvtrim

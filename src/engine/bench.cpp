@@ -231,6 +231,7 @@ Expected<std::vector<BenchRow>> RunBench(const Engine& e, const BenchOptions& o)
     row.prefill_tok_s = MeanSd(d.pf);
     row.decode_tok_s = MeanSd(d.dc);
     row.weight_bytes_per_tok = WeightBytesPerToken(e);
+    row.prefill_flops_per_tok = PrefillFlopsPerToken(e, row.prefill_len);
     row.kv_bytes_per_tok = MeanSd(d.kv_read).mean;
     row.compress_ms = MeanSd(d.comp_ms).mean;
     row.prefill_compress_ms = MeanSd(d.chunk_ms).mean;

@@ -14,6 +14,10 @@ inline uint64_t SplitMix64(uint64_t& state) {
   return z ^ (z >> 31);
 }
 
+// The finalizer as a hash: the step from state z, z unchanged (a seed mixed
+// with a layer, a head, a position...).
+inline uint64_t Mix64(uint64_t z) { return SplitMix64(z); }
+
 // A uniform double in (0, 1) from the top 53 bits of one step (never 0 or
 // 1, so its logarithm is finite).
 inline double Uniform01(uint64_t& state) {

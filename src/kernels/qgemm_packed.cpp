@@ -14,12 +14,7 @@
 
 #include "kernels/quant.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define KVTRIM_X86 1
-#define KVTRIM_T_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define KVTRIM_T_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
-#endif
+#include "kernels/targets.h"
 
 namespace kvtrim::kernels {
 namespace {

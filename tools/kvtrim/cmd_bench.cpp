@@ -27,6 +27,7 @@ struct BenchOpts {
   std::vector<int> depths = {0, 256, 1024};
   int gen = 32, reps = 3, threads = 0, prefill = 128, ctx = 0;
   double membw_mib = 0;
+  bool flops = false;
   KvFlags kv;
   std::string output = "text";              // text | md | json (llama-bench's formats)
   std::vector<int> n_prompt = {512}, n_gen = {128};
@@ -97,8 +98,23 @@ void PrintCounters(const BenchRow& r, const std::string& policy) {
               100.0 * r.evict_us_per_tok / step_us);
 }
 
+// --flops: the multiply-add peak, and each row's prefill as a share of it
+// (FLOPs of a full-cache causal prefill; a compressed chunked prefill does fewer).
+void PrintFlops(const FmaPeak& p, const std::vector<BenchRow>& rows) {
+  auto kind = [](double v, const char* unit) {
+    return v > 0 ? std::to_string(static_cast<int64_t>(v + 0.5)) + " " + unit : std::string("n/a (not on this CPU)");
+  };
+  std::printf("multiply-add peak (all threads, registers only): f32 %s, bf16 %s, int8 %s\n", kind(p.f32, "GFLOP/s").c_str(),
+              kind(p.bf16, "GFLOP/s").c_str(), kind(p.int8, "GOP/s").c_str());
+  for (const auto& r : rows) {
+    const double g = r.prefill_flops_per_tok * r.prefill_tok_s.mean / 1e9;
+    std::printf("%6d prefill %.1f GFLOP/s (%.3g FLOP a token): %.1f%% of the f32 peak\n", r.depth, g,
+                r.prefill_flops_per_tok, p.f32 > 0 ? 100.0 * g / p.f32 : 0.0);
+  }
+}
+
 // Prints the table (and writes --json); false if the JSON cannot be written.
-bool PrintBench(const Engine& e, const BenchOpts& o, double membw, const std::vector<BenchRow>& rows) {
+bool PrintBench(const Engine& e, const BenchOpts& o, double membw, const FmaPeak& fma, const std::vector<BenchRow>& rows) {
   std::printf("model %s, %d threads, kv %s, gen %d, reps %d\n", o.model.c_str(), e.threads(), (o.kv.kv.policy + (o.kv.kv.quality > 0 ? " quality " + std::to_string(o.kv.kv.quality) : " ratio " + std::to_string(o.kv.kv.ratio)) + " quant " + o.kv.kv.quant).c_str(),
               o.gen, o.reps);
   const int64_t step = SteadyClock().step_ns;
@@ -128,6 +144,8 @@ bool PrintBench(const Engine& e, const BenchOpts& o, double membw, const std::ve
                  {"weight_bytes_per_token", r.weight_bytes_per_tok}, {"kv_bytes_per_token", r.kv_bytes_per_tok},
                  {"gb_s", r.gb_s}, {"threads", e.threads()}, {"kv_policy", o.kv.kv.policy}, {"kv_ratio", r.kv_ratio}, {"kv_quality", o.kv.kv.quality}, {"kv_quant", o.kv.kv.quant}, {"model", o.model},
                  {"mem_read_gb_s", membw}, {"compress_ms", r.compress_ms},
+                 {"prefill_flops_per_token", r.prefill_flops_per_tok}, {"fma_peak_f32_gflop_s", fma.f32},
+                 {"fma_peak_bf16_gflop_s", fma.bf16}, {"fma_peak_int8_gop_s", fma.int8},
                  {"prefill_chunk", o.kv.kv.prefill_chunk}, {"prefill_compress_ms", r.prefill_compress_ms},
                  {"first_decode_ms", r.first_decode_ms},
                  {"evict_us_per_token", r.evict_us_per_tok}, {"entries_per_head", r.entries_per_head},
@@ -136,6 +154,7 @@ bool PrintBench(const Engine& e, const BenchOpts& o, double membw, const std::ve
                  {"below_clock_resolution", r.below_resolution},
                  {"compress_below_clock_resolution", !r.compress_resolved}});
   }
+  if (o.flops) PrintFlops(fma, rows);
   size_t kv_peak = 0;
   for (const auto& r : rows) kv_peak = std::max(kv_peak, r.kv_bytes_peak);
   std::printf("peak RSS: %.1f MiB; peak KV: %.1f MiB (the largest row's)\n", PeakRssBytes() / 1048576.0,
@@ -178,6 +197,8 @@ Command AddBench(CLI::App& app) {
   AddCacheTypeFlags(sub, &o->kv);
   sub->add_option("--membw", o->membw_mib, "Also measure read bandwidth over a buffer of this many MiB (0: off)")
       ->capture_default_str()->check(NonNegative());
+  sub->add_flag("--flops", o->flops, "Also measure the multiply-add peak (f32, bf16, int8) of the threads and print "
+                "each prefill's share of it");
   sub->add_option("--json", o->json, "Write the rows as JSON to this file");
   sub->add_option("-o,--output", o->output, "text, or llama-bench's md / json (pp/tg tests of -p/-n at the -d depths)")
       ->capture_default_str()->check(CLI::IsMember({"text", "md", "json"}));
@@ -215,13 +236,14 @@ Command AddBench(CLI::App& app) {
     if (tty) bo.progress = [](const std::string& s) { std::fprintf(stderr, "\r%-40s", s.c_str()); };
     double membw = 0;
     if (o->membw_mib > 0) membw = MeasureReadBandwidth(e, static_cast<size_t>(o->membw_mib * 1048576.0), 5);
+    const FmaPeak fma = o->flops ? MeasureFmaPeak(e, 3) : FmaPeak{};
     auto rows = RunBench(e, bo);
     if (tty) std::fprintf(stderr, "\r%-40s\r", "");
     if (!rows.ok()) {
       std::fprintf(stderr, "kvtrim bench: %s\n", rows.error().message.c_str());
       return 1;
     }
-    return PrintBench(e, *o, membw, rows.value()) ? 0 : 1;
+    return PrintBench(e, *o, membw, fma, rows.value()) ? 0 : 1;
   };
   return {sub, action};
 }

@@ -4,6 +4,7 @@
 // key of the block (they stand for future queries, which do); each
 // (position, group head) query is one row; identical keys are merged before
 // selection (one candidate, its cardinality in the mass target).
+#include "io/splitmix.h"
 #include "kv/policies/am_fit.h"
 
 #include <algorithm>
@@ -29,13 +30,6 @@ using Eigen::MatrixXf;
 using Eigen::VectorXd;
 
 namespace {
-
-uint64_t Mix(uint64_t z) {  // splitmix64 finalizer
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 
 
@@ -252,7 +246,7 @@ std::optional<FitRows> SampleFitRows(const MatrixXf& A, const VectorXd& mass, co
                                      const MatrixXd& Y, const std::vector<int>& ranking, int t, const AmConfig& c) {
   const int M = static_cast<int>(A.rows());
   if (c.fit_rows <= 0 || c.fit_rows >= M) return std::nullopt;
-  const uint64_t seed = Mix(c.seed ^ Mix(static_cast<uint64_t>(M) * 2654435761ull + A.cols()));
+  const uint64_t seed = io::Mix64(c.seed ^ io::Mix64(static_cast<uint64_t>(M) * 2654435761ull + A.cols()));
   VectorXd lev = VectorXd::Ones(M);
   if (!c.fit_uniform) {
     const int cols = std::min<int>(static_cast<int>(ranking.size()), 2 * t);
@@ -302,9 +296,9 @@ MatrixXf AmReferenceQueries(const PolicyContext& ctx, const AmConfig& c) {
     for (int i = 0; i < ctx.store->size(); ++i) rows.push_back(keys.data() + static_cast<size_t>(i) * d);
   }
   if (static_cast<int>(rows.size()) > c.max_queries) {  // partial Fisher-Yates, seeded per head
-    uint64_t s = Mix(c.seed ^ Mix(ctx.layer * 1315423911ull + ctx.head) ^ Mix(rows.size()));
+    uint64_t s = io::Mix64(c.seed ^ io::Mix64(ctx.layer * 1315423911ull + ctx.head) ^ io::Mix64(rows.size()));
     for (int i = 0; i < c.max_queries; ++i) {
-      s = Mix(s);
+      s = io::Mix64(s);
       const size_t j = i + s % (rows.size() - i);
       std::swap(rows[i], rows[j]);
     }

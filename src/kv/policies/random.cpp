@@ -1,15 +1,9 @@
 // `random`: the sinks plus a seeded uniform sample of the other entries.
+#include "io/splitmix.h"
 #include "kv/policies/policies.h"
 
 namespace kvtrim::kv {
 namespace {
-
-uint64_t Mix(uint64_t z) {  // splitmix64 finalizer: same seed, same sample
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 class RandomPolicy : public Policy {
  public:
@@ -18,9 +12,9 @@ class RandomPolicy : public Policy {
     const HeadStore& s = *ctx.store;
     // Each entry's score hashes (seed, layer, head, its position, the step),
     // so the draw is reproducible and independent of thread order.
-    uint64_t base = Mix(seed_ ^ Mix(ctx.layer * 1315423911ull + ctx.head) ^ Mix(ctx.logical_len));
+    uint64_t base = io::Mix64(seed_ ^ io::Mix64(ctx.layer * 1315423911ull + ctx.head) ^ io::Mix64(ctx.logical_len));
     std::vector<double> score(s.size());
-    for (int i = 0; i < s.size(); ++i) score[i] = static_cast<double>(Mix(base ^ static_cast<uint64_t>(s.pos(i))) >> 11);
+    for (int i = 0; i < s.size(); ++i) score[i] = static_cast<double>(io::Mix64(base ^ static_cast<uint64_t>(s.pos(i))) >> 11);
     return Plan::Keep(KeepTop(score, ProtectSinksAndRecent(s, sinks_, 0), ctx.budget));
   }
 
