@@ -89,14 +89,26 @@ TEST(ThreadPool, OrderedLanesRunEachLaneInSequence) {
       std::atomic<int> overlaps{0};
       std::mutex mu;
       std::set<std::thread::id> ids;
+      auto threads_seen = [&] {
+        std::lock_guard<std::mutex> lock(mu);
+        return ids.size();
+      };
       RunOrderedLanes(pool, lanes, blocks, [&](int h, int b) {
         if (inside[h].fetch_add(1) != 0) ++overlaps;
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-        order[h].push_back(b);  // safe only if the lane is serial
         {
           std::lock_guard<std::mutex> lock(mu);
           ids.insert(std::this_thread::get_id());
         }
+        // Lane 0's first block holds its thread until another thread has
+        // run a block of another lane (5 s at most): on a loaded machine the
+        // pool's workers may wake late, but a pool that never runs two
+        // lanes at once would make this wait run out.
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        if (threads > 1 && lanes > 1 && h == 0 && b == 0)
+          while (threads_seen() < 2 && std::chrono::steady_clock::now() < until)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        order[h].push_back(b);  // safe only if the lane is serial
         inside[h].fetch_sub(1);
       });
       EXPECT_EQ(overlaps.load(), 0);

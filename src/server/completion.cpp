@@ -1,4 +1,4 @@
-// POST /v1/completions and /v1/chat/completions, plain and streamed (SSE).
+// POST /v1/completions, /v1/chat/completions and llama-server's /completion, plain and streamed (SSE).
 #include <algorithm>
 #include <chrono>
 #include <ctime>
@@ -127,10 +127,13 @@ int64_t UseCachedPrompt(Server::Impl& im, Prepared* p) {
 
 // Parses and checks the request, finds its context, tokenizes the prompt;
 // false (the error sent) when it cannot run.
-bool Prepare(Server::Impl& im, const std::string& body, bool chat, Prepared* p, httplib::Response& res) {
-  auto parsed = chat ? ParseChatRequest(body) : ParseCompletionRequest(body);
+bool Prepare(Server::Impl& im, const std::string& body, Server::Impl::Api api, Prepared* p, httplib::Response& res) {
+  using Api = Server::Impl::Api;
+  auto parsed = api == Api::kChat ? ParseChatRequest(body)
+                : api == Api::kLlama ? ParseLlamaCompletionRequest(body) : ParseCompletionRequest(body);
   if (!parsed.ok()) return SendError(res, 400, parsed.error().message), false;
   p->req = std::move(parsed.value());
+  const bool chat = p->req.chat;
   const CompletionRequest& r = p->req;
   int64_t position = 0;
   if (!r.context_id.empty()) {
@@ -150,6 +153,13 @@ bool Prepare(Server::Impl& im, const std::string& body, bool chat, Prepared* p, 
   if (!p->prompt.empty()) p->prev = p->prompt.back();
   // As kvtrim run: the last generated token is never fed back.
   const int64_t held = position + static_cast<int64_t>(p->prompt.size());
+  if (r.max_tokens < 0) {  // n_predict -1: until EOS or the context is full
+    if (held >= im.Ctx()) {
+      SendError(res, 400, "prompt (" + std::to_string(held) + " tokens) fills the context length " + std::to_string(im.Ctx()));
+      return false;
+    }
+    p->req.max_tokens = static_cast<int>(im.Ctx() - held + 1);
+  }
   if (held + std::max(0, r.max_tokens - 1) > im.Ctx()) {
     SendError(res, 400, "prompt (" + std::to_string(held) + " tokens) + " + std::to_string(r.max_tokens) +
                             " generated tokens exceeds the context length " + std::to_string(im.Ctx()));
@@ -200,6 +210,12 @@ std::shared_ptr<Session> OpenSession(Server::Impl& im, const Prepared& p, httpli
 
 // The response object of a finished completion.
 json CompletionJson(Server::Impl& im, const Prepared& p, const Generation& g, const CacheNote& note) {
+  if (p.req.llama) {
+    json out = LlamaCompletionJson(g, g.text, g.prompt_tokens + p.reused, im.o.model_name, g.stopped_by_word);
+    if (p.req.return_tokens) out["tokens"] = g.tokens;
+    out["kvtrim"] = Extra(g, p, note);
+    return out;
+  }
   json out = Envelope(p, im.o.model_name, false);
   out["choices"] = json::array({Choice(p, g.text, g.finish_reason, false)});
   if (p.req.return_tokens) out["choices"][0]["tokens"] = g.tokens;
@@ -264,6 +280,7 @@ void RespondStream(Server::Impl& im, std::shared_ptr<const Prepared> p, std::sha
     GenerationHooks hooks;
     hooks.on_step = [&](const Session& ses) { live.Set(static_cast<int64_t>(ses.impl().cache().BytesHeld())); };
     hooks.on_text = [&](const std::string& text) {
+      if (p->req.llama) return SendEvent(sink, Dump(LlamaChunkJson(text)));
       json ev = Envelope(*p, model, true);
       ev["choices"] = json::array({Choice(*p, text, nullptr, true)});
       return SendEvent(sink, Dump(ev));
@@ -281,14 +298,20 @@ void RespondStream(Server::Impl& im, std::shared_ptr<const Prepared> p, std::sha
     } else {
       im.metrics.AddTokens(g->prompt_tokens, g->completion_tokens);
       im.metrics.NoteKvPeak(g->kv_bytes_peak);
-      json last = Envelope(*p, model, true);
-      last["choices"] = json::array({Choice(*p, "", g->finish_reason, true)});
-      if (p->req.return_tokens) last["choices"][0]["tokens"] = g->tokens;
-      last["usage"] = Usage(g.value(), *p);
+      json last;
+      if (p->req.llama) {  // llama-server's last event: the whole answer object, its content already sent
+        last = LlamaCompletionJson(g.value(), "", g->prompt_tokens + p->reused, model, g->stopped_by_word);
+        if (p->req.return_tokens) last["tokens"] = g->tokens;
+      } else {
+        last = Envelope(*p, model, true);
+        last["choices"] = json::array({Choice(*p, "", g->finish_reason, true)});
+        if (p->req.return_tokens) last["choices"][0]["tokens"] = g->tokens;
+        last["usage"] = Usage(g.value(), *p);
+      }
       last["kvtrim"] = Extra(g.value(), *p, note);
       SendEvent(sink, Dump(last));
     }
-    SendEvent(sink, "[DONE]");
+    if (!p->req.llama) SendEvent(sink, "[DONE]");
     sink.done();
     return true;
   });
@@ -296,9 +319,9 @@ void RespondStream(Server::Impl& im, std::shared_ptr<const Prepared> p, std::sha
 
 }  // namespace
 
-void Server::Impl::Completion(const std::string& body, httplib::Response& res, bool chat) {
+void Server::Impl::Completion(const std::string& body, httplib::Response& res, Api api) {
   auto p = std::make_shared<Prepared>();
-  if (!Prepare(*this, body, chat, p.get(), res)) return;
+  if (!Prepare(*this, body, api, p.get(), res)) return;
   std::shared_ptr<Scheduler::Lease> lease = sched.Acquire();
   if (!lease) return SendError(res, 503, "server busy: the request queue is full, retry later");
   std::shared_ptr<Session> s = OpenSession(*this, *p, res);

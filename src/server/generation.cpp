@@ -97,7 +97,7 @@ Status SampleAnswer(Session& s, const io::Tokenizer& tok, int prev, const Comple
     g->tokens.push_back(id);
     const bool stopped = text.Add(tok.Piece(prev, id));
     prev = id;
-    if (stopped) g->finish_reason = "stop";
+    if (stopped) g->finish_reason = "stop", g->stopped_by_word = true;
     if (hooks.on_text) {
       const std::string ready = text.TakeReady(stopped);
       if (!ready.empty() && !hooks.on_text(ready)) client_gone = true;

@@ -36,6 +36,7 @@ struct Generation {
   std::string text;
   std::vector<int> tokens;               // generated ids
   std::string finish_reason = "length";  // "stop": EOS/BOS or a stop string
+  bool stopped_by_word = false;          // ... a stop string
   int prompt_tokens = 0, completion_tokens = 0;
   size_t kv_bytes = 0, kv_bytes_full = 0, kv_entries = 0;  // the session's cache at the end
   size_t kv_bytes_peak = 0;  // the most its session held at once (Session::peak_kv_bytes)

@@ -31,7 +31,13 @@ struct Server::Impl {
   int port = -1;
 
   void Routes();
-  void Completion(const std::string& body, httplib::Response& res, bool chat);
+  // The completion endpoints: OpenAI's two and llama-server's /completion.
+  enum class Api { kCompletions, kChat, kLlama };
+  void Completion(const std::string& body, httplib::Response& res, Api api);
+  // llama-server's utility endpoints (llama_api.cpp).
+  void Tokenize(const std::string& body, httplib::Response& res);
+  void Detokenize(const std::string& body, httplib::Response& res);
+  json Props() const;
   void CreateContext(const std::string& body, httplib::Response& res);
   httplib::Server::HandlerWithContentReader WithBody(std::function<void(const std::string&, httplib::Response&)> handle);
   Expected<std::shared_ptr<StoredContext>> LoadStored(const std::string& bytes, const std::string& name);
@@ -53,6 +59,16 @@ json KvJson(const KvOptions& kv);
 // the wall clock: on a machine whose clock ticks in 20 ms steps a 5 ms
 // prefill reads 0 or 20) to a response object holding timings.
 void MarkTimings(json& x, const std::vector<std::string>& fields);
+
+struct Generation;
+// llama-server's response to POST /completion (llama_api.cpp): content,
+// tokens_predicted, tokens_evaluated, stop, stop_type, timings; `prompt_n`
+// the prompt's tokens (a cached prompt's included). One streamed event:
+// {"content", "stop": false}; the last event is the whole object with
+// "content" empty.
+json LlamaCompletionJson(const Generation& g, const std::string& content, int prompt_n, const std::string& model,
+                         bool stopped_by_word);
+json LlamaChunkJson(const std::string& content);
 
 // Keeps Metrics' live-session KV bytes up to date for one request.
 class LiveKv {

@@ -178,9 +178,13 @@ Status GetSampling(const json& j, const SamplingOptionSpec& s, SamplingOptions* 
 
 // The fields both completion endpoints share.
 Status ParseCommon(const json& j, CompletionRequest* r) {
-  std::optional<int64_t> i;
+  std::optional<int64_t> i, np;
   KVTRIM_RETURN_IF_ERROR(GetInt(j, "max_tokens", 0, 1 << 20, &i));
-  if (i) r->max_tokens = static_cast<int>(*i);
+  KVTRIM_RETURN_IF_ERROR(GetInt(j, "n_predict", -1, 1 << 20, &np));  // llama.cpp's name for it; -1: no limit
+  if (i && np && *i != *np)
+    return MakeError("fields 'max_tokens' = " + std::to_string(*i) + " and 'n_predict' = " + std::to_string(*np) +
+                     " disagree: give one");
+  if (i || np) r->max_tokens = static_cast<int>(i ? *i : *np);
   i.reset();
   KVTRIM_RETURN_IF_ERROR(GetInt(j, "n", 1, 1 << 20, &i));
   if (i && *i != 1) return MakeError("field 'n': only one choice per request (n = 1) is served");
@@ -214,6 +218,20 @@ Expected<CompletionRequest> ParseCompletionRequest(const std::string& body) {
     else if (it->is_string()) r.prompt = it->get<std::string>();
     else return MakeError("field 'prompt' must be a string");
   }
+  KVTRIM_RETURN_IF_ERROR(ParseCommon(j.value(), &r));
+  return r;
+}
+
+Expected<CompletionRequest> ParseLlamaCompletionRequest(const std::string& body) {
+  auto j = ParseObject(body);
+  if (!j.ok()) return j.error();
+  CompletionRequest r;
+  r.llama = true;
+  r.max_tokens = -1;  // llama-server's n_predict default
+  auto it = j->find("prompt");
+  if (it == j->end() || !it->is_string())
+    return MakeError("field 'prompt' must be a string (token arrays are not read)");
+  r.prompt = it->get<std::string>();
   KVTRIM_RETURN_IF_ERROR(ParseCommon(j.value(), &r));
   return r;
 }

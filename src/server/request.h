@@ -34,7 +34,8 @@ struct CompletionRequest {
   bool chat = false;
   std::string prompt;                 // completions
   std::vector<ChatMessage> messages;  // chat completions
-  int max_tokens = 16;                // tokens sampled at most (run's -n)
+  int max_tokens = 16;                // tokens sampled at most (run's -n); -1: until EOS or the context is full
+  bool llama = false;                 // POST /completion: llama-server's body and response
   SamplingOptions sampling;
   std::vector<std::string> stop;      // generation ends before the first of these
   bool stream = false;                // server-sent events
@@ -54,6 +55,10 @@ struct ContextRequest {
 
 Expected<CompletionRequest> ParseCompletionRequest(const std::string& body);
 Expected<CompletionRequest> ParseChatRequest(const std::string& body);
+// POST /completion (llama-server's): `prompt`, `n_predict` (default -1: until
+// EOS or the context is full), the sampling fields, `stop`, `stream`,
+// `cache_prompt` and the KV fields, as /v1/completions reads them.
+Expected<CompletionRequest> ParseLlamaCompletionRequest(const std::string& body);
 Expected<ContextRequest> ParseContextRequest(const std::string& body);
 
 // The request's KV options: its fields over `defaults`; naming a policy other

@@ -26,10 +26,13 @@ constexpr const char* kEvery = "completions, chat, contexts";
 // The fields request.cpp parses by hand, before the sampling table's.
 const Field kLeading[] = {
     {"prompt", "completions", "string (or a one-string array)", "\"\"", "The prompt; BOS is added"},
+    {"prompt", "/completion", "string", "(required)", "llama-server's /completion: the prompt; BOS is added"},
     {"messages", "chat", "array of {role, content}", "(required)",
      "The conversation (roles system, user, assistant), formatted with the model's chat template"},
     {"text", "contexts", "string", "(required)", "The document: prefilled after BOS and compressed once, then stored"},
     {"max_tokens", kCompletions, "integer in [0, 1048576]", "16", "Tokens sampled at most (`kvtrim run`'s -n)"},
+    {"n_predict", "completions, chat, /completion", "integer in [-1, 1048576]", "/completion: -1",
+     "llama.cpp's name for `max_tokens` (both given: they must agree); -1: until EOS or the context is full"},
     {"n", kCompletions, "integer", "1", "Choices per request: only 1 is served"},
 };
 

@@ -195,8 +195,17 @@ void Server::Impl::Routes() {
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics.Render(Gauges()), "text/plain; version=0.0.4");
   });
-  http.Post("/v1/completions", WithBody([this](const std::string& b, httplib::Response& r) { Completion(b, r, false); }));
-  http.Post("/v1/chat/completions", WithBody([this](const std::string& b, httplib::Response& r) { Completion(b, r, true); }));
+  http.Post("/v1/completions",
+            WithBody([this](const std::string& b, httplib::Response& r) { Completion(b, r, Api::kCompletions); }));
+  http.Post("/v1/chat/completions",
+            WithBody([this](const std::string& b, httplib::Response& r) { Completion(b, r, Api::kChat); }));
+  // llama-server's own API (docs/server.md "llama-server's endpoints").
+  http.Post("/completion", WithBody([this](const std::string& b, httplib::Response& r) { Completion(b, r, Api::kLlama); }));
+  http.Post("/tokenize", WithBody([this](const std::string& b, httplib::Response& r) { Tokenize(b, r); }));
+  http.Post("/detokenize", WithBody([this](const std::string& b, httplib::Response& r) { Detokenize(b, r); }));
+  http.Get("/props", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(Dump(Props()), "application/json");
+  });
   http.Post("/v1/contexts", WithBody([this](const std::string& b, httplib::Response& r) { CreateContext(b, r); }));
   http.Get("/v1/contexts", [this](const httplib::Request&, httplib::Response& res) {
     json data = json::array();
@@ -231,7 +240,8 @@ void Server::Impl::Routes() {
   http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     std::string route = req.path.rfind("/v1/contexts/", 0) == 0 ? "/v1/contexts/{id}" : req.path;
     if (route != "/health" && route != "/metrics" && route != "/v1/models" && route != "/v1/completions" &&
-        route != "/v1/chat/completions" && route != "/v1/contexts" && route != "/v1/contexts/{id}")
+        route != "/v1/chat/completions" && route != "/v1/contexts" && route != "/v1/contexts/{id}" &&
+        route != "/completion" && route != "/tokenize" && route != "/detokenize" && route != "/props")
       route = "other";
     metrics.CountRequest(req.method + " " + route, res.status);
   });

@@ -1,0 +1,117 @@
+// llama-server's own endpoints, for clients written against it
+// (docs/server.md "llama-server's endpoints"): POST /tokenize and
+// /detokenize, GET /props, and the response shapes of POST /completion (the
+// request runs the /v1/completions machinery, completion.cpp).
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/engine_impl.h"
+#include "io/tokenizer.h"
+#include "model/config.h"
+#include "server/generation.h"
+#include "server/impl.h"
+
+namespace kvtrim::server {
+
+namespace {
+
+// A JSON object body, or an error sent (400) and nothing.
+std::optional<json> Body(const std::string& body, httplib::Response& res) {
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    SendError(res, 400, "the body must be a JSON object");
+    return std::nullopt;
+  }
+  return j;
+}
+
+// A bool field, its default when absent; false (the error sent) when not a bool.
+bool GetFlag(const json& j, const char* key, bool* out, httplib::Response& res) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return true;
+  if (!it->is_boolean()) return SendError(res, 400, std::string("field '") + key + "' must be a boolean"), false;
+  *out = it->get<bool>();
+  return true;
+}
+
+double PerSecond(int n, double ms) { return ms > 0 ? 1000.0 * n / ms : 0.0; }
+
+}  // namespace
+
+// {"content", "add_special" (BOS, default false), "with_pieces" (default
+// false)} -> {"tokens": [id...]} or {"tokens": [{"id", "piece"}...]}.
+void Server::Impl::Tokenize(const std::string& body, httplib::Response& res) {
+  auto j = Body(body, res);
+  if (!j) return;
+  auto it = j->find("content");
+  if (it == j->end() || !it->is_string()) return SendError(res, 400, "field 'content' must be a string");
+  bool add_special = false, with_pieces = false;
+  if (!GetFlag(*j, "add_special", &add_special, res) || !GetFlag(*j, "with_pieces", &with_pieces, res)) return;
+  const io::Tokenizer& tok = engine.impl().tokenizer();
+  const std::vector<int> ids = tok.Encode(it->get<std::string>(), add_special);
+  json tokens = json::array();
+  for (size_t k = 0; k < ids.size(); ++k) {
+    if (!with_pieces) {
+      tokens.push_back(ids[k]);
+      continue;
+    }
+    tokens.push_back({{"id", ids[k]}, {"piece", tok.Piece(k > 0 ? ids[k - 1] : -1, ids[k])}});
+  }
+  res.set_content(Dump(json{{"tokens", tokens}}), "application/json");
+}
+
+// {"tokens": [id...]} -> {"content": text}; an id outside the vocabulary is an error.
+void Server::Impl::Detokenize(const std::string& body, httplib::Response& res) {
+  auto j = Body(body, res);
+  if (!j) return;
+  auto it = j->find("tokens");
+  if (it == j->end() || !it->is_array()) return SendError(res, 400, "field 'tokens' must be an array of token ids");
+  const int vocab = engine.impl().tokenizer().vocab_size();
+  std::vector<int> ids;
+  for (size_t k = 0; k < it->size(); ++k) {
+    const json& t = (*it)[k];
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab)
+      return SendError(res, 400, "tokens[" + std::to_string(k) + "] must be a token id in [0, " +
+                                     std::to_string(vocab) + ")");
+    ids.push_back(t.get<int>());
+  }
+  res.set_content(Dump(json{{"content", engine.impl().tokenizer().Decode(ids)}}), "application/json");
+}
+
+// What llama-server's GET /props reports that applies here.
+json Server::Impl::Props() const {
+  std::string tmpl;
+  if (engine.impl().file().Find("tokenizer.chat_template"))
+    if (auto t = engine.impl().file().GetString("tokenizer.chat_template")) tmpl = *t;
+  const SamplingOptions d;  // the requests' defaults (kvtrim run's)
+  auto dec = [](float x) { return std::round(static_cast<double>(x) * 1e6) / 1e6; };  // 0.8, not 0.800000011920929
+  json params{{"n_predict", -1}, {"temperature", dec(d.temp)}, {"top_k", d.top_k}, {"top_p", dec(d.top_p)},
+              {"min_p", dec(d.min_p)}, {"seed", d.seed}};
+  return json{{"default_generation_settings", {{"n_ctx", Ctx()}, {"params", params}, {"model", o.model_name}}},
+              {"total_slots", o.parallel},
+              {"model_path", o.model_name},
+              {"chat_template", tmpl},
+              {"build_info", "kvtrim"},
+              {"kvtrim", {{"kv_default", KvJson(o.kv)}, {"vocab", engine.impl().config().vocab}}}};
+}
+
+json LlamaCompletionJson(const Generation& g, const std::string& content, int prompt_n, const std::string& model,
+                         bool stopped_by_word) {
+  const std::string stop_type = g.finish_reason == "length" ? "limit" : stopped_by_word ? "word" : "eos";
+  json timings{{"prompt_n", prompt_n},
+               {"prompt_ms", g.prefill_ms},
+               {"prompt_per_second", PerSecond(g.prompt_tokens, g.prefill_ms)},
+               {"predicted_n", g.completion_tokens},
+               {"predicted_ms", g.decode_ms},
+               {"predicted_per_second", PerSecond(g.completion_tokens, g.decode_ms)}};
+  return json{{"content", content},         {"stop", true},
+              {"model", model},             {"tokens_predicted", g.completion_tokens},
+              {"tokens_evaluated", prompt_n}, {"stop_type", stop_type},
+              {"truncated", false},         {"timings", timings}};
+}
+
+json LlamaChunkJson(const std::string& content) { return json{{"content", content}, {"stop", false}}; }
+
+}  // namespace kvtrim::server

@@ -1,0 +1,132 @@
+// llama-server's own endpoints on a real server over loopback, with a real
+// HTTP client: /tokenize and /detokenize against the tokenizer, /completion
+// (plain and streamed) against /v1/completions on the same request, n_predict
+// in the OpenAI routes, /props, and bad inputs answered 400.
+#include "server_fixture.h"
+
+namespace kvtrim::server {
+namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
+
+class LlamaApiTest : public ServerTest {};
+
+// llama-server's stream: {"content", "stop"} events, the last one whole; no [DONE].
+std::string LlamaStreamText(const std::string& body, json* last) {
+  std::string text;
+  size_t pos = 0;
+  while ((pos = body.find("data: ", pos)) != std::string::npos) {
+    const size_t end = body.find("\n\n", pos);
+    const std::string data = body.substr(pos + 6, end - pos - 6);
+    pos = end;
+    EXPECT_NE(data, "[DONE]");
+    json ev = json::parse(data);
+    text += ev["content"].get<std::string>();
+    *last = ev;
+  }
+  return text;
+}
+
+TEST_F(LlamaApiTest, TokenizeAndDetokenize) {
+  TestServer ts(engine(), {});
+  auto c = ts.Client();
+  const io::Tokenizer& tok = engine().impl().tokenizer();
+  const std::string text = Passage(1200, 300);
+  json r = Post(c, "/tokenize", {{"content", text}});
+  EXPECT_EQ(r["tokens"].get<std::vector<int>>(), tok.Encode(text, false));
+  r = Post(c, "/tokenize", {{"content", text}, {"add_special", true}});
+  const std::vector<int> with_bos = tok.Encode(text, true);
+  EXPECT_EQ(r["tokens"].get<std::vector<int>>(), with_bos);
+  ASSERT_FALSE(with_bos.empty());
+  EXPECT_EQ(with_bos.front(), tok.bos());
+  r = Post(c, "/tokenize", {{"content", text}, {"with_pieces", true}});
+  std::string pieces;
+  for (const json& t : r["tokens"]) pieces += t["piece"].get<std::string>();
+  EXPECT_EQ(pieces, text);  // this tokenizer's pieces spell the text back
+  const std::vector<int> ids = tok.Encode(text, false);
+  r = Post(c, "/detokenize", {{"tokens", ids}});
+  EXPECT_EQ(r["content"].get<std::string>(), text);
+  // Bad inputs: 400 naming the field, and the server goes on.
+  Post(c, "/tokenize", {{"text", text}}, 400);
+  Post(c, "/tokenize", {{"content", text}, {"add_special", "yes"}}, 400);
+  json bad = Post(c, "/detokenize", {{"tokens", {1, 2, engine().impl().tokenizer().vocab_size()}}}, 400);
+  EXPECT_NE(bad["error"]["message"].get<std::string>().find("tokens[2]"), std::string::npos);
+  Post(c, "/detokenize", {{"tokens", "1 2 3"}}, 400);
+  EXPECT_EQ(Post(c, "/tokenize", {{"content", "a"}})["tokens"].size(), tok.Encode("a", false).size());
+}
+
+TEST_F(LlamaApiTest, CompletionEqualsTheOpenAiRoute) {
+  TestServer ts(engine(), {});
+  auto c = ts.Client();
+  const io::Tokenizer& tok = engine().impl().tokenizer();
+  const std::string prompt = Passage(5000, 400);
+  const json common{{"prompt", prompt}, {"temperature", 0.7}, {"seed", 5}, {"top_k", 20}, {"kv", "snapkv"},
+                    {"kv_ratio", 0.5}};
+  json oa = common;
+  oa["max_tokens"] = 10;
+  json ref = Post(c, "/v1/completions", oa);
+  json ll = common;
+  ll["n_predict"] = 10;
+  json r = Post(c, "/completion", ll);
+  EXPECT_EQ(r["content"], ref["choices"][0]["text"]);
+  EXPECT_EQ(r["tokens_predicted"].get<int>(), ref["usage"]["completion_tokens"].get<int>());
+  const int prompt_n = static_cast<int>(tok.Encode(prompt, true).size());
+  EXPECT_EQ(r["tokens_evaluated"].get<int>(), prompt_n);
+  EXPECT_EQ(r["timings"]["prompt_n"].get<int>(), prompt_n);
+  EXPECT_EQ(r["timings"]["predicted_n"], r["tokens_predicted"]);
+  EXPECT_EQ(r["stop"], true);
+  EXPECT_EQ(r["stop_type"], ref["choices"][0]["finish_reason"] == "length" ? "limit" : "eos");
+  // n_predict in the OpenAI route is max_tokens.
+  json np = common;
+  np["n_predict"] = 10;
+  EXPECT_EQ(Post(c, "/v1/completions", np)["choices"][0]["text"], ref["choices"][0]["text"]);
+  np["max_tokens"] = 9;
+  Post(c, "/v1/completions", np, 400);  // the two disagree
+  // Streamed: the same text, llama-server's events, the last one whole.
+  ll["stream"] = true;
+  auto s = c.Post("/completion", ll.dump(), "application/json");
+  ASSERT_TRUE(s && s->status == 200);
+  EXPECT_EQ(s->get_header_value("Content-Type"), "text/event-stream");
+  json last;
+  EXPECT_EQ(LlamaStreamText(s->body, &last), r["content"].get<std::string>());
+  EXPECT_EQ(last["stop"], true);
+  EXPECT_EQ(last["tokens_predicted"], r["tokens_predicted"]);
+  // A stop string: stop_type "word".
+  json w = common;
+  w["n_predict"] = 40;
+  const std::string ten = ref["choices"][0]["text"];
+  ASSERT_GE(ten.size(), 4u);
+  w["stop"] = ten.substr(2, 2);
+  json ws = Post(c, "/completion", w);
+  EXPECT_EQ(ws["stop_type"], "word");
+  EXPECT_EQ(ws["content"], ten.substr(0, 2));
+  // n_predict -1 (the default): until EOS or the context is full.
+  const int ctx = engine().context_length();
+  std::string longp = Passage(0, 20000);
+  std::vector<int> ids = tok.Encode(longp, true);
+  ASSERT_GT(static_cast<int>(ids.size()), ctx);
+  ids.resize(ctx - 6);
+  std::vector<int> body_ids(ids.begin() + 1, ids.end());
+  json full = Post(c, "/completion", {{"prompt", tok.Decode(body_ids)}, {"temperature", 0}});
+  const int n = full["tokens_evaluated"].get<int>() + full["tokens_predicted"].get<int>();
+  EXPECT_LE(n, ctx + 1);
+  EXPECT_TRUE(full["stop_type"] == "eos" || n == ctx + 1) << full.dump();
+  Post(c, "/completion", {{"prompt", {1, 2, 3}}}, 400);  // token arrays are not read
+}
+
+TEST_F(LlamaApiTest, Props) {
+  ServerOptions o;
+  o.parallel = 2;
+  TestServer ts(engine(), o);
+  auto c = ts.Client();
+  auto r = c.Get("/props");
+  ASSERT_TRUE(r && r->status == 200);
+  const json p = json::parse(r->body);
+  EXPECT_EQ(p["default_generation_settings"]["n_ctx"].get<int>(), engine().context_length());
+  EXPECT_EQ(p["total_slots"].get<int>(), 2);
+  EXPECT_EQ(p["default_generation_settings"]["params"]["n_predict"].get<int>(), -1);
+  EXPECT_EQ(p["model_path"], kModel);
+}
+
+}  // namespace KVTRIM_TEST_UNIQUE
+}  // namespace
+}  // namespace kvtrim::server
