@@ -26,6 +26,7 @@
 #include "kvtrim/engine.h"
 #include "model/config.h"
 #include "io/tokenizer.h"
+#include "head_reference.h"
 #include "test_util.h"
 
 namespace kvtrim::kv {
@@ -45,14 +46,7 @@ KvOptions Kv(const std::string& policy, std::map<std::string, double> params, do
 using Eigen::MatrixXd;
 using Eigen::VectorXd;
 
-MatrixXd Gaussian(int r, int c, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::normal_distribution<double> N(0.0, 1.0);
-  MatrixXd m(r, c);
-  for (int i = 0; i < r; ++i)
-    for (int j = 0; j < c; ++j) m(i, j) = N(g);
-  return m;
-}
+MatrixXd Gaussian(int r, int c, uint32_t seed) { return test::GaussianMatrix(r, c, seed); }
 
 // Independent reference: the best least-squares fit over every support whose
 // unconstrained solution is non-negative (exact for small n).
@@ -197,12 +191,7 @@ struct Head {
 // A head of n entries with the given keys/values (rows) and reference
 // queries (G = 1) in the statistics.
 Head MakeHead(const MatrixXd& K, const MatrixXd& V, const MatrixXd& Q, const std::vector<float>& logw = {}) {
-  Head h{HeadStore(static_cast<int>(K.cols()), GgmlType::F32), {}};
-  for (int i = 0; i < K.rows(); ++i) {
-    std::vector<float> k(K.cols()), v(V.cols());
-    for (int j = 0; j < K.cols(); ++j) k[j] = static_cast<float>(K(i, j)), v[j] = static_cast<float>(V(i, j));
-    h.store.Append(k.data(), v.data(), i, logw.empty() ? 0.f : logw[i]);
-  }
+  Head h{test::HeadFromRows(K, V, logw), {}};
   for (int r = 0; r < Q.rows(); ++r)
     for (int j = 0; j < Q.cols(); ++j) h.stats.q_rot.push_back(static_cast<float>(Q(r, j)));
   return h;
@@ -222,31 +211,7 @@ Plan RunAm(const Head& h, int budget, const Params& p, int64_t* dropped = nullpt
 }
 
 // Attention outputs of every query over a head: softmax(q.k/sqrt d + b) V.
-MatrixXd Outputs(const HeadStore& s, const MatrixXd& Q) {
-  const int d = s.head_dim();
-  MatrixXd out(Q.rows(), d);
-  std::vector<float> k(d), v(d);
-  for (int r = 0; r < Q.rows(); ++r) {
-    std::vector<double> sc(s.size());
-    double mx = -1e300, z = 0;
-    for (int i = 0; i < s.size(); ++i) {
-      s.ReadKey(i, k.data());
-      double dot = 0;
-      for (int j = 0; j < d; ++j) dot += Q(r, j) * k[j];
-      sc[i] = dot / std::sqrt(double(d)) + s.logw(i);
-      mx = std::max(mx, sc[i]);
-    }
-    out.row(r).setZero();
-    for (int i = 0; i < s.size(); ++i) {
-      s.ReadValue(i, v.data());
-      const double e = std::exp(sc[i] - mx);
-      z += e;
-      for (int j = 0; j < d; ++j) out(r, j) += e * v[j];
-    }
-    out.row(r) /= z;
-  }
-  return out;
-}
+MatrixXd Outputs(const HeadStore& s, const MatrixXd& Q) { return test::HeadOutputs(s, Q); }
 
 bool AllFinite(const Plan& p) {
   for (auto& [i, b] : p.set_logw)
@@ -348,12 +313,8 @@ TEST(AmPolicy, CompactionBeatsEvictionOnTheReferenceQueries) {
   MatrixXd K = Gaussian(40, 8, 41), V = Gaussian(40, 8, 42), Q = Gaussian(200, 8, 43);
   Head h = MakeHead(K, V, Q);
   Plan plan = RunAm(h, 8, {});
-  HeadStore fitted = h.store, plain = h.store;
-  fitted.Apply(plan);
-  plain.Apply(Plan::Keep(plan.keep));
-  const MatrixXd ref = Outputs(h.store, Q);
-  const double e_fit = (Outputs(fitted, Q) - ref).norm(), e_plain = (Outputs(plain, Q) - ref).norm();
-  EXPECT_LT(e_fit, 0.5 * e_plain) << e_fit << " vs " << e_plain;
+  const test::PlanErrors e = test::ErrorsOfPlan(h.store, plan, Q);
+  EXPECT_LT(e.fitted, 0.5 * e.plain) << e.fitted << " vs " << e.plain;
 }
 
 TEST(AmPolicy, DegenerateInputsStayFinite) {

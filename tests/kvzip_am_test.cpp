@@ -17,6 +17,7 @@
 #include "kv/policy.h"
 #include "kv/stats.h"
 #include "kv/taps/max_prob.h"
+#include "head_reference.h"
 
 namespace kvtrim::kv {
 namespace {
@@ -24,14 +25,7 @@ namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 using Eigen::MatrixXd;
 
-MatrixXd Gaussian(int r, int c, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::normal_distribution<double> N(0.0, 1.0);
-  MatrixXd m(r, c);
-  for (int i = 0; i < r; ++i)
-    for (int j = 0; j < c; ++j) m(i, j) = N(g);
-  return m;
-}
+MatrixXd Gaussian(int r, int c, uint32_t seed) { return test::GaussianMatrix(r, c, seed); }
 
 struct Head {
   HeadStore store;
@@ -41,12 +35,7 @@ struct Head {
 // Entries from the rows of K and V, reference queries Q (the prefill's,
 // G = 1), KVzip's reconstruction scores `mp`.
 Head MakeHead(const MatrixXd& K, const MatrixXd& V, const MatrixXd& Q, const std::vector<float>& mp) {
-  Head h{HeadStore(static_cast<int>(K.cols()), GgmlType::F32), {}};
-  for (int i = 0; i < K.rows(); ++i) {
-    std::vector<float> k(K.cols()), v(V.cols());
-    for (int j = 0; j < K.cols(); ++j) k[j] = static_cast<float>(K(i, j)), v[j] = static_cast<float>(V(i, j));
-    h.store.Append(k.data(), v.data(), i, 0.f);
-  }
+  Head h{test::HeadFromRows(K, V), {}};
   for (int r = 0; r < Q.rows(); ++r)
     for (int j = 0; j < Q.cols(); ++j) h.stats.q_rot.push_back(static_cast<float>(Q(r, j)));
   h.stats.reference.Add(kMaxProbTap, std::make_unique<MaxProbStat>(mp));
@@ -64,31 +53,7 @@ Plan RunKvzipAm(const Head& h, int budget, const Params& p) {
   return pol.value()->Compress(ctx);
 }
 
-// softmax(q.k/sqrt d + b) V for every query, in float64 from the definition.
-MatrixXd Outputs(const HeadStore& s, const MatrixXd& Q) {
-  const int d = s.head_dim();
-  MatrixXd out = MatrixXd::Zero(Q.rows(), d);
-  std::vector<float> k(d), v(d);
-  for (int r = 0; r < Q.rows(); ++r) {
-    std::vector<double> sc(s.size());
-    for (int i = 0; i < s.size(); ++i) {
-      s.ReadKey(i, k.data());
-      double dot = 0;
-      for (int j = 0; j < d; ++j) dot += Q(r, j) * k[j];
-      sc[i] = dot / std::sqrt(double(d)) + s.logw(i);
-    }
-    const double mx = *std::max_element(sc.begin(), sc.end());
-    double z = 0;
-    for (int i = 0; i < s.size(); ++i) {
-      s.ReadValue(i, v.data());
-      const double e = std::exp(sc[i] - mx);
-      z += e;
-      for (int j = 0; j < d; ++j) out(r, j) += e * v[j];
-    }
-    out.row(r) /= z;
-  }
-  return out;
-}
+MatrixXd Outputs(const HeadStore& s, const MatrixXd& Q) { return test::HeadOutputs(s, Q); }
 
 std::vector<float> RandomScores(int n, uint32_t seed) {
   std::mt19937 g(seed);
@@ -159,12 +124,8 @@ TEST(KvzipAm, KeepsKvzipsPicksEachWeighingAtLeastItself) {
   EXPECT_EQ(plan.set_value.size(), 8u);
   // The fitted head reproduces the reference queries' outputs better than
   // KVzip's picks kept as they are.
-  HeadStore fitted = h.store, plain = h.store;
-  fitted.Apply(plan);
-  plain.Apply(Plan::Keep(plan.keep));
-  const MatrixXd ref = Outputs(h.store, Q);
-  const double e_fit = (Outputs(fitted, Q) - ref).norm(), e_plain = (Outputs(plain, Q) - ref).norm();
-  EXPECT_LT(e_fit, 0.7 * e_plain) << e_fit << " vs " << e_plain;
+  const test::PlanErrors e = test::ErrorsOfPlan(h.store, plan, Q);
+  EXPECT_LT(e.fitted, 0.7 * e.plain) << e.fitted << " vs " << e.plain;
 }
 
 TEST(KvzipAm, DroppedDuplicatesFoldIntoTheirPicksWeight) {
