@@ -1,6 +1,7 @@
 // libFuzzer target: the server's request parsers (src/server/request.*) on
 // arbitrary bodies. The first byte picks the parser (completion, chat,
-// context), the rest is the body. Properties: no crash, no exception escapes
+// context, llama-server's completion, tokenize, detokenize), the rest is
+// the body. Properties: no crash, no exception escapes
 // (every bad body is an error value that names a field or the JSON error),
 // and a parsed request's KV overrides resolve against the default options
 // either to valid KvOptions or to an error (never a policy the registry
@@ -18,8 +19,21 @@ using namespace kvtrim;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const int which = data[0] % 3;
+  const int which = data[0] % 6;
   const std::string body(reinterpret_cast<const char*>(data) + 1, size - 1);
+  if (which == 4) {
+    auto t = server::ParseTokenizeRequest(body);
+    if (!t.ok() && t.error().message.empty()) std::abort();
+    return 0;
+  }
+  if (which == 5) {
+    auto d = server::ParseDetokenizeRequest(body, 2048);
+    if (!d.ok() && d.error().message.empty()) std::abort();
+    if (d.ok())
+      for (int id : d.value())
+        if (id < 0 || id >= 2048) std::abort();
+    return 0;
+  }
   if (which == 2) {
     auto c = server::ParseContextRequest(body);
     if (!c.ok()) {
@@ -30,12 +44,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (kv.ok() && !kv::FindPolicy(kv.value().policy)) std::abort();
     return 0;
   }
-  auto r = which == 0 ? server::ParseCompletionRequest(body) : server::ParseChatRequest(body);
+  auto r = which == 0 ? server::ParseCompletionRequest(body)
+           : which == 1 ? server::ParseChatRequest(body) : server::ParseLlamaCompletionRequest(body);
   if (!r.ok()) {
     if (r.error().message.empty()) std::abort();
     return 0;
   }
-  if (r.value().max_tokens < 0) std::abort();
+  if (r.value().max_tokens < -1) std::abort();  // -1: n_predict's "until EOS or the context is full"
   auto kv = server::ResolveKv(KvOptions{}, r.value().kv);
   if (kv.ok()) {
     if (!kv::FindPolicy(kv.value().policy)) std::abort();

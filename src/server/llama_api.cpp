@@ -3,7 +3,6 @@
 // /detokenize, GET /props, and the response shapes of POST /completion (the
 // request runs the /v1/completions machinery, completion.cpp).
 #include <cmath>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,25 +16,6 @@ namespace kvtrim::server {
 
 namespace {
 
-// A JSON object body, or an error sent (400) and nothing.
-std::optional<json> Body(const std::string& body, httplib::Response& res) {
-  json j = json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    SendError(res, 400, "the body must be a JSON object");
-    return std::nullopt;
-  }
-  return j;
-}
-
-// A bool field, its default when absent; false (the error sent) when not a bool.
-bool GetFlag(const json& j, const char* key, bool* out, httplib::Response& res) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return true;
-  if (!it->is_boolean()) return SendError(res, 400, std::string("field '") + key + "' must be a boolean"), false;
-  *out = it->get<bool>();
-  return true;
-}
-
 double PerSecond(int n, double ms) { return ms > 0 ? 1000.0 * n / ms : 0.0; }
 
 }  // namespace
@@ -43,41 +23,23 @@ double PerSecond(int n, double ms) { return ms > 0 ? 1000.0 * n / ms : 0.0; }
 // {"content", "add_special" (BOS, default false), "with_pieces" (default
 // false)} -> {"tokens": [id...]} or {"tokens": [{"id", "piece"}...]}.
 void Server::Impl::Tokenize(const std::string& body, httplib::Response& res) {
-  auto j = Body(body, res);
-  if (!j) return;
-  auto it = j->find("content");
-  if (it == j->end() || !it->is_string()) return SendError(res, 400, "field 'content' must be a string");
-  bool add_special = false, with_pieces = false;
-  if (!GetFlag(*j, "add_special", &add_special, res) || !GetFlag(*j, "with_pieces", &with_pieces, res)) return;
+  auto r = ParseTokenizeRequest(body);
+  if (!r.ok()) return SendError(res, 400, r.error().message);
   const io::Tokenizer& tok = engine.impl().tokenizer();
-  const std::vector<int> ids = tok.Encode(it->get<std::string>(), add_special);
+  const std::vector<int> ids = tok.Encode(r->content, r->add_special);
   json tokens = json::array();
   for (size_t k = 0; k < ids.size(); ++k) {
-    if (!with_pieces) {
-      tokens.push_back(ids[k]);
-      continue;
-    }
-    tokens.push_back({{"id", ids[k]}, {"piece", tok.Piece(k > 0 ? ids[k - 1] : -1, ids[k])}});
+    if (r->with_pieces) tokens.push_back({{"id", ids[k]}, {"piece", tok.Piece(k > 0 ? ids[k - 1] : -1, ids[k])}});
+    else tokens.push_back(ids[k]);
   }
   res.set_content(Dump(json{{"tokens", tokens}}), "application/json");
 }
 
 // {"tokens": [id...]} -> {"content": text}; an id outside the vocabulary is an error.
 void Server::Impl::Detokenize(const std::string& body, httplib::Response& res) {
-  auto j = Body(body, res);
-  if (!j) return;
-  auto it = j->find("tokens");
-  if (it == j->end() || !it->is_array()) return SendError(res, 400, "field 'tokens' must be an array of token ids");
-  const int vocab = engine.impl().tokenizer().vocab_size();
-  std::vector<int> ids;
-  for (size_t k = 0; k < it->size(); ++k) {
-    const json& t = (*it)[k];
-    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab)
-      return SendError(res, 400, "tokens[" + std::to_string(k) + "] must be a token id in [0, " +
-                                     std::to_string(vocab) + ")");
-    ids.push_back(t.get<int>());
-  }
-  res.set_content(Dump(json{{"content", engine.impl().tokenizer().Decode(ids)}}), "application/json");
+  auto ids = ParseDetokenizeRequest(body, engine.impl().tokenizer().vocab_size());
+  if (!ids.ok()) return SendError(res, 400, ids.error().message);
+  res.set_content(Dump(json{{"content", engine.impl().tokenizer().Decode(ids.value())}}), "application/json");
 }
 
 // What llama-server's GET /props reports that applies here.

@@ -273,6 +273,33 @@ Expected<ContextRequest> ParseContextRequest(const std::string& body) {
   return r;
 }
 
+Expected<TokenizeRequest> ParseTokenizeRequest(const std::string& body) {
+  auto j = ParseObject(body);
+  if (!j.ok()) return j.error();
+  TokenizeRequest r;
+  auto it = j->find("content");
+  if (it == j->end() || !it->is_string()) return MakeError("field 'content' must be a string");
+  r.content = it->get<std::string>();
+  KVTRIM_RETURN_IF_ERROR(GetBool(j.value(), "add_special", &r.add_special));
+  KVTRIM_RETURN_IF_ERROR(GetBool(j.value(), "with_pieces", &r.with_pieces));
+  return r;
+}
+
+Expected<std::vector<int>> ParseDetokenizeRequest(const std::string& body, int vocab) {
+  auto j = ParseObject(body);
+  if (!j.ok()) return j.error();
+  auto it = j->find("tokens");
+  if (it == j->end() || !it->is_array()) return MakeError("field 'tokens' must be an array of token ids");
+  std::vector<int> ids;
+  for (size_t k = 0; k < it->size(); ++k) {
+    const json& t = (*it)[k];
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab)
+      return MakeError("tokens[" + std::to_string(k) + "] must be a token id in [0, " + std::to_string(vocab) + ")");
+    ids.push_back(t.get<int>());
+  }
+  return ids;
+}
+
 Expected<KvOptions> ResolveKv(const KvOptions& defaults, const KvOverrides& o) {
   KvOptions k = defaults;
   if (o.given.count("kv") && o.values.policy != defaults.policy) k.params.clear();  // the default's flags are its own

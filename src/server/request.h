@@ -47,6 +47,13 @@ struct CompletionRequest {
   KvOverrides kv;
 };
 
+// POST /tokenize (llama-server's): the text, BOS or not, pieces or not.
+struct TokenizeRequest {
+  std::string content;
+  bool add_special = false;  // BOS first
+  bool with_pieces = false;  // [{id, piece}...] instead of [id...]
+};
+
 // POST /v1/contexts: the text is prefilled (after BOS) and compressed once.
 struct ContextRequest {
   std::string text;
@@ -60,6 +67,9 @@ Expected<CompletionRequest> ParseChatRequest(const std::string& body);
 // `cache_prompt` and the KV fields, as /v1/completions reads them.
 Expected<CompletionRequest> ParseLlamaCompletionRequest(const std::string& body);
 Expected<ContextRequest> ParseContextRequest(const std::string& body);
+Expected<TokenizeRequest> ParseTokenizeRequest(const std::string& body);
+// POST /detokenize (llama-server's): {"tokens": [id...]}, each id in [0, vocab).
+Expected<std::vector<int>> ParseDetokenizeRequest(const std::string& body, int vocab);
 
 // The request's KV options: its fields over `defaults`; naming a policy other
 // than the default's drops the default's policy flags. The policy and its
