@@ -88,7 +88,6 @@ Answers Collect(const Report& r, const std::string& method) {
 
 std::string Base(const std::string& path) { return path.substr(path.find_last_of('/') + 1); }
 
-
 // One (task, ratio) row over the samples both sides hold (and both full caches).
 PairedRow Row(const std::string& task, double ratio, const std::map<SampleKey, bool>& ma, const std::map<SampleKey, bool>& mb,
               const Answers& a, const Answers& b) {

@@ -9,16 +9,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "io/splitmix.h"
+
 namespace kvtrim::eval {
 namespace {
 
-// splitmix64: a fully specified generator, identical on every platform.
-uint64_t SplitMix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
+// splitmix64's step as a hash (io/splitmix.h): fully specified, identical on every platform.
+uint64_t SplitMix(uint64_t x) { return io::Mix64(x); }
 
 class Rng {
  public:

@@ -59,14 +59,11 @@ struct CompactRange {
 };
 
 CompactRange RangeToCompact(const PolicyContext& ctx) {
-  const HeadStore& s = *ctx.store;
   if (ctx.chunk_from < 0 || ctx.budget_len <= 0) return {0, ctx.budget};
-  int from = s.size();
-  while (from > 0 && s.pos(from - 1) >= ctx.chunk_from) --from;
   auto share = [&](int64_t c) {
     return static_cast<int>(std::ceil(static_cast<double>(ctx.budget) * std::min(c, ctx.budget_len) / ctx.budget_len - 1e-9));
   };
-  return {from, std::max(0, share(ctx.logical_len) - share(ctx.chunk_from))};
+  return {AmChunkStart(ctx), std::max(0, share(ctx.logical_len) - share(ctx.chunk_from))};
 }
 
 Plan AmPolicy::Compress(const PolicyContext& ctx) {
@@ -88,12 +85,7 @@ Plan AmPolicy::Compress(const PolicyContext& ctx) {
     const int t = static_cast<int>(std::ceil(static_cast<double>(range.t) * c1 / span - 1e-9)) -
                   static_cast<int>(std::ceil(static_cast<double>(range.t) * c0 / span - 1e-9));
     if (t <= 0) continue;
-    Eigen::MatrixXf K, V;
-    Eigen::VectorXd b0;
-    AmReadBlock(s, range.from + c0, range.from + c1, &K, &V, &b0);
-    const AmBlockFit f = AmFitBlock(Q, K, V, b0, t, *c_);
-    counters_->Add(f);
-    AmAppendFit(f, range.from + c0, &plan);
+    AmCompactBlock(s, range.from + c0, range.from + c1, Q, t, *c_, nullptr, counters_.get(), &plan);
   }
   return plan;
 }

@@ -109,19 +109,18 @@ void SelectAndWeigh(const MatrixXf& A, const VectorXd& mass, const std::vector<i
   }
   if (sel->empty()) {  // highest attention (or OMP found nothing to pick: no query has mass)
     sel->assign(ranking.begin(), ranking.begin() + std::min<size_t>(t, ranking.size()));
+    VectorXd fl = VectorXd::Zero(sel->size());
+    if (floor)
+      for (size_t a = 0; a < sel->size(); ++a) fl(a) = (*floor)((*sel)[a]);
+    if (floor && !c.fit_weights) {  // the picks as they are: their own cardinality, no NNLS (nor refill)
+      *w = fl;
+      return;
+    }
     MatrixXd As(A.rows(), sel->size());  // [M, t]
     for (size_t a = 0; a < sel->size(); ++a) As.col(a) = A.col((*sel)[a]).cast<double>();
     MatrixXd P = Gram(As);  // [t, t]
     VectorXd rhs = As.transpose() * mass;
-    VectorXd fl = VectorXd::Zero(sel->size());
-    if (floor)
-      for (size_t a = 0; a < sel->size(); ++a) fl(a) = (*floor)((*sel)[a]);
     if (floor) rhs -= P * fl;
-    if (floor && !c.fit_weights) {  // the picks as they are: their own cardinality, no NNLS
-      *w = fl;
-      *gram = std::move(P);
-      return;
-    }
     // Warm start from the positive part of the unconstrained fit: most
     // weights are positive, so Lawson-Hanson needs a few solves, not t.
     const VectorXd x0 = P.completeOrthogonalDecomposition().solve(rhs).cwiseMax(0.0);
@@ -396,28 +395,6 @@ AmBlockFit AmFitBlock(const MatrixXf& Q, const MatrixXf& K, const MatrixXf& V, c
   return f;
 }
 
-void AmReadBlock(const HeadStore& s, int i0, int i1, MatrixXf* K, MatrixXf* V, VectorXd* b0) {
-  const int d = s.head_dim();
-  K->resize(i1 - i0, d), V->resize(i1 - i0, d), b0->resize(i1 - i0);  // [nc, d]
-  std::vector<float> row(d);
-  for (int i = i0; i < i1; ++i) {
-    s.ReadKey(i, row.data());
-    for (int k = 0; k < d; ++k) (*K)(i - i0, k) = row[k];
-    s.ReadValue(i, row.data());
-    for (int k = 0; k < d; ++k) (*V)(i - i0, k) = row[k];
-    (*b0)(i - i0) = s.logw(i);
-  }
-}
-
-void AmAppendFit(const AmBlockFit& f, int base, Plan* plan) {
-  for (size_t a = 0; a < f.keep.size(); ++a) {
-    const int i = base + f.keep[a];
-    plan->keep.push_back(i);
-    plan->set_logw.push_back({i, f.logw[a]});
-    if (!f.values.empty()) plan->set_value.push_back({i, f.values[a]});
-  }
-}
-
 void AmFitCounters::Add(const AmBlockFit& f) {
   dropped_ += f.dropped;
   refilled_ += f.refilled;
@@ -431,6 +408,51 @@ std::vector<std::pair<std::string, int64_t>> AmFitCounters::List() const {
           {"am-filled-plain", filled_plain_.load()}, {"am-scores-us", scores_us_.load()},
           {"am-select-us", select_us_.load()},       {"am-nnls-us", nnls_us_.load()},
           {"am-values-us", values_us_.load()}};
+}
+
+namespace {
+
+// Entries [i0, i1) of a head: keys, values, log-weights.
+void ReadBlock(const HeadStore& s, int i0, int i1, MatrixXf* K, MatrixXf* V, VectorXd* b0) {
+  const int d = s.head_dim();
+  K->resize(i1 - i0, d), V->resize(i1 - i0, d), b0->resize(i1 - i0);  // [nc, d]
+  std::vector<float> row(d);
+  for (int i = i0; i < i1; ++i) {
+    s.ReadKey(i, row.data());
+    for (int k = 0; k < d; ++k) (*K)(i - i0, k) = row[k];
+    s.ReadValue(i, row.data());
+    for (int k = 0; k < d; ++k) (*V)(i - i0, k) = row[k];
+    (*b0)(i - i0) = s.logw(i);
+  }
+}
+
+// A block's fit into a plan, the block starting at entry `base`.
+void AppendFit(const AmBlockFit& f, int base, Plan* plan) {
+  for (size_t a = 0; a < f.keep.size(); ++a) {
+    const int i = base + f.keep[a];
+    plan->keep.push_back(i);
+    plan->set_logw.push_back({i, f.logw[a]});
+    if (!f.values.empty()) plan->set_value.push_back({i, f.values[a]});
+  }
+}
+
+}  // namespace
+
+int AmChunkStart(const PolicyContext& ctx) {
+  if (ctx.chunk_from < 0) return 0;
+  int from = ctx.store->size();
+  while (from > 0 && ctx.store->pos(from - 1) >= ctx.chunk_from) --from;
+  return from;
+}
+
+void AmCompactBlock(const HeadStore& s, int i0, int i1, const MatrixXf& Q, int t, const AmConfig& c,
+                    const std::vector<double>* rank_scores, AmFitCounters* counters, Plan* plan) {
+  MatrixXf K, V;
+  VectorXd b0;
+  ReadBlock(s, i0, i1, &K, &V, &b0);
+  const AmBlockFit f = AmFitBlock(Q, K, V, b0, t, c, rank_scores);
+  counters->Add(f);
+  AppendFit(f, i0, plan);
 }
 
 }  // namespace kvtrim::kv

@@ -67,12 +67,6 @@ AmBlockFit AmFitBlock(const Eigen::MatrixXf& Q, const Eigen::MatrixXf& K, const 
                       const Eigen::VectorXd& b0, int t, const AmConfig& c,
                       const std::vector<double>* rank_scores = nullptr);
 
-// Entries [i0, i1) of a head: keys, values, log-weights.
-void AmReadBlock(const HeadStore& s, int i0, int i1, Eigen::MatrixXf* K, Eigen::MatrixXf* V, Eigen::VectorXd* b0);
-
-// A block's fit into a plan, the block starting at entry `base`.
-void AmAppendFit(const AmBlockFit& f, int base, Plan* plan);
-
 // The fit's counters, summed over heads and threads (Policy::Counters):
 // am-dropped, am-refilled, am-filled-plain, am-scores-us, am-select-us,
 // am-nnls-us, am-values-us.
@@ -86,5 +80,14 @@ class AmFitCounters {
   std::atomic<int64_t> dropped_{0}, refilled_{0}, filled_plain_{0};
   std::atomic<int64_t> scores_us_{0}, select_us_{0}, nnls_us_{0}, values_us_{0};
 };
+
+// The first entry of the chunk being compressed (positions >= chunk_from,
+// the last ones held) in a prompt prefilled in chunks; 0 otherwise.
+int AmChunkStart(const PolicyContext& ctx);
+
+// Entries [i0, i1) of the head fitted to t entries (AmFitBlock, the same
+// rank_scores, indexed from i0) and appended to the plan; the fit counted.
+void AmCompactBlock(const HeadStore& s, int i0, int i1, const Eigen::MatrixXf& Q, int t, const AmConfig& c,
+                    const std::vector<double>* rank_scores, AmFitCounters* counters, Plan* plan);
 
 }  // namespace kvtrim::kv

@@ -46,11 +46,7 @@ Plan KvzipAmPolicy::Select(const PolicyContext& ctx, const std::vector<double>& 
   const HeadStore& s = *ctx.store;
   const int n = s.size();
   const std::vector<int> top = KeepTop(score, std::vector<bool>(score.size(), false), ctx.budget);
-  int from = 0;  // the first entry of the chunk being compressed
-  if (ctx.chunk_from >= 0) {
-    from = n;
-    while (from > 0 && s.pos(from - 1) >= ctx.chunk_from) --from;
-  }
+  const int from = AmChunkStart(ctx);  // the first entry of the chunk being compressed
   Plan plan;
   plan.noop = false;
   std::vector<int> kept_in(n, 0);
@@ -67,13 +63,8 @@ Plan KvzipAmPolicy::Select(const PolicyContext& ctx, const std::vector<double>& 
       continue;
     }
     if (!Q) Q = AmReferenceQueries(ctx, c_);
-    Eigen::MatrixXf K, V;
-    Eigen::VectorXd b0;
-    AmReadBlock(s, c0, c1, &K, &V, &b0);
     const std::vector<double> block(score.begin() + c0, score.begin() + c1);
-    const AmBlockFit f = AmFitBlock(*Q, K, V, b0, t, c_, &block);
-    counters_.Add(f);
-    AmAppendFit(f, c0, &plan);
+    AmCompactBlock(s, c0, c1, *Q, t, c_, &block, &counters_, &plan);
   }
   return plan;
 }

@@ -1,7 +1,6 @@
 // Policy classes more than one policy file builds on; every policy is one
 // source file under policies/, registered by one line in registry.cpp.
 #pragma once
-#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
