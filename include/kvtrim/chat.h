@@ -38,6 +38,9 @@ struct ChatPrompt {
 ChatPrompt FormatChat(const std::string& chat_template, const std::vector<ChatMessage>& messages,
                       const std::string& bos, const std::string& eos);
 
+// The model's tokenizer.chat_template ("" when it has none).
+std::string ChatTemplate(const Engine& engine);
+
 // Formats with the engine's model: its tokenizer.chat_template and BOS/EOS texts.
 ChatPrompt FormatChat(const Engine& engine, const std::vector<ChatMessage>& messages);
 

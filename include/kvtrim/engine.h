@@ -119,6 +119,11 @@ class Session {
   // errors begin with `name`.
   static Expected<std::unique_ptr<Session>> LoadContextBytes(const Engine& engine, const uint8_t* data, size_t size,
                                                              const std::string& name, const SessionOptions& opts);
+  // A note of the caller's saved with the context (ContextBytes,
+  // SaveContext) and restored by LoadContext: a conversation keeps its
+  // messages there. Empty: none.
+  void set_context_note(std::string note) { note_ = std::move(note); }
+  const std::string& context_note() const { return note_; }
   // Append tokens and return the logits of every one of them: [n, vocab].
   Expected<std::vector<float>> ForwardAll(const std::vector<int>& tokens);
 
@@ -141,6 +146,9 @@ class Session {
   // a reference pass's copy of the cache while it ran), taken after every
   // forward pass and compression; a fork starts at its copy's bytes.
   size_t peak_kv_bytes() const { return peak_kv_bytes_; }
+  // Starts peak_kv_bytes() afresh from the bytes held now (a conversation's
+  // peak per turn).
+  void ResetPeak();
   // The library's inside: the cache, its compressor, the thread pool it runs
   // on (src/engine/engine_impl.h; opaque here).
   struct Impl;
@@ -172,6 +180,7 @@ class Session {
   double nll_sum_ = 0;
   int64_t nll_count_ = 0;
   double chosen_ratio_ = 1;
+  std::string note_;  // context_note()
   size_t peak_kv_bytes_ = 0;
   double prefill_s_ = 0;     // seconds spent in Prefill so far (reported against the reference pass)
   std::vector<int> tokens_;  // every token appended so far (reference passes replay them)

@@ -194,13 +194,17 @@ ChatPrompt FormatChat(const std::string& chat_template, const std::vector<ChatMe
   return p;
 }
 
-ChatPrompt FormatChat(const Engine& engine, const std::vector<ChatMessage>& messages) {
-  const auto& tok = engine.impl().tokenizer();
+std::string ChatTemplate(const Engine& engine) {
   std::string tmpl;
   if (engine.impl().file().Find("tokenizer.chat_template")) {
     if (auto t = engine.impl().file().GetString("tokenizer.chat_template")) tmpl = *t;
   }
-  return FormatChat(tmpl, messages, tok.piece_text(tok.bos()), tok.piece_text(tok.eos()));
+  return tmpl;
+}
+
+ChatPrompt FormatChat(const Engine& engine, const std::vector<ChatMessage>& messages) {
+  const auto& tok = engine.impl().tokenizer();
+  return FormatChat(ChatTemplate(engine), messages, tok.piece_text(tok.bos()), tok.piece_text(tok.eos()));
 }
 
 std::vector<int> EndOfTurnIds(const Engine& engine, ChatFamily family) {

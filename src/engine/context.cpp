@@ -116,6 +116,7 @@ std::string Session::ContextBytes() const {
   img.meta["kv_type"] = TypeName(impl_->cache_->type());
   img.meta["logical_length"] = impl_->cache_->logical_length();
   img.meta["chosen_ratio"] = chosen_ratio_;
+  if (!note_.empty()) img.meta["note"] = note_;
   img.tokens.assign(tokens_.begin(), tokens_.end());
   img.logits = logits_;
   img.row_bytes = impl_->cache_->head(0, 0).row_bytes();
@@ -190,6 +191,10 @@ Expected<std::unique_ptr<Session>> Session::LoadContextBytes(const Engine& engin
   ses.tokens_.assign(img->tokens.begin(), img->tokens.end());
   ses.logits_ = std::move(img->logits);
   ses.chosen_ratio_ = m.value("chosen_ratio", so.kv.ratio);
+  if (auto it = m.find("note"); it != m.end()) {
+    if (!it->is_string()) return fail("its note is not a string");
+    ses.note_ = it->get<std::string>();
+  }
   ses.NotePeak();
   return s;
 }

@@ -169,9 +169,12 @@ Expected<std::unique_ptr<Session>> Session::Fork(const KvOptions& kv) const {
   s->chosen_ratio_ = kv.ratio;
   KVTRIM_RETURN_IF_ERROR(s->SetupQuality());
   s->tokens_ = tokens_;
+  s->note_ = note_;
   s->NotePeak();
   return s;
 }
+
+void Session::ResetPeak() { peak_kv_bytes_ = impl_->cache_->BytesHeld(); }
 
 void Session::NotePeak(size_t extra) { peak_kv_bytes_ = std::max(peak_kv_bytes_, impl_->cache_->BytesHeld() + extra); }
 

@@ -17,20 +17,13 @@
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
+
+#include "kernels/hsum.h"
 #define KVTRIM_ATT_AVX2 1
 #endif
 
 namespace kvtrim::kernels {
 namespace {
-
-#ifdef KVTRIM_ATT_AVX2
-inline float Hsum8(__m256 v) {
-  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
-#endif
 
 inline float DotF32(const float* a, const float* b, int d) {
 #ifdef KVTRIM_ATT_AVX2

@@ -133,6 +133,8 @@ void DequantBlock(GgmlType t, const uint8_t* blk, float* out) {
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 
+#include "kernels/hsum.h"
+
 namespace kvtrim::kernels {
 namespace {
 
@@ -179,11 +181,6 @@ inline __m256 Acc32(__m256 acc, __m256i q, const float* x, float sa, float sb) {
 inline __m256 Min32(__m256 acc, const float* x, float ma, float mb) {
   acc = _mm256_fnmadd_ps(_mm256_set1_ps(ma), Sum16(x), acc);
   return _mm256_fnmadd_ps(_mm256_set1_ps(mb), Sum16(x + 16), acc);
-}
-float Hsum(__m256 v) {
-  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  return _mm_cvtss_f32(_mm_add_ss(lo, _mm_movehdup_ps(lo)));
 }
 
 // The block decoders below hand each group of 32 codes (int8, |code| <= 32)
@@ -345,7 +342,7 @@ void Q4KRows(const uint8_t* const* w, int nsb, const int16_t* xq, const float* x
       accm[i] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(Hv(b + 2)), U8x8(u + 2)), mx, accm[i]);
     }
   }
-  for (int i = 0; i < RM; ++i) y[i] = Hsum(_mm256_sub_ps(accd[i], accm[i]));
+  for (int i = 0; i < RM; ++i) y[i] = Hsum8(_mm256_sub_ps(accd[i], accm[i]));
 }
 
 // RM rows of Q6_K (210 bytes per super-block: ql[128], qh[64], int8 scales[16]
@@ -378,7 +375,7 @@ void Q6KRows(const uint8_t* const* w, int nsb, const int16_t* xq, const float* x
       }
     }
   }
-  for (int i = 0; i < RM; ++i) y[i] = Hsum(acc[i]);
+  for (int i = 0; i < RM; ++i) y[i] = Hsum8(acc[i]);
 }
 
 template <int RM>
@@ -414,7 +411,7 @@ bool DotBlocksAvx2(GgmlType t, const uint8_t* p, const float* x, int nblocks, fl
     x += 32;
   };
   if (!VisitBlocks(t, p, nblocks, sink)) return false;
-  *out = Hsum(acc);
+  *out = Hsum8(acc);
   return true;
 }
 
@@ -442,7 +439,7 @@ bool DotBlocksQ16Avx2(GgmlType t, const uint8_t* p, const int16_t* xq, const flo
     xs += 2;
   };
   if (!VisitBlocks(t, p, nblocks, sink)) return false;
-  *out = Hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))) - (mins[0] + mins[1]);
+  *out = Hsum8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))) - (mins[0] + mins[1]);
   return true;
 }
 

@@ -7,6 +7,8 @@
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
+
+#include "kernels/hsum.h"
 #define KVTRIM_AVX2 1
 #endif
 
@@ -16,13 +18,6 @@ namespace {
 uint16_t Load16(const uint8_t* p) { uint16_t h; std::memcpy(&h, p, 2); return h; }
 
 #ifdef KVTRIM_AVX2
-inline float Hsum(__m256 v) {
-  __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-  lo = _mm_add_ps(lo, hi);
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
 // 8 int8 -> 8 floats
 inline __m256 I8x8(const uint8_t* p) {
   __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
@@ -231,7 +226,7 @@ float DotRow(GgmlType t, const void* row, const float* x, int n) {
         acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), acc1);
       }
       for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), acc0);
-      s = Hsum(_mm256_add_ps(acc0, acc1));
+      s = Hsum8(_mm256_add_ps(acc0, acc1));
       for (; i < n; ++i) s += w[i] * x[i];
       return s;
     }
@@ -240,7 +235,7 @@ float DotRow(GgmlType t, const void* row, const float* x, int n) {
         __m256 w = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i)));
         acc0 = _mm256_fmadd_ps(w, _mm256_loadu_ps(x + i), acc0);
       }
-      s = Hsum(acc0);
+      s = Hsum8(acc0);
       for (; i < n; ++i) s += F16ToF32(Load16(p + 2 * i)) * x[i];
       return s;
     }
@@ -255,7 +250,7 @@ float DotRow(GgmlType t, const void* row, const float* x, int n) {
         bs = _mm256_fmadd_ps(I8x8(blk + 26), _mm256_loadu_ps(xb + 24), bs);
         acc0 = _mm256_fmadd_ps(_mm256_set1_ps(F16ToF32(Load16(blk))), bs, acc0);
       }
-      s = Hsum(acc0);
+      s = Hsum8(acc0);
       for (int j = b * kQK; j < n; ++j) s += Q80At(p + 34 * b, j - b * kQK) * x[j];
       return s;
     }
@@ -271,7 +266,7 @@ float DotRow(GgmlType t, const void* row, const float* x, int n) {
         bs = _mm256_fmadd_ps(I8Lane(q, 3), _mm256_loadu_ps(xb + 24), bs);
         acc0 = _mm256_fmadd_ps(_mm256_set1_ps(F16ToF32(Load16(blk))), bs, acc0);
       }
-      s = Hsum(acc0);
+      s = Hsum8(acc0);
       for (int j = b * kQK; j < n; ++j) s += Q40At(p + 18 * b, j - b * kQK) * x[j];
       return s;
     }

@@ -28,6 +28,9 @@ struct Prepared {
   // that prompt), or the id to store this prompt under when none did.
   int reused = 0;
   std::string cache_as;
+  // "conversation": the turn, held from arrival until its answer is stored.
+  std::shared_ptr<ConversationTurn> turn;
+  std::vector<ChatMessage> added;
 };
 
 // What storing the compressed prompt gave (cache_prompt), for the response.
@@ -90,6 +93,10 @@ json Extra(const Generation& g, const Prepared& p, const CacheNote& note) {
     x["prompt_cache"] = c;
   } else if (p.context) {
     x["context_id"] = p.context->id;
+  } else if (p.turn) {
+    ConversationEntry& e = p.turn->entry();
+    std::lock_guard<std::mutex> lk(e.info_mu);
+    x["conversation"] = e.info;
   }
   MarkTimings(x, {"prefill_ms", "decode_ms"});
   return x;
@@ -143,12 +150,22 @@ bool Prepare(Server::Impl& im, const std::string& body, Server::Impl::Api api, P
     p->kv = p->context->kv;
     position = p->context->tokens;
     p->prev = p->context->last_token;
+  } else if (!r.conversation.empty()) {
+    int status = 400;
+    auto plan = im.PlanTurn(r, &status);  // waits for the conversation's earlier turns
+    if (!plan.ok()) return SendError(res, status, plan.error().message), false;
+    p->turn = std::move(plan->turn);
+    p->added = std::move(plan->added);
+    p->prompt = std::move(plan->tokens);
+    const Session& s = p->turn->entry().conv->session();
+    p->kv = s.kv_options();
+    position = s.position();
   } else {
     auto kv = ResolveKv(im.o.kv, r.kv);
     if (!kv.ok()) return SendError(res, 400, kv.error().message), false;
     p->kv = kv.value();
   }
-  p->prompt = PromptTokens(im.engine, r, p->context != nullptr);
+  if (!p->turn) p->prompt = PromptTokens(im.engine, r, p->context != nullptr);
   if (r.cache_prompt) position = UseCachedPrompt(im, p);
   if (!p->prompt.empty()) p->prev = p->prompt.back();
   // As kvtrim run: the last generated token is never fed back.
@@ -193,8 +210,26 @@ void StoreHook(Server::Impl& im, const Prepared& p, GenerationHooks& hooks, Cach
   hooks.on_prefilled = [&im, &p, note](const Session& s) { *note = StorePrompt(im, p, s); };
 }
 
-// The request's session: a fork of its stored context or a fresh one.
+// A conversation's turn: its prefill is Conversation::BeginTurn.
+void TurnHook(const Prepared& p, GenerationHooks& hooks) {
+  if (!p.turn) return;
+  hooks.prefill = [&p] { return p.turn->entry().conv->BeginTurn(p.added, p.prompt); };
+}
+
+// After a conversation's turn: the answer appended and stored (an error
+// when it could not be), or after a failure the conversation read back.
+Status EndTurn(Server::Impl& im, const Prepared& p, const Status& st, const Generation& g) {
+  if (!p.turn) return {};
+  if (!st.ok()) return im.FailTurn(*p.turn), Status();
+  return im.FinishTurn(*p.turn, g);
+}
+
+// The request's session: a fork of its stored context, a conversation's own or a fresh one.
 std::shared_ptr<Session> OpenSession(Server::Impl& im, const Prepared& p, httplib::Response& res) {
+  if (p.turn) {
+    std::shared_ptr<Conversation> c = p.turn->entry().conv;
+    return std::shared_ptr<Session>(c, &c->session());
+  }
   if (p.context) {
     auto f = p.context->session->Fork(p.kv);
     if (!f.ok()) return SendError(res, 500, f.error().message), nullptr;
@@ -237,12 +272,17 @@ void RespondJson(Server::Impl& im, std::shared_ptr<const Prepared> p, std::share
   GenerationHooks hooks;
   hooks.on_step = [live](const Session& ses) { live->Set(static_cast<int64_t>(ses.impl().cache().BytesHeld())); };
   StoreHook(im, *p, hooks, note.get());
+  TurnHook(*p, hooks);
   Status st = PrefillPrompt(*s, p->prompt, !p->context, hooks, g.get());
-  if (!st.ok()) return SendError(res, st.code() == ErrorCode::kUnreachable ? 400 : 500, st.message());
+  if (!st.ok()) {
+    (void)EndTurn(im, *p, st, *g);
+    return SendError(res, st.code() == ErrorCode::kUnreachable ? 400 : 500, st.message());
+  }
   res.set_chunked_content_provider("application/json", [&im, p, s, lease, live, note, g, hooks](size_t, httplib::DataSink& sink) mutable {
     GenerationHooks h = hooks;  // the same live-KV step; the prompt was stored already
     h.alive = [&sink] { return sink.is_writable(); };
     Status st = SampleAnswer(*s, im.engine.impl().tokenizer(), p->prev, p->req, h, g.get());
+    const Status stored = EndTurn(im, *p, st, *g);  // a conversation's answer is stored before it is sent
     // Done with the model before the answer goes out: a client that reads
     // it and then the metrics sees this session gone and the slot free.
     live->Set(0);
@@ -250,6 +290,8 @@ void RespondJson(Server::Impl& im, std::shared_ptr<const Prepared> p, std::share
     std::string body;
     if (!st.ok()) {
       body = Dump(json{{"error", {{"message", st.message()}, {"type", "server_error"}, {"code", 500}}}});
+    } else if (!stored.ok()) {
+      body = Dump(json{{"error", {{"message", stored.message()}, {"type", "server_overloaded"}, {"code", 503}}}});
     } else if (g->finish_reason == "abandoned") {
       im.metrics.CountAbandoned();
       return false;  // the client is gone: close the connection
@@ -287,11 +329,15 @@ void RespondStream(Server::Impl& im, std::shared_ptr<const Prepared> p, std::sha
     };
     CacheNote note;
     StoreHook(im, *p, hooks, &note);
+    TurnHook(*p, hooks);
     auto g = RunGeneration(*s, im.engine.impl().tokenizer(), p->prompt, !p->context, p->prev, p->req, hooks);
+    const Status stored = EndTurn(im, *p, g.ok() ? Status() : Status(g.error()), g.ok() ? g.value() : Generation());
     live.Set(0);  // as for a non-streamed answer: the session and its slot are done before the last event
     lease.reset();
     if (!g.ok()) {
       SendEvent(sink, Dump(json{{"error", {{"message", g.error().message}, {"type", "server_error"}}}}));
+    } else if (!stored.ok()) {
+      SendEvent(sink, Dump(json{{"error", {{"message", stored.message()}, {"type", "server_overloaded"}}}}));
     } else if (g->finish_reason == "abandoned") {
       im.metrics.CountAbandoned();
       return false;  // the client is gone

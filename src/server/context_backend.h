@@ -37,15 +37,20 @@ class ContextBackend {
   virtual std::vector<std::string> List() = 0;
 };
 
+// A store holds one space of ids: "ctx" (stored contexts and cached
+// prompts, numbered "ctx-N") or "conv" (conversations, "conv-N").
 // A directory (created if absent) bounded to `max_bytes` of context files
 // (0: unbounded), least recently used dropped first. Temporary files left by
 // a writer that was killed are removed.
-Expected<std::unique_ptr<ContextBackend>> OpenDirectoryBackend(const std::string& dir, uint64_t max_bytes);
-// "redis://HOST:PORT": keys "kvtrim:ctx:ID", the id counter "kvtrim:ctx-next".
+Expected<std::unique_ptr<ContextBackend>> OpenDirectoryBackend(const std::string& dir, uint64_t max_bytes,
+                                                                const std::string& space = "ctx");
+// "redis://HOST:PORT": keys "kvtrim:SPACE:ID", the id counter "kvtrim:SPACE-next".
 // Redis bounds itself (maxmemory, maxmemory-policy allkeys-lru).
-Expected<std::unique_ptr<ContextBackend>> OpenRedisBackend(const std::string& url);
-// Either, by the spelling of `spec` (a redis:// URL or a directory);
-// `max_bytes` applies to a directory only (an error with a Redis URL).
-Expected<std::unique_ptr<ContextBackend>> OpenContextBackend(const std::string& spec, uint64_t max_bytes);
+Expected<std::unique_ptr<ContextBackend>> OpenRedisBackend(const std::string& url, const std::string& space = "ctx");
+// Either, by the spelling of `spec` (a redis:// URL or a directory: the
+// space "ctx" is the directory itself, another space its subdirectory of
+// that name); `max_bytes` applies to a directory only (an error with a Redis URL).
+Expected<std::unique_ptr<ContextBackend>> OpenContextBackend(const std::string& spec, uint64_t max_bytes,
+                                                            const std::string& space = "ctx");
 
 }  // namespace kvtrim::server

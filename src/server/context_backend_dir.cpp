@@ -26,17 +26,19 @@ bool IsContextId(const std::string& id) {
 
 namespace {
 
-// N of an id "ctx-N" (0 for any other name).
-int64_t IdNumber(const std::string& id) {
-  if (id.rfind("ctx-", 0) != 0 || id.size() <= 4 || id.size() > 22) return 0;
-  for (size_t i = 4; i < id.size(); ++i)
+// N of an id "PREFIX-N" (0 for any other name).
+int64_t IdNumber(const std::string& id, const std::string& prefix) {
+  const size_t k = prefix.size();
+  if (id.rfind(prefix, 0) != 0 || id.size() <= k || id.size() > k + 18) return 0;
+  for (size_t i = k; i < id.size(); ++i)
     if (id[i] < '0' || id[i] > '9') return 0;
-  return std::stoll(id.substr(4));
+  return std::stoll(id.substr(k));
 }
 
 class DirectoryBackend : public ContextBackend {
  public:
-  DirectoryBackend(std::string dir, uint64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {}
+  DirectoryBackend(std::string dir, uint64_t max_bytes, const std::string& space)
+      : dir_(std::move(dir)), max_bytes_(max_bytes), prefix_(space + "-") {}
 
   // Removes what killed writers left; the counter continues after the largest N.
   void Scan() {
@@ -44,7 +46,7 @@ class DirectoryBackend : public ContextBackend {
     for (const auto& e : fs::directory_iterator(dir_, ec)) {
       const std::string f = e.path().filename().string();
       if (f.find(".kvc.tmp.") != std::string::npos) fs::remove(e.path(), ec);
-      else if (e.path().extension() == ".kvc") next_ = std::max(next_, IdNumber(e.path().stem().string()) + 1);
+      else if (e.path().extension() == ".kvc") next_ = std::max(next_, IdNumber(e.path().stem().string(), prefix_) + 1);
     }
   }
 
@@ -87,7 +89,7 @@ class DirectoryBackend : public ContextBackend {
     for (const auto& e : fs::directory_iterator(dir_, ec)) {
       const std::string id = e.path().stem().string();
       if (e.path().extension() == ".kvc" && IsContextId(id))
-        ids.emplace_back(IdNumber(id) > 0 ? IdNumber(id) : INT64_MAX, id);
+        ids.emplace_back(IdNumber(id, prefix_) > 0 ? IdNumber(id, prefix_) : INT64_MAX, id);
     }
     std::sort(ids.begin(), ids.end());
     std::vector<std::string> out;
@@ -98,6 +100,7 @@ class DirectoryBackend : public ContextBackend {
  private:
   std::string dir_;
   uint64_t max_bytes_;
+  std::string prefix_;  // "SPACE-" of numbered ids
   std::mutex mu_;  // next_, and one trim at a time
   int64_t next_ = 1;
 
@@ -132,23 +135,25 @@ class DirectoryBackend : public ContextBackend {
 
 }  // namespace
 
-Expected<std::unique_ptr<ContextBackend>> OpenDirectoryBackend(const std::string& dir, uint64_t max_bytes) {
+Expected<std::unique_ptr<ContextBackend>> OpenDirectoryBackend(const std::string& dir, uint64_t max_bytes,
+                                                                const std::string& space) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir)) return MakeError("context store directory '" + dir + "': " + ec.message());
-  auto b = std::make_unique<DirectoryBackend>(dir, max_bytes);
+  auto b = std::make_unique<DirectoryBackend>(dir, max_bytes, space);
   b->Scan();
   return std::unique_ptr<ContextBackend>(std::move(b));
 }
 
-Expected<std::unique_ptr<ContextBackend>> OpenContextBackend(const std::string& spec, uint64_t max_bytes) {
+Expected<std::unique_ptr<ContextBackend>> OpenContextBackend(const std::string& spec, uint64_t max_bytes,
+                                                            const std::string& space) {
   if (spec.rfind("redis://", 0) == 0) {
     if (max_bytes > 0)
       return MakeError("--context-store-gib bounds a directory; bound a Redis store with its own maxmemory and "
                        "maxmemory-policy allkeys-lru");
-    return OpenRedisBackend(spec);
+    return OpenRedisBackend(spec, space);
   }
-  return OpenDirectoryBackend(spec, max_bytes);
+  return OpenDirectoryBackend(space == "ctx" ? spec : spec + "/" + space, max_bytes, space);
 }
 
 }  // namespace kvtrim::server

@@ -16,9 +16,6 @@ namespace kvtrim::server {
 
 namespace {
 
-constexpr const char* kKeyPrefix = "kvtrim:ctx:";
-constexpr const char* kCounterKey = "kvtrim:ctx-next";
-
 struct ReplyFree {
   void operator()(redisReply* r) const { freeReplyObject(r); }
 };
@@ -26,7 +23,9 @@ using Reply = std::unique_ptr<redisReply, ReplyFree>;
 
 class RedisBackend : public ContextBackend {
  public:
-  RedisBackend(std::string url, std::string host, int port) : url_(std::move(url)), host_(std::move(host)), port_(port) {}
+  RedisBackend(std::string url, std::string host, int port, const std::string& space)
+      : url_(std::move(url)), host_(std::move(host)), port_(port), prefix_("kvtrim:" + space + ":"),
+        counter_("kvtrim:" + space + "-next") {}
   ~RedisBackend() override {
     if (ctx_) redisFree(ctx_);
   }
@@ -39,14 +38,14 @@ class RedisBackend : public ContextBackend {
   std::string name() const override { return url_; }
 
   Expected<int64_t> NextNumber() override {
-    auto r = Command([&](redisContext* c) { return redisCommand(c, "INCR %s", kCounterKey); });
+    auto r = Command([&](redisContext* c) { return redisCommand(c, "INCR %s", counter_.c_str()); });
     if (!r.ok()) return r.error();
     if (r.value()->type != REDIS_REPLY_INTEGER) return MakeError(url_ + ": INCR answered no integer");
     return static_cast<int64_t>(r.value()->integer);
   }
 
   Status Write(const std::string& id, const std::string& bytes) override {
-    const std::string key = kKeyPrefix + id;
+    const std::string key = prefix_ + id;
     auto r = Command([&](redisContext* c) {
       return redisCommand(c, "SET %b %b", key.data(), key.size(), bytes.data(), bytes.size());
     });
@@ -56,7 +55,7 @@ class RedisBackend : public ContextBackend {
   }
 
   Expected<std::optional<std::string>> Read(const std::string& id) override {
-    const std::string key = kKeyPrefix + id;
+    const std::string key = prefix_ + id;
     auto r = Command([&](redisContext* c) { return redisCommand(c, "GET %b", key.data(), key.size()); });
     if (!r.ok()) return r.error();
     if (r.value()->type == REDIS_REPLY_NIL) return std::optional<std::string>();
@@ -65,12 +64,12 @@ class RedisBackend : public ContextBackend {
   }
 
   void Touch(const std::string& id) override {
-    const std::string key = kKeyPrefix + id;
+    const std::string key = prefix_ + id;
     (void)Command([&](redisContext* c) { return redisCommand(c, "TOUCH %b", key.data(), key.size()); });
   }
 
   bool Remove(const std::string& id) override {
-    const std::string key = kKeyPrefix + id;
+    const std::string key = prefix_ + id;
     auto r = Command([&](redisContext* c) { return redisCommand(c, "DEL %b", key.data(), key.size()); });
     return r.ok() && r.value()->type == REDIS_REPLY_INTEGER && r.value()->integer > 0;
   }
@@ -80,6 +79,7 @@ class RedisBackend : public ContextBackend {
  private:
   std::string url_, host_;
   int port_;
+  std::string prefix_, counter_;  // "kvtrim:SPACE:" before every id, the id counter's key
   std::mutex mu_;
   redisContext* ctx_ = nullptr;
 
@@ -118,7 +118,7 @@ class RedisBackend : public ContextBackend {
 
 std::vector<std::string> RedisBackend::List() {
   std::vector<std::string> ids;
-  const std::string match = std::string(kKeyPrefix) + "*";
+  const std::string match = prefix_ + "*";
   std::string cursor = "0";
   do {  // SCAN, not KEYS: it never blocks the Redis server on a large keyspace
     auto r = Command([&](redisContext* c) {
@@ -133,7 +133,7 @@ std::vector<std::string> RedisBackend::List() {
     const redisReply* keys = r.value()->element[1];
     for (size_t i = 0; i < keys->elements; ++i) {
       std::string key(keys->element[i]->str, keys->element[i]->len);
-      std::string id = key.substr(std::string(kKeyPrefix).size());
+      std::string id = key.substr(prefix_.size());
       if (IsContextId(id)) ids.push_back(std::move(id));
     }
   } while (cursor != "0");
@@ -142,7 +142,7 @@ std::vector<std::string> RedisBackend::List() {
 
 }  // namespace
 
-Expected<std::unique_ptr<ContextBackend>> OpenRedisBackend(const std::string& url) {
+Expected<std::unique_ptr<ContextBackend>> OpenRedisBackend(const std::string& url, const std::string& space) {
   // redis://HOST:PORT (HOST may be a name or an IPv4 address; no user, no db)
   std::string rest = url.substr(std::string("redis://").size());
   if (!rest.empty() && rest.back() == '/') rest.pop_back();
@@ -158,7 +158,7 @@ Expected<std::unique_ptr<ContextBackend>> OpenRedisBackend(const std::string& ur
   }
   if (host.empty() || host.find('/') != std::string::npos || host.find('@') != std::string::npos)
     return MakeError("context store '" + url + "': expected redis://HOST:PORT");
-  auto b = std::make_unique<RedisBackend>(url, host, port);
+  auto b = std::make_unique<RedisBackend>(url, host, port, space);
   KVTRIM_RETURN_IF_ERROR(b->Connect());
   return std::unique_ptr<ContextBackend>(std::move(b));
 }

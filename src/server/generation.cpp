@@ -66,8 +66,12 @@ Status PrefillPrompt(Session& s, const std::vector<int>& prompt, bool compress, 
                      Generation* g) {
   g->prompt_tokens = static_cast<int>(prompt.size());
   const auto t0 = Clock::now();
-  if (!prompt.empty()) KVTRIM_RETURN_IF_ERROR(s.Prefill(prompt));
-  if (compress) KVTRIM_RETURN_IF_ERROR(s.Compress());
+  if (hooks.prefill) {
+    KVTRIM_RETURN_IF_ERROR(hooks.prefill());
+  } else {
+    if (!prompt.empty()) KVTRIM_RETURN_IF_ERROR(s.Prefill(prompt));
+    if (compress) KVTRIM_RETURN_IF_ERROR(s.Compress());
+  }
   g->prefill_ms = Ms(t0, Clock::now());
   if (hooks.on_prefilled) hooks.on_prefilled(s);
   if (hooks.on_step) hooks.on_step(s);

@@ -54,6 +54,8 @@ struct GenerationHooks {
   std::function<void(const Session&)> on_prefilled;
   // Before each token: false stops generating (the client went away).
   std::function<bool()> alive;
+  // Replaces the prefill and compression (a conversation's turn: Conversation::BeginTurn).
+  std::function<Status()> prefill;
 };
 
 // Prefills `prompt` into `s`, compresses when `compress` (a fresh session,

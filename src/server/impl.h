@@ -8,6 +8,7 @@
 #include <string>
 
 #include "server/context_store.h"
+#include "server/conversations.h"
 #include "server/metrics.h"
 #include "server/request.h"
 #include "server/scheduler.h"
@@ -16,6 +17,8 @@
 namespace kvtrim::server {
 
 using nlohmann::json;
+
+struct Generation;
 
 struct Server::Impl {
   Impl(const Engine& e, const ServerOptions& opts, int threads_per_slot)
@@ -26,6 +29,7 @@ struct Server::Impl {
   httplib::Server http;
   Scheduler sched;
   ContextStore store;
+  ConversationStore convs;
   Metrics metrics;
   std::atomic<int64_t> next_id{1};
   int port = -1;
@@ -39,6 +43,22 @@ struct Server::Impl {
   void Detokenize(const std::string& body, httplib::Response& res);
   json Props() const;
   void CreateContext(const std::string& body, httplib::Response& res);
+  // Conversations (conversation_api.cpp): the routes; a chat turn planned
+  // (its conversation found or created, held in arrival order, the new
+  // messages' tokens; *status the HTTP status of an error), ended (the
+  // answer appended and stored before it is sent) or failed midway (the
+  // conversation read back from the store).
+  void ConversationRoutes();
+  struct TurnPlan {
+    std::shared_ptr<ConversationTurn> turn;
+    std::vector<ChatMessage> added;
+    std::vector<int> tokens;
+  };
+  Expected<TurnPlan> PlanTurn(const CompletionRequest& r, int* status);
+  Status FinishTurn(ConversationTurn& t, const Generation& g);
+  void FailTurn(ConversationTurn& t);
+  Expected<std::unique_ptr<Conversation>> NewConversation(const KvOverrides& kv);
+  Expected<std::unique_ptr<Conversation>> LoadConversation(const std::string& bytes, const std::string& name);
   httplib::Server::HandlerWithContentReader WithBody(std::function<void(const std::string&, httplib::Response&)> handle);
   Expected<std::shared_ptr<StoredContext>> LoadStored(const std::string& bytes, const std::string& name);
   int Ctx() const;  // context length of every session

@@ -1,5 +1,7 @@
 #include "server/request.h"
 
+#include "server/context_backend.h"
+
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -258,6 +260,14 @@ Expected<CompletionRequest> ParseChatRequest(const std::string& body) {
     r.messages.push_back(std::move(msg));
   }
   KVTRIM_RETURN_IF_ERROR(ParseCommon(j.value(), &r));
+  KVTRIM_RETURN_IF_ERROR(GetString(j.value(), "conversation", &r.conversation));
+  if (!r.conversation.empty()) {
+    if (!IsContextId(r.conversation))
+      return MakeError("field 'conversation' = '" + r.conversation +
+                       "': letters, digits, '-' and '_' only, at most 64 characters");
+    if (!r.context_id.empty() || r.cache_prompt)
+      return MakeError("'conversation' excludes 'context_id' and 'cache_prompt': a conversation is its own context");
+  }
   return r;
 }
 
@@ -269,6 +279,18 @@ Expected<ContextRequest> ParseContextRequest(const std::string& body) {
   if (it == j->end() || !it->is_string() || it->get<std::string>().empty())
     return MakeError("field 'text' must be a non-empty string");
   r.text = it->get<std::string>();
+  KVTRIM_RETURN_IF_ERROR(ParseKv(j.value(), &r.kv));
+  return r;
+}
+
+Expected<ConversationRequest> ParseConversationRequest(const std::string& body) {
+  ConversationRequest r;
+  if (body.find_first_not_of(" \t\r\n") == std::string::npos) return r;  // no body: every default
+  auto j = ParseObject(body);
+  if (!j.ok()) return j.error();
+  KVTRIM_RETURN_IF_ERROR(GetString(j.value(), "id", &r.id));
+  if (!r.id.empty() && !IsContextId(r.id))
+    return MakeError("field 'id' = '" + r.id + "': letters, digits, '-' and '_' only, at most 64 characters");
   KVTRIM_RETURN_IF_ERROR(ParseKv(j.value(), &r.kv));
   return r;
 }

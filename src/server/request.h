@@ -41,6 +41,9 @@ struct CompletionRequest {
   bool stream = false;                // server-sent events
   bool return_tokens = false;         // also return the generated token ids
   std::string context_id;             // continue from this stored context
+  // Chat only: append the new messages and the answer to this conversation
+  // (created with the request's KV fields on first use).
+  std::string conversation;
   // Store the compressed prompt; reuse a stored one this prompt begins with
   // (llama.cpp's field; server/prompt_cache.h).
   bool cache_prompt = false;
@@ -60,6 +63,12 @@ struct ContextRequest {
   KvOverrides kv;
 };
 
+// POST /v1/conversations: an optional id and the KV fields.
+struct ConversationRequest {
+  std::string id;  // empty: the server numbers it
+  KvOverrides kv;
+};
+
 Expected<CompletionRequest> ParseCompletionRequest(const std::string& body);
 Expected<CompletionRequest> ParseChatRequest(const std::string& body);
 // POST /completion (llama-server's): `prompt`, `n_predict` (default -1: until
@@ -67,6 +76,7 @@ Expected<CompletionRequest> ParseChatRequest(const std::string& body);
 // `cache_prompt` and the KV fields, as /v1/completions reads them.
 Expected<CompletionRequest> ParseLlamaCompletionRequest(const std::string& body);
 Expected<ContextRequest> ParseContextRequest(const std::string& body);
+Expected<ConversationRequest> ParseConversationRequest(const std::string& body);
 Expected<TokenizeRequest> ParseTokenizeRequest(const std::string& body);
 // POST /detokenize (llama-server's): {"tokens": [id...]}, each id in [0, vocab).
 Expected<std::vector<int>> ParseDetokenizeRequest(const std::string& body, int vocab);

@@ -21,7 +21,7 @@ struct Field {
 };
 
 constexpr const char* kCompletions = "completions, chat";
-constexpr const char* kEvery = "completions, chat, contexts";
+constexpr const char* kEvery = "completions, chat, contexts, conversations";
 
 // The fields request.cpp parses by hand, before the sampling table's.
 const Field kLeading[] = {
@@ -48,6 +48,11 @@ const Field kTrailing[] = {
      "Continue from this stored context (POST /v1/contexts); excludes the KV fields and cache_prompt"},
     {"cache_prompt", kCompletions, "true/false", "false",
      "Store the compressed prompt; reuse a stored one this prompt begins with"},
+    {"conversation", "chat", "string (letters, digits, '-', '_'; at most 64)", "(none)",
+     "Append the new messages and the answer to this conversation, created on first use with the request's KV "
+     "fields; excludes context_id and cache_prompt"},
+    {"id", "conversations", "string (letters, digits, '-', '_'; at most 64)", "conv-N",
+     "POST /v1/conversations: the new conversation's id (409 when it exists)"},
 };
 
 void Row(std::ostringstream& md, const std::string& name, const std::string& endpoints, const std::string& type,

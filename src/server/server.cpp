@@ -2,7 +2,9 @@
 
 #include "engine/engine_impl.h"
 
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <ctime>
 
 #include "kvtrim/clock.h"
@@ -145,8 +147,9 @@ std::string RefusalReason(const httplib::Request& req, int status, size_t max_bo
   switch (status) {
     case 404:
       return "no route " + req.method + " " + req.path +
-             " (routes: GET /health, /metrics, /v1/models, /v1/contexts[/ID]; POST /v1/completions, "
-             "/v1/chat/completions, /v1/contexts; DELETE /v1/contexts/ID)";
+             " (routes: GET /health, /metrics, /v1/models, /props, /v1/contexts[/ID], /v1/conversations[/ID]; "
+             "POST /v1/completions, /v1/chat/completions, /completion, /tokenize, /detokenize, /v1/contexts, "
+             "/v1/conversations; DELETE /v1/contexts/ID, /v1/conversations/ID)";
     case 413:
       return "request body over the limit of " + std::to_string(max_body) + " bytes (kvtrim serve --max-body-mib)";
     case 414:
@@ -206,6 +209,7 @@ void Server::Impl::Routes() {
   http.Get("/props", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(Dump(Props()), "application/json");
   });
+  ConversationRoutes();
   http.Post("/v1/contexts", WithBody([this](const std::string& b, httplib::Response& r) { CreateContext(b, r); }));
   http.Get("/v1/contexts", [this](const httplib::Request&, httplib::Response& res) {
     json data = json::array();
@@ -238,11 +242,14 @@ void Server::Impl::Routes() {
     if (res.body.empty()) SendError(res, res.status, RefusalReason(req, res.status, o.max_body_bytes));
   });
   http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    std::string route = req.path.rfind("/v1/contexts/", 0) == 0 ? "/v1/contexts/{id}" : req.path;
-    if (route != "/health" && route != "/metrics" && route != "/v1/models" && route != "/v1/completions" &&
-        route != "/v1/chat/completions" && route != "/v1/contexts" && route != "/v1/contexts/{id}" &&
-        route != "/completion" && route != "/tokenize" && route != "/detokenize" && route != "/props")
-      route = "other";
+    std::string route = req.path.rfind("/v1/contexts/", 0) == 0        ? "/v1/contexts/{id}"
+                        : req.path.rfind("/v1/conversations/", 0) == 0 ? "/v1/conversations/{id}"
+                                                                       : req.path;
+    static const char* const kRoutes[] = {"/health", "/metrics", "/v1/models", "/v1/completions",
+                                          "/v1/chat/completions", "/v1/contexts", "/v1/contexts/{id}",
+                                          "/v1/conversations", "/v1/conversations/{id}", "/completion",
+                                          "/tokenize", "/detokenize", "/props"};
+    if (std::find(std::begin(kRoutes), std::end(kRoutes), route) == std::end(kRoutes)) route = "other";
     metrics.CountRequest(req.method + " " + route, res.status);
   });
 }
@@ -269,6 +276,11 @@ Expected<std::unique_ptr<Server>> Server::Create(const Engine& engine, const Ser
     if (!b.ok()) return b.error();
     im.store.UseBackend(std::move(b.value()), [&im](const std::string& bytes, const std::string& name) {
       return im.LoadStored(bytes, name);
+    });
+    auto cb = OpenContextBackend(o.context_store, 0, "conv");  // never bounded: a conversation is never dropped
+    if (!cb.ok()) return cb.error();
+    im.convs.UseBackend(std::move(cb.value()), [&im](const std::string& bytes, const std::string& name) {
+      return im.LoadConversation(bytes, name);
     });
   }
   im.Routes();

@@ -1,0 +1,211 @@
+// Conversation (include/kvtrim/conversation.h): the template's continuation
+// text against the whole transcript formatted at once; a full-cache
+// conversation answering each turn exactly as one session fed the whole
+// transcript; a budgeted one never holding more than budget + the turn's
+// tokens; a saved one continuing where it stopped; policies it refuses.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "chat_templates.h"
+#include "engine/engine_impl.h"
+#include "io/tokenizer.h"
+#include "kv/cache.h"
+#include "kvtrim/conversation.h"
+#include "test_util.h"
+
+namespace kvtrim {
+namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
+
+// Every message's text plus one assistant answer formatted at once equals
+// the generation prompt of the history, the answer, then the continuation.
+void ExpectContinues(const char* tmpl, const char* family) {
+  const std::vector<ChatMessage> first{{"system", "Be brief."}, {"user", "Name a fruit."}};
+  const std::vector<ChatMessage> added{{"user", "And a colour?"}};
+  const std::string answer = "A pear.";
+  std::vector<ChatMessage> history = first;
+  history.push_back({"assistant", answer});
+  auto cont = ContinuationText(tmpl, history, added, "<s>", "</s>");
+  ASSERT_TRUE(cont.ok()) << family << ": " << cont.error().message;
+  std::vector<ChatMessage> all = history;
+  all.insert(all.end(), added.begin(), added.end());
+  const std::string fed = FormatChat(tmpl, first, "<s>", "</s>").text + answer + cont.value();
+  EXPECT_EQ(fed, FormatChat(tmpl, all, "<s>", "</s>").text) << family;
+}
+
+TEST(ConversationText, ContinuesEveryTemplateFamilyAsTheWholeTranscript) {
+  ExpectContinues(test::kChatML, "chatml");
+  ExpectContinues(test::kQwen25Instruct, "qwen2.5");
+  ExpectContinues(test::kLlama3Instruct, "llama3");
+  ExpectContinues(test::kMistral02Instruct, "mistral");
+  // Refused: no answer before the new messages.
+  EXPECT_FALSE(ContinuationText(test::kChatML, {{"user", "hi"}}, {{"user", "again"}}, "", "").ok());
+}
+
+class ConversationTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (std::filesystem::exists(test::ModelPath("needle-v1-3.7M-f32.gguf")))
+      engine_ = test::LoadEngine("needle-v1-3.7M-f32.gguf", 2).release();
+  }
+  static void TearDownTestSuite() {
+    delete engine_;
+    engine_ = nullptr;
+  }
+  void SetUp() override {
+    if (!engine_) GTEST_SKIP() << "default model absent";
+  }
+  static const Engine& engine() { return *engine_; }
+  inline static Engine* engine_ = nullptr;
+
+  static int Argmax(const std::vector<float>& l) {
+    return static_cast<int>(std::max_element(l.begin(), l.end()) - l.begin());
+  }
+  // Greedy answer of n tokens at most on `s`, fed back but the last (Generate's rule).
+  static std::vector<int> Greedy(Session& s, int n) {
+    std::vector<int> out;
+    for (int i = 0; i < n; ++i) {
+      const int id = Argmax(s.logits());
+      if (id == s.eos() || id == s.bos()) break;
+      out.push_back(id);
+      if (i + 1 < n) {
+        EXPECT_TRUE(s.Decode(id).ok());
+      }
+    }
+    return out;
+  }
+  static std::unique_ptr<Conversation> Make(const KvOptions& kv) {
+    SessionOptions so;
+    so.kv = kv;
+    auto c = Conversation::Create(engine(), so);
+    EXPECT_TRUE(c.ok()) << c.error().message;
+    return c.ok() ? std::move(c.value()) : nullptr;
+  }
+  // One turn: the user's message, a greedy answer of n tokens; returns it.
+  static std::vector<int> Turn(Conversation& c, const std::string& user, int n, size_t* turn_tokens = nullptr) {
+    const std::vector<ChatMessage> added{{"user", user}};
+    auto t = c.TurnTokens(added);
+    EXPECT_TRUE(t.ok());
+    EXPECT_TRUE(c.BeginTurn(added, t.value()).ok());
+    const size_t before = c.session().tokens().size();
+    std::vector<int> a = Greedy(c.session(), n);
+    c.EndTurn(engine().impl().tokenizer().Decode(a), a);
+    if (turn_tokens) *turn_tokens = t.value().size() + (c.session().tokens().size() - before);
+    return a;
+  }
+};
+
+const char* const kTurns[] = {"The code word is heron. Remember it.", "Tell me about the river and the mill.",
+                              "What was the code word?", "Say it once more, please."};
+
+TEST_F(ConversationTest, FullCacheAnswersAsOneSessionFedTheTranscript) {
+  KvOptions full;
+  auto c = Make(full);
+  ASSERT_TRUE(c);
+  const io::Tokenizer& tok = engine().impl().tokenizer();
+  // The transcript's tokens built here: the first turn's formatted prompt,
+  // then each answer's every sampled token and the template's continuation.
+  std::vector<int> transcript;
+  for (const char* user : kTurns) {
+    const std::vector<ChatMessage> added{{"user", user}};
+    if (c->messages().empty()) {
+      const ChatPrompt p = FormatChat(engine(), added);
+      transcript = tok.Encode(p.text, !p.has_bos, p.parse_special);
+    } else {
+      auto cont = ContinuationText(ChatTemplate(engine()), c->messages(), added, tok.piece_text(tok.bos()),
+                                   tok.piece_text(tok.eos()));
+      ASSERT_TRUE(cont.ok());
+      const std::vector<int> more = tok.Encode(cont.value(), false, false);
+      transcript.insert(transcript.end(), more.begin(), more.end());
+    }
+    auto t = c->TurnTokens(added);
+    ASSERT_TRUE(t.ok());
+    ASSERT_TRUE(c->BeginTurn(added, t.value()).ok());
+    // One session fed the whole transcript so far at once.
+    auto one = Session::Create(engine(), SessionOptions{});
+    ASSERT_TRUE(one.ok());
+    ASSERT_TRUE(one.value()->Prefill(c->session().tokens()).ok());
+    const std::vector<int> want = Greedy(*one.value(), 12);
+    const std::vector<int> got = Greedy(c->session(), 12);
+    EXPECT_EQ(got, want) << user;
+    ASSERT_FALSE(got.empty());
+    EXPECT_EQ(c->session().tokens().size() - got.size() + 1, transcript.size()) << user;
+    EXPECT_TRUE(std::equal(transcript.begin(), transcript.end(), c->session().tokens().begin())) << user;
+    transcript.insert(transcript.end(), got.begin(), got.end());
+    c->EndTurn(engine().impl().tokenizer().Decode(got), got);
+    // A length-limited answer's last token waits for the next turn.
+    EXPECT_EQ(c->pending().size(), got.size() == 12 ? 1u : 0u);
+  }
+  EXPECT_EQ(c->turns(), 4);
+  EXPECT_EQ(c->messages().size(), 8u);
+}
+
+TEST_F(ConversationTest, BudgetHoldsWhateverTheTurns) {
+  KvOptions kv;
+  kv.policy = "snapkv";
+  kv.budget_tokens = 32;
+  auto c = Make(kv);
+  ASSERT_TRUE(c);
+  const auto& cfg = engine().impl().config();
+  const int heads = cfg.n_layer * cfg.n_head_kv;
+  const size_t row = c->session().impl().cache().head(0, 0).row_bytes();
+  const size_t per_entry = 2 * row + sizeof(int32_t) + sizeof(float);
+  for (int turn = 0; turn < 12; ++turn) {
+    size_t turn_tokens = 0;
+    Turn(*c, kTurns[turn % 4], 8, &turn_tokens);
+    const auto& cache = c->session().impl().cache();
+    for (int l = 0; l < cfg.n_layer; ++l)
+      for (int h = 0; h < cfg.n_head_kv; ++h)
+        EXPECT_LE(cache.head(l, h).size(), 32 + static_cast<int>(turn_tokens)) << "turn " << turn;
+    // The turn's peak: budget + the turn's tokens per head, plus the
+    // allocation's growth step (max(16, n/16) rows).
+    const size_t n = 32 + turn_tokens;
+    EXPECT_LE(c->session().peak_kv_bytes(), heads * (n + std::max<size_t>(16, n / 16)) * per_entry) << "turn " << turn;
+  }
+  // The full cache of the same tokens is far larger: the budget did bind.
+  EXPECT_GT(c->session().position(), 3 * (32 + 40));
+  EXPECT_LT(c->session().impl().cache().EntriesHeld(), static_cast<size_t>(heads) * 64);
+}
+
+TEST_F(ConversationTest, SavedConversationContinuesWhereItStopped) {
+  KvOptions kv;
+  kv.policy = "snapkv";
+  kv.budget_tokens = 48;
+  auto a = Make(kv);
+  ASSERT_TRUE(a);
+  Turn(*a, kTurns[0], 12);
+  Turn(*a, kTurns[1], 12);
+  auto b = Conversation::Load(engine(), a->Bytes(), "saved", SessionOptions{});
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  EXPECT_EQ(b.value()->messages().size(), 4u);
+  EXPECT_EQ(b.value()->pending(), a->pending());
+  EXPECT_EQ(b.value()->session().tokens(), a->session().tokens());
+  EXPECT_EQ(Turn(*b.value(), kTurns[2], 12), Turn(*a, kTurns[2], 12));
+  // Bytes that are not a conversation are refused with the name.
+  auto plain = Session::Create(engine(), SessionOptions{});
+  ASSERT_TRUE(plain.ok());
+  ASSERT_TRUE(plain.value()->Prefill({engine().impl().tokenizer().bos()}).ok());
+  auto bad = Conversation::Load(engine(), plain.value()->ContextBytes(), "ctx-1", SessionOptions{});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("ctx-1"), std::string::npos);
+}
+
+TEST_F(ConversationTest, RefusesPoliciesThatRepeatTheWholeContext) {
+  for (const char* p : {"kvzip", "am"}) {
+    SessionOptions so;
+    so.kv.policy = p;
+    so.kv.ratio = 0.5;
+    auto c = Conversation::Create(engine(), so);
+    ASSERT_FALSE(c.ok()) << p;
+    EXPECT_NE(c.error().message.find("reference pass"), std::string::npos) << c.error().message;
+  }
+  auto c = Make(KvOptions{});
+  ASSERT_TRUE(c);
+  EXPECT_FALSE(c->TurnTokens({}).ok());
+}
+
+}  // namespace KVTRIM_TEST_UNIQUE
+}  // namespace
+}  // namespace kvtrim
