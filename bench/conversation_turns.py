@@ -120,7 +120,7 @@ def plot(a, rows):
                 if r["mode"] == mode:
                     f.write(f'{r["turn"]} {r["wall_ms"]} {r["kv_bytes_peak_turn"] / 2**20:.3f} {r["rss_kib"] / 1024:.1f}\n')
             f.write("\n\n")
-    gp = f"""set terminal pngcairo size 1100,420 font ",10"
+    gp = f"""set terminal pngcairo size 1100,420 font ",10" noenhanced
 set output "{os.path.join(a.out, 'turns.png')}"
 set multiplot layout 1,2 title "{a.turns}-turn conversation, {os.path.basename(a.model)}, {a.policy} at {a.budget} entries/head vs full cache"
 set xlabel "turn"; set ylabel "peak KV of the turn (MiB)"; set key top left; set grid
@@ -146,8 +146,14 @@ def main():
     ap.add_argument("--store", action="store_true", help="serve with a directory --context-store")
     ap.add_argument("--heads", type=int, required=True, help="n_layer * n_head_kv of the model")
     ap.add_argument("--bytes-per-entry", type=int, required=True, help="one entry's bytes (2 rows + pos + logw)")
+    ap.add_argument("--plot-only", action="store_true", help="redraw DIR/turns.png from DIR/turns.csv")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
+    if a.plot_only:
+        import csv
+        rows = [dict(r, turn=int(r["turn"]), wall_ms=float(r["wall_ms"]), kv_bytes_peak_turn=int(r["kv_bytes_peak_turn"]),
+                     rss_kib=int(r["rss_kib"])) for r in csv.DictReader(open(os.path.join(a.out, "turns.csv")))]
+        return plot(a, rows)
     rows = run(a, "budget", {"kv": a.policy, "kv_budget": a.budget})
     rows += run(a, "full", {"kv": "full"})
     with open(os.path.join(a.out, "turns.csv"), "w") as f:
