@@ -19,6 +19,7 @@ PKGS=(
   libxxhash-dev               # checksums of the context files (--save-context)
   libhiredis-dev              # kvtrim serve --context-store redis://HOST:PORT (replicas sharing contexts)
   redis-server                # the tests of that store start a real one on a loopback port
+  tmux                        # the tests drive `kvtrim chat` through a pseudo-terminal
 )
 # Fuzzing (docs/reliability.md; not needed by CI): KVTRIM_FUZZ=1 bash scripts/setup.sh
 if [ "${KVTRIM_FUZZ:-0}" = 1 ]; then

@@ -51,6 +51,11 @@ class Conversation {
   // The conversation as a context file's bytes (docs/context-file.md): the
   // session's cache and tokens, the messages and the pending tokens in its note.
   std::string Bytes() const;
+  // The same written to `path` atomically (a reader sees the old file or the new).
+  Status Save(const std::string& path) const;
+  // One saved with Save (errors name the file).
+  static Expected<std::unique_ptr<Conversation>> LoadFile(const Engine& engine, const std::string& path,
+                                                          const SessionOptions& opts);
 
   Session& session() { return *session_; }
   const Session& session() const { return *session_; }

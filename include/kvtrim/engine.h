@@ -272,6 +272,9 @@ struct GenerateStats {
 struct PromptStep {
   bool compress = true;
   std::string save_context;
+  // Asked before each token is sampled: false ends the generation there
+  // (an interactive chat's Ctrl-C). Empty: never.
+  std::function<bool()> keep_going;
 };
 
 // Prefill `prompt`, then generate n tokens (llama.cpp's `-n, --n-predict`):

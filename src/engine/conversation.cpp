@@ -3,10 +3,13 @@
 #include "kvtrim/conversation.h"
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "engine/engine_impl.h"
+#include "io/context_file.h"
 #include "io/tokenizer.h"
 #include "kv/compressor.h"
 
@@ -30,11 +33,12 @@ Status CheckPolicy(const Session& s) {
   return {};
 }
 
-json NoteJson(const std::vector<ChatMessage>& messages, const std::vector<int>& pending, int turns, size_t fed) {
+json NoteJson(const std::vector<ChatMessage>& messages, const std::vector<int>& pending, int turns, size_t fed,
+              size_t peak) {
   json m = json::array();
   for (const auto& x : messages) m.push_back({{"role", x.role}, {"content", x.content}});
   return json{{"kind", "kvtrim conversation"}, {"messages", m}, {"pending", pending}, {"turns", turns},
-              {"fed_before_answer", fed}};
+              {"fed_before_answer", fed}, {"kv_bytes_peak", peak}};
 }
 
 }  // namespace
@@ -80,6 +84,7 @@ Expected<std::unique_ptr<Conversation>> Conversation::Load(const Engine& engine,
     c->pending_ = note.at("pending").get<std::vector<int>>();
     c->turns_ = note.at("turns").get<int>();
     c->fed_before_answer_ = note.at("fed_before_answer").get<size_t>();
+    c->peak_ = note.value("kv_bytes_peak", size_t{0});
   } catch (const json::exception& e) {
     return fail(std::string("its conversation note is malformed: ") + e.what());
   }
@@ -141,8 +146,24 @@ void Conversation::EndTurn(const std::string& answer, const std::vector<int>& sa
 }
 
 std::string Conversation::Bytes() const {
-  session_->set_context_note(NoteJson(messages_, pending_, turns_, fed_before_answer_).dump());
+  session_->set_context_note(NoteJson(messages_, pending_, turns_, fed_before_answer_, peak_).dump());
   return session_->ContextBytes();
+}
+
+Status Conversation::Save(const std::string& path) const {
+  Status st = io::WriteFileAtomically(path, Bytes());
+  if (!st.ok()) return MakeError("conversation file '" + path + "': " + st.message());
+  return {};
+}
+
+Expected<std::unique_ptr<Conversation>> Conversation::LoadFile(const Engine& engine, const std::string& path,
+                                                               const SessionOptions& opts) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return MakeError("conversation file '" + path + "': cannot open it");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return MakeError("conversation file '" + path + "': read failed");
+  return Load(engine, ss.str(), "conversation file '" + path + "'", opts);
 }
 
 int Conversation::last_token() const {

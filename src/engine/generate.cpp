@@ -27,6 +27,7 @@ Expected<GenerateStats> Generate(Session& s, const std::vector<int>& prompt, int
   AcceptHistory(s, sampler);
   const int bos = s.bos(), eos = s.eos();
   for (int i = 0; i < n; ++i) {
+    if (step.keep_going && !step.keep_going()) break;
     const auto ts = Clock::now();
     int tok = sampler.Sample(s.logits());
     st.sample_s += std::chrono::duration<double>(Clock::now() - ts).count();

@@ -149,7 +149,7 @@ int RunAction(RunOpts& o) {
     std::fputs(TokenText(e, prev, id).c_str(), stdout);
     std::fflush(stdout);
     prev = id;
-  }, PromptStep{!loaded, o.save_context});
+  }, PromptStep{!loaded, o.save_context, {}});
   std::fputs("\n", stdout);
   std::fflush(stdout);
   if (!st.ok()) return Fail(st.error().message);

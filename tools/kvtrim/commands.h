@@ -33,6 +33,7 @@ const std::vector<std::string>& Argv();
 void SetArgv(int argc, char** argv);
 
 Command AddRun(CLI::App& app);
+Command AddChat(CLI::App& app);
 Command AddInspect(CLI::App& app);
 Command AddBench(CLI::App& app);
 Command AddPolicies(CLI::App& app);

@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "kvtrim 0.1.0");
   std::vector<kvtrim::cli::Command> cmds = {
       kvtrim::cli::AddRun(app),
+      kvtrim::cli::AddChat(app),
       kvtrim::cli::AddInspect(app),
       kvtrim::cli::AddBench(app),
       kvtrim::cli::AddPolicies(app),
