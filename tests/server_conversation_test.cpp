@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "kvtrim/conversation.h"
+#include "redis_server.h"
 #include "server_fixture.h"
 
 namespace kvtrim::server {
@@ -168,11 +169,60 @@ TEST_F(ConversationApiTest, RestartedServerContinuesTheStoredConversation) {
   EXPECT_EQ(listed["data"].size(), 3u);
   json r = Say(c, "again", kTurns[2], 12);
   EXPECT_EQ(Tokens(r), uninterrupted);
+  // One stored before its first turn, read back empty, takes its first turn.
+  EXPECT_EQ(Say(c, "other", kTurns[0], 4)["kvtrim"]["conversation"]["turns"], 1);
   EXPECT_EQ(r["kvtrim"]["conversation"]["turns"], 3);
   auto d = c.Delete("/v1/conversations/again");
   ASSERT_TRUE(d && d->status == 200);
   EXPECT_EQ(c.Get("/v1/conversations/again")->status, 404);
   EXPECT_FALSE(std::filesystem::exists(dir + "/conv/again.kvc"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_F(ConversationApiTest, RedisStoppedMidRunIsA503ThenServiceResumes) {
+  const std::string dir = ::testing::TempDir() + "kvtrim-conv-redis-" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  test_redis::RedisServer redis(0, dir);
+  REQUIRE_REDIS(redis);
+  const json kv{{"kv", "snapkv"}, {"kv_budget", 40}};
+  std::vector<int> want;  // the third turn of a conversation that never met a fault
+  {
+    TestServer plain(engine(), {});
+    auto c = plain.Client();
+    Say(c, "x", kTurns[0], 8, kv);
+    Say(c, "x", kTurns[1], 8);
+    want = Tokens(Say(c, "x", kTurns[2], 8));
+  }
+  ServerOptions o;
+  o.context_store = redis.url;
+  {
+    TestServer ts(engine(), o);
+    auto c = ts.Client();
+    Say(c, "r", kTurns[0], 8, kv);
+    Say(c, "r", kTurns[1], 8);
+    redis.Stop();
+    // A turn that cannot be stored is not acknowledged: 503 naming the store.
+    json r = Say(c, "r", kTurns[2], 8, json::object(), 503);
+    EXPECT_NE(r["error"]["message"].get<std::string>().find("redis://"), std::string::npos) << r.dump();
+    Say(c, "r", kTurns[2], 8, json::object(), 503);  // nor the next, while the store is down
+    Say(c, "new-one", "Hello.", 2, json::object(), 503);  // a new one needs the store
+    // What does not need the store is served meanwhile.
+    Post(c, "/v1/completions", {{"prompt", "Hello"}, {"max_tokens", 2}});
+    redis.Start();
+    REQUIRE_REDIS(redis);
+    // Service resumes by itself, from what was acknowledged.
+    r = Say(c, "r", kTurns[2], 8);
+    EXPECT_EQ(Tokens(r), want);
+    EXPECT_EQ(r["kvtrim"]["conversation"]["turns"], 3);
+  }
+  TestServer again(engine(), o);  // nothing acknowledged was lost
+  auto c = again.Client();
+  const json j = json::parse(c.Get("/v1/conversations/r")->body);
+  EXPECT_EQ(j["turns"], 3);
+  ASSERT_EQ(j["messages"].size(), 6u);
+  EXPECT_EQ(j["messages"][4]["content"], kTurns[2]);
+  redis.Stop();
   std::filesystem::remove_all(dir);
 }
 

@@ -23,6 +23,7 @@
 #include "server/context_backend.h"
 #include "io/tokenizer.h"
 #include "context_round_trip.h"
+#include "redis_server.h"
 #include "server_fixture.h"
 
 namespace kvtrim::server {
@@ -30,59 +31,14 @@ namespace {
 namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
 namespace fs = std::filesystem;
+using test_redis::FreePort;
+using test_redis::RedisServer;
 
 std::string TempDir(const std::string& tag) {
   const fs::path d = fs::temp_directory_path() / ("kvtrim-" + tag + "-" + std::to_string(::getpid()));
   fs::remove_all(d);
   return d.string();
 }
-
-// A free loopback port (bound, read, released).
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
-// A real redis-server (Debian's) on a loopback port, nothing persisted.
-struct RedisServer {
-  pid_t pid = -1;
-  std::string url;
-  RedisServer() {
-    const int port = FreePort();
-    const std::string p = std::to_string(port);  // the child only execs (async-signal-safe calls)
-    pid = ::fork();
-    if (pid == 0) {
-      ::execlp("redis-server", "redis-server", "--port", p.c_str(), "--bind", "127.0.0.1", "--save", "",
-               "--appendonly", "no", "--loglevel", "warning", static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    url = "redis://127.0.0.1:" + std::to_string(port);
-    for (int i = 0; i < 200; ++i) {  // up within 10 s
-      if (OpenRedisBackend(url).ok()) return;
-      int st = 0;
-      if (::waitpid(pid, &st, WNOHANG) == pid) break;  // exited: not installed
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    pid = -1;
-  }
-  ~RedisServer() {
-    if (pid > 0) {
-      ::kill(pid, SIGTERM);
-      ::waitpid(pid, nullptr, 0);
-    }
-  }
-  bool up() const { return pid > 0; }
-};
-
-#define REQUIRE_REDIS(r) \
-  ASSERT_TRUE((r).up()) << "redis-server did not start: `bash scripts/setup.sh` installs it (Debian redis-server)"
 
 // ---- backends against their contract ----
 

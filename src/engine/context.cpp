@@ -166,7 +166,9 @@ Expected<std::unique_ptr<Session>> Session::LoadContextBytes(const Engine& engin
   if (n < 0 || n > ses.ctx_ || static_cast<int64_t>(img->tokens.size()) != n)
     return fail("its " + std::to_string(img->tokens.size()) + " tokens (logical length " + std::to_string(n) +
                 ") do not fit the context length " + std::to_string(ses.ctx_));
-  if (static_cast<int>(img->logits.size()) != c.vocab) return fail("its logits are not of the vocabulary's size");
+  // An empty context (a conversation stored before its first turn) has no logits yet.
+  if (static_cast<int>(img->logits.size()) != (n > 0 ? c.vocab : 0) && !(n == 0 && img->logits.empty()))
+    return fail("its logits are not of the vocabulary's size");
   if (img->heads.size() != static_cast<size_t>(c.n_layer) * c.n_head_kv) return fail("its head count differs");
   // The entries' type as stored (with --kv-quant-at kept: the kept type, after compression).
   std::string type = m.value("kv_type", std::string("?"));

@@ -306,6 +306,26 @@ void RespondJson(Server::Impl& im, std::shared_ptr<const Prepared> p, std::share
   });
 }
 
+// A conversation's turn, not streamed: sampled in the handler, so that the
+// answer's status says whether the turn was stored (a 200 only once it
+// is); a client that goes away meanwhile is not noticed until the end.
+void RespondTurnJson(Server::Impl& im, const Prepared& p, Session& s, httplib::Response& res) {
+  LiveKv live(im.metrics);
+  Generation g;
+  GenerationHooks hooks;
+  hooks.on_step = [&live](const Session& ses) { live.Set(static_cast<int64_t>(ses.impl().cache().BytesHeld())); };
+  TurnHook(p, hooks);
+  Status st = PrefillPrompt(s, p.prompt, true, hooks, &g);
+  if (st.ok()) st = SampleAnswer(s, im.engine.impl().tokenizer(), p.prev, p.req, hooks, &g);
+  const Status stored = EndTurn(im, p, st, g);
+  live.Set(0);
+  if (!st.ok()) return SendError(res, st.code() == ErrorCode::kUnreachable ? 400 : 500, st.message());
+  if (!stored.ok()) return SendError(res, 503, stored.message());
+  im.metrics.AddTokens(g.prompt_tokens, g.completion_tokens);
+  im.metrics.NoteKvPeak(g.kv_bytes_peak);
+  res.set_content(Dump(CompletionJson(im, p, g, CacheNote())), "application/json");
+}
+
 // Server-sent events: the lease and session live in the provider, which
 // runs once after the handler returns (on the same connection thread).
 void RespondStream(Server::Impl& im, std::shared_ptr<const Prepared> p, std::shared_ptr<Session> s,
@@ -374,6 +394,7 @@ void Server::Impl::Completion(const std::string& body, httplib::Response& res, A
   if (!s) return;
   s->impl().UsePool(lease->pool());
   if (p->req.stream) return RespondStream(*this, p, s, lease, res);
+  if (p->turn) return RespondTurnJson(*this, *p, *s, res);
   RespondJson(*this, p, s, lease, res);
 }
 
