@@ -128,6 +128,9 @@ void CheckSample(const TaskSample& s, TaskKind kind, int ctx, const TaskOptions&
       EXPECT_EQ(question, QuestionAll(keys[0]));
       EXPECT_EQ(s.expected, values);
       break;
+    case TaskKind::kMultiTurn:
+      ADD_FAILURE() << "a conversation is not one context";
+      break;
     case TaskKind::kMultiQuery: {
       EXPECT_EQ(value_of.size(), n_needles) << "keys must be distinct";
       ASSERT_EQ(s.expected.size(), static_cast<size_t>(o.queries));
@@ -153,6 +156,48 @@ TEST(EvalTasks, TaskNamesRoundTrip) {
     EXPECT_EQ(p.value(), k);
   }
   EXPECT_STREQ(TaskName(TaskKind::kMultiQuery), "niah-multiquery");
+}
+
+TEST(EvalTasks, MultiTurnSamplesAreConversations) {
+  const Haystack hay = Haystack::FromText(test::ReadFile(test::SharedPath("data/frankenstein.txt")), "frankenstein");
+  TaskOptions o;
+  o.context_tokens = 2000;
+  o.turns = 10;
+  auto p = ParseTask("niah-multiturn");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p.value(), TaskKind::kMultiTurn);
+  EXPECT_EQ(std::count(AllTasks().begin(), AllTasks().end(), TaskKind::kMultiTurn), 0);
+  EXPECT_FALSE(MakeSample(Tok(), hay, TaskKind::kMultiTurn, o, 0, 4).ok());
+  size_t total = 0;
+  std::vector<size_t> needle_at;
+  for (int i = 0; i < 4; ++i) {
+    auto c = MakeConversationSample(Tok(), hay, o, i, 4);
+    ASSERT_TRUE(c.ok()) << c.error().message;
+    ASSERT_EQ(c->exchanges.size(), 9u);
+    ASSERT_EQ(c->expected.size(), 1u);
+    const std::string& first = c->exchanges[0].first;
+    const size_t at = first.find("One of the special magic numbers for ");
+    ASSERT_NE(at, std::string::npos) << "the needle is in the first user message";
+    needle_at.push_back(at * 100 / first.size());
+    EXPECT_NE(first.find(" is: " + c->expected[0] + "."), std::string::npos);
+    for (size_t t = 1; t < c->exchanges.size(); ++t)
+      EXPECT_EQ(c->exchanges[t].first.find(c->expected[0]), std::string::npos) << "one statement only";
+    const std::string key = first.substr(at + 37, first.find(' ', at + 37) - at - 37);
+    EXPECT_EQ(c->question, "What is the special magic number for " + key + " mentioned in the provided text?");
+    // Deterministic.
+    auto again = MakeConversationSample(Tok(), hay, o, i, 4);
+    EXPECT_EQ(again->exchanges, c->exchanges);
+    for (const auto& [u, a] : c->exchanges) total += Tok().Encode(u, false).size() + Tok().Encode(a, false).size();
+  }
+  // Sized to the context: ~200 tokens a turn of which ~8 are the template's.
+  EXPECT_GT(total / 4, 1500u);
+  EXPECT_LT(total / 4, 2000u);
+  EXPECT_TRUE(std::is_sorted(needle_at.begin(), needle_at.end())) << "depths spread over samples";
+  EXPECT_LT(needle_at.front(), needle_at.back());
+  o.turns = 1;
+  EXPECT_FALSE(MakeConversationSample(Tok(), hay, o, 0, 4).ok());
+  o.turns = 100;
+  EXPECT_FALSE(MakeConversationSample(Tok(), hay, o, 0, 4).ok());  // 20 tokens a turn
 }
 
 TEST(EvalTasks, UnknownTaskNameIsAnError) {

@@ -417,6 +417,47 @@ TEST_F(ServerTest, SigkillWhileWritingLosesNoAcknowledgedContext) {
   fs::remove_all(dir);
 }
 
+// A conversation survives SIGKILL of the server between two turns: the
+// restarted process answers the next turn with the tokens an uninterrupted
+// server gives (greedy).
+TEST_F(ServerTest, ConversationSurvivesSigkillBetweenTurns) {
+  const char* turns[] = {"The code word is heron.", "Tell me about the mill.", "What was the code word?"};
+  auto say = [](httplib::Client& c, const std::string& id, const char* text, bool first) {
+    json body{{"conversation", id}, {"messages", {{{"role", "user"}, {"content", text}}}}, {"max_tokens", 10},
+              {"temperature", 0}, {"return_tokens", true}};
+    if (first) body.update(json{{"kv", "snapkv"}, {"kv_budget", 40}});
+    auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+    return r ? json::parse(r->body) : json();
+  };
+  std::vector<int> want;
+  {
+    TestServer ts(engine(), {});
+    auto c = ts.Client();
+    for (int t = 0; t < 3; ++t) {
+      json r = say(c, "ref", turns[t], t == 0);
+      if (t == 2) want = r["choices"][0]["tokens"].get<std::vector<int>>();
+    }
+  }
+  const std::string dir = TempDir("conv-sigkill");
+  const int port = FreePort();
+  {
+    ServeProcess srv(dir, port);
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(60, 0);
+    say(c, "k", turns[0], true);
+    say(c, "k", turns[1], false);
+    srv.Kill();
+  }
+  ServeProcess srv(dir, port);
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(60, 0);
+  json r = say(c, "k", turns[2], false);
+  EXPECT_EQ(r["choices"][0]["tokens"].get<std::vector<int>>(), want);
+  EXPECT_EQ(r["kvtrim"]["conversation"]["turns"], 3);
+  fs::remove_all(dir);
+}
+
 }  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::server

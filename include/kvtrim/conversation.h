@@ -44,6 +44,9 @@ class Conversation {
   // then sampled on session(), fed back as Generate does (every sampled
   // token but the last).
   Status BeginTurn(const std::vector<ChatMessage>& added, const std::vector<int>& tokens);
+  // A scripted answer instead of a sampled one (an evaluation's dialogue):
+  // its tokens are fed, then the turn ends with it.
+  Status ForceAnswer(const std::string& answer);
   // The turn's answer: its text (the assistant's message) and the tokens
   // sampled; those the session has not been fed wait for the next turn.
   void EndTurn(const std::string& answer, const std::vector<int>& sampled);

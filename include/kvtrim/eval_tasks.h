@@ -14,11 +14,13 @@ class Engine;
 
 namespace kvtrim::eval {
 
-enum class TaskKind { kNiah, kMultiKey, kMultiValue, kMultiQuery, kPasskey };
+// kMultiTurn: a conversation (ConversationSample), compressed turn by turn.
+enum class TaskKind { kNiah, kMultiKey, kMultiValue, kMultiQuery, kPasskey, kMultiTurn };
 
-const char* TaskName(TaskKind k);  // "niah", "niah-multikey", "niah-multivalue", "niah-multiquery", "passkey"
-Expected<TaskKind> ParseTask(const std::string& name);
-const std::vector<TaskKind>& AllTasks();
+// "niah", "niah-multikey", "niah-multivalue", "niah-multiquery", "passkey", "niah-multiturn"
+const char* TaskName(TaskKind k);
+Expected<TaskKind> ParseTask(const std::string& name);  // any of them
+const std::vector<TaskKind>& AllTasks();  // the single-context ones (not niah-multiturn)
 
 // A haystack: any UTF-8 text file.
 class Haystack {
@@ -36,6 +38,7 @@ struct TaskOptions {
   int context_tokens = 992;  // tokens of context + question (the answer comes after)
   int needles = 4;           // multikey: needles in all (1 asked); multivalue: values; multiquery: keys
   int queries = 2;           // multiquery: keys asked
+  int turns = 20;            // niah-multiturn: the question is the user's message of this turn
   uint64_t seed = 1;
 };
 
@@ -52,6 +55,24 @@ struct TaskSample {
   std::vector<int> asked_needles;   // indices of the needles the question asks about
   int max_answer_tokens = 16;       // greedy tokens to generate for the answer
 };
+
+// A multi-turn needle sample (niah-multiturn): a conversation of
+// `turns` - 1 scripted exchanges (user and assistant messages of haystack
+// text, the needle "One of the special magic numbers for KEY is: V." in the
+// first user message at a depth spread over samples), then the question
+// "What is the special magic number for KEY mentioned in the provided
+// text?" as the user's message of turn `turns`; the answer must begin with V. The
+// messages are sized so that the whole conversation is about
+// context_tokens tokens.
+struct ConversationSample {
+  int index = 0;
+  std::vector<std::pair<std::string, std::string>> exchanges;  // (user, assistant) of turns 1 .. turns - 1
+  std::string question;
+  std::vector<std::string> expected;
+  int max_answer_tokens = 12;
+};
+Expected<ConversationSample> MakeConversationSample(const Engine& engine, const Haystack& hay, const TaskOptions& o,
+                                                    int index, int n_samples);
 
 // Sample `index` of `n_samples` (needle depths spread evenly over samples),
 // tokenized with the engine's tokenizer.

@@ -134,6 +134,13 @@ Status Conversation::BeginTurn(const std::vector<ChatMessage>& added, const std:
   return {};
 }
 
+Status Conversation::ForceAnswer(const std::string& answer) {
+  const std::vector<int> ids = engine_->impl().tokenizer().Encode(answer, false);
+  if (!ids.empty()) KVTRIM_RETURN_IF_ERROR(session_->Prefill(ids));
+  EndTurn(answer, ids);
+  return {};
+}
+
 void Conversation::EndTurn(const std::string& answer, const std::vector<int>& sampled) {
   messages_.push_back({"assistant", answer});
   ++turns_;

@@ -9,7 +9,8 @@ namespace {
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
 bool SingleAnswer(TaskKind kind) {
-  return kind == TaskKind::kNiah || kind == TaskKind::kMultiKey || kind == TaskKind::kPasskey;
+  return kind == TaskKind::kNiah || kind == TaskKind::kMultiKey || kind == TaskKind::kPasskey ||
+         kind == TaskKind::kMultiTurn;
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include "io/tokenizer.h"
 
 #include "kvtrim/clock.h"
+#include "kvtrim/conversation.h"
 
 #include <algorithm>
 #include <chrono>
@@ -99,7 +100,7 @@ struct Measured {
 
 // One (task, sample) unit of work.
 struct Unit {
-  enum Kind { kNeedle, kExternal, kFidelity, kFidelityDecode } kind;
+  enum Kind { kNeedle, kExternal, kFidelity, kFidelityDecode, kMultiTurn } kind;
   std::string task;
   int sample;
   int index;  // position in the task's kind list (needle kind, task file)
@@ -317,6 +318,64 @@ class Sweep {
     return st;
   }
 
+  // A conversation (niah-multiturn): every (method, ratio) runs it from the
+  // start as a Conversation, compressed after every turn (the scripted
+  // answers fed as they are), then answers the question greedily. Bytes
+  // and entries are the cache's at the question; the full cache's first.
+  Status RunMultiTurn(const Unit& u, const Haystack& hay) {
+    auto cs = MakeConversationSample(e_, hay, o_.task, u.sample, o_.samples);
+    if (!cs.ok()) return cs.error();
+    double full_bytes = NAN;
+    for (const auto& method : o_.methods)
+      for (double r : RatiosOf(method)) {
+        SampleRecord rec;
+        rec.task = u.task, rec.method = method, rec.ratio = r, rec.unit = unit_, rec.sample = u.sample;
+        SessionOptions so;
+        so.kv = Options(method, r);
+        auto c = Conversation::Create(e_, so);
+        if (!c.ok()) {
+          rec.note = "n/a: " + c.error().message;
+          records_.push_back(std::move(rec));
+          continue;
+        }
+        Conversation& conv = *c.value();
+        const auto t0 = Clock::now();
+        auto turn = [&](const std::string& user) -> Status {
+          auto t = conv.TurnTokens({{"user", user}});
+          if (!t.ok()) return t.error();
+          return conv.BeginTurn({{"user", user}}, t.value());
+        };
+        Status st;
+        for (const auto& [user, reply] : cs->exchanges) {
+          st = turn(user);
+          if (st.ok()) st = conv.ForceAnswer(reply);
+          if (!st.ok()) break;
+        }
+        if (st.ok()) st = turn(cs->question);
+        if (!st.ok() && st.code() == ErrorCode::kUnreachable) {  // as Compress() answers one context
+          rec.note = "unreachable: " + st.message();
+          records_.push_back(std::move(rec));
+          continue;
+        }
+        KVTRIM_RETURN_IF_ERROR(st);
+        rec.compress_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        const kv::KvCache& cache = conv.session().impl().cache();
+        rec.kv_bytes = static_cast<double>(cache.BytesUsed());
+        if (method == "full") full_bytes = rec.kv_bytes;
+        rec.kv_bytes_full = full_bytes;
+        rec.entries_compressed = static_cast<long long>(cache.EntriesHeld());
+        auto text = GreedyAnswer(conv.session(), tok_, conv.session().tokens().back(), cs->max_answer_tokens);
+        if (!text.ok()) return text.error();
+        rec.accuracy = ScoreAnswer(TaskKind::kMultiTurn, text.value(), cs->expected) ? 1.0 : 0.0;
+        rec.entries_end = static_cast<long long>(cache.EntriesHeld());
+        rec.kv_bytes_peak = static_cast<double>(conv.peak_kv_bytes());
+        for (const auto& [name, v] : conv.session().impl().compressor().counters())
+          rec.counters.emplace_back(name, static_cast<double>(v));
+        records_.push_back(std::move(rec));
+      }
+    return {};
+  }
+
   Status RunExternal(const Unit& u, const TaskFile& tf) {
     const ExternalSample& s = tf.samples[u.sample];
     // The needle tasks' budget: --context tokens of prompt plus the answer room.
@@ -364,6 +423,7 @@ class Sweep {
     unit_ = unit;
     switch (u.kind) {
       case Unit::kNeedle: return RunNeedle(u, hay);
+      case Unit::kMultiTurn: return RunMultiTurn(u, hay);
       case Unit::kExternal: return RunExternal(u, files[u.index]);
       default: return RunFidelity(u, hay);
     }
@@ -391,7 +451,9 @@ class Sweep {
 std::vector<Unit> AllUnits(const SweepOptions& o, const std::vector<TaskFile>& files) {
   std::vector<Unit> units;
   for (size_t k = 0; k < o.tasks.size(); ++k)
-    for (int i = 0; i < o.samples; ++i) units.push_back({Unit::kNeedle, TaskName(o.tasks[k]), i, static_cast<int>(k)});
+    for (int i = 0; i < o.samples; ++i)
+      units.push_back({o.tasks[k] == TaskKind::kMultiTurn ? Unit::kMultiTurn : Unit::kNeedle, TaskName(o.tasks[k]), i,
+                       static_cast<int>(k)});
   for (size_t f = 0; f < files.size(); ++f)
     for (int i = 0; i < static_cast<int>(files[f].samples.size()) && i < o.samples; ++i)
       units.push_back({Unit::kExternal, files[f].name, i, static_cast<int>(f)});
@@ -510,7 +572,7 @@ std::string Fingerprint(const SweepOptions& o) {
   os << ";tasks=" << Join(tasks) << ";files=" << Join(o.task_files) << ";truncate=" << o.truncate_long
      << ";fidelity=" << o.fidelity << o.fidelity_decode << ";samples=" << o.samples << ";seed=" << o.seed
      << ";context=" << o.context_tokens << ";aware=" << o.query_aware << ";stream=" << o.stream_context << ";haystack=" << o.haystack
-     << ";cont=" << o.fidelity_continuation << ";needles=" << o.task.needles << ";queries=" << o.task.queries
+     << ";cont=" << o.fidelity_continuation << ";needles=" << o.task.needles << ";queries=" << o.task.queries << ";turns=" << o.task.turns
      << ";quality=" << o.quality << ":" << o.calibration << ";head_budgets=" << o.kv.head_budgets
      << ";kv:" << KvOptionsFingerprint(o.kv) << "params=";  // every option of the table
   for (const auto& [k, v] : o.kv.params) os << k << ":" << v << ",";

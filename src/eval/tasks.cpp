@@ -234,6 +234,7 @@ const char* TaskName(TaskKind k) {
     case TaskKind::kMultiValue: return "niah-multivalue";
     case TaskKind::kMultiQuery: return "niah-multiquery";
     case TaskKind::kPasskey: return "passkey";
+    case TaskKind::kMultiTurn: return "niah-multiturn";
   }
   return "unknown";
 }
@@ -246,7 +247,9 @@ const std::vector<TaskKind>& AllTasks() {
 
 Expected<TaskKind> ParseTask(const std::string& name) {
   std::string valid;
-  for (TaskKind k : AllTasks()) {
+  std::vector<TaskKind> all = AllTasks();
+  all.push_back(TaskKind::kMultiTurn);
+  for (TaskKind k : all) {
     if (name == TaskName(k)) return k;
     valid += (valid.empty() ? "" : ", ") + std::string(TaskName(k));
   }
@@ -301,6 +304,8 @@ std::vector<int> Filler(const Haystack& hay, const io::Tokenizer& tok, int n, ui
 
 Expected<TaskSample> MakeSample(const io::Tokenizer& tok, const Haystack& hay, TaskKind kind, const TaskOptions& o,
                                 int index, int n_samples) {
+  if (kind == TaskKind::kMultiTurn)
+    return MakeError("niah-multiturn is a conversation, not one context (MakeConversationSample)");
   KVTRIM_RETURN_IF_ERROR(CheckOptions(kind, o, index, n_samples));
   Rng rng(SplitMix(SplitMix(SplitMix(o.seed) ^ (static_cast<uint64_t>(kind) + 1)) ^ static_cast<uint64_t>(index)));
   const Plan plan = MakePlan(kind, o, rng);
@@ -334,6 +339,50 @@ Expected<TaskSample> MakeSample(const io::Tokenizer& tok, const Haystack& hay, T
 Expected<TaskSample> MakeSample(const Engine& engine, const Haystack& hay, TaskKind kind, const TaskOptions& o,
                                 int index, int n_samples) {
   return MakeSample(engine.impl().tokenizer(), hay, kind, o, index, n_samples);
+}
+
+}  // namespace kvtrim::eval
+
+namespace kvtrim::eval {
+
+Expected<ConversationSample> MakeConversationSample(const io::Tokenizer& tok, const Haystack& hay, const TaskOptions& o,
+                                                    int index, int n_samples) {
+  KVTRIM_RETURN_IF_ERROR(CheckOptions(TaskKind::kNiah, o, index, n_samples));
+  if (o.turns < 2 || o.turns > 1000) return MakeError("turns = " + std::to_string(o.turns) + " must be in [2, 1000]");
+  Rng rng(SplitMix(SplitMix(SplitMix(o.seed) ^ (static_cast<uint64_t>(TaskKind::kMultiTurn) + 1)) ^
+                   static_cast<uint64_t>(index)));
+  const std::string key = DrawKeys(rng, 1)[0];
+  const std::string value = DrawValues(rng, 1, 1000000, 9999999)[0];
+  ConversationSample c;
+  c.index = index;
+  // The question alone: the answer is the assistant's (after the whole of
+  // QuestionOne in the user's message the default model answers no number).
+  c.question = "What is the special magic number for " + key + " mentioned in the provided text?";
+  c.expected = {value};
+  // Per turn: a user message of filler, a 12-token answer, about 8 tokens of template.
+  const int per_turn = o.context_tokens / o.turns;
+  const int reply = 12, user = per_turn - reply - 8;
+  if (user < 16)
+    return MakeError("context_tokens = " + std::to_string(o.context_tokens) + " is too small for " +
+                     std::to_string(o.turns) + " turns: each needs at least 36 tokens");
+  for (int t = 1; t < o.turns; ++t) {
+    std::string u = tok.Decode(Filler(hay, tok, user, rng.Next()));
+    std::string a = tok.Decode(Filler(hay, tok, reply, rng.Next()));
+    if (u.empty() || a.empty()) return MakeError("haystack '" + hay.name() + "' is empty");
+    if (t == 1) {  // the needle, after the sentence end nearest its depth
+      size_t at = static_cast<size_t>((index + 0.5) / n_samples * static_cast<double>(u.size()));
+      const size_t dot = u.find(". ", at);
+      at = dot == std::string::npos ? u.size() : dot + 2;
+      u.insert(at, NeedleText(key, value) + (at < u.size() ? " " : ""));
+    }
+    c.exchanges.emplace_back(std::move(u), std::move(a));
+  }
+  return c;
+}
+
+Expected<ConversationSample> MakeConversationSample(const Engine& engine, const Haystack& hay, const TaskOptions& o,
+                                                    int index, int n_samples) {
+  return MakeConversationSample(engine.impl().tokenizer(), hay, o, index, n_samples);
 }
 
 }  // namespace kvtrim::eval

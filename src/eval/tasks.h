@@ -13,6 +13,9 @@ namespace kvtrim::eval {
 // (snapped to a line start); deterministic for a given (seed, n). No BOS.
 std::vector<int> Filler(const Haystack& hay, const io::Tokenizer& tok, int n, uint64_t seed);
 
+Expected<ConversationSample> MakeConversationSample(const io::Tokenizer& tok, const Haystack& hay, const TaskOptions& o,
+                                                    int index, int n_samples);
+
 Expected<TaskSample> MakeSample(const io::Tokenizer& tok, const Haystack& hay, TaskKind kind, const TaskOptions& o,
                                 int index, int n_samples);
 

@@ -31,7 +31,7 @@ struct EvalOpts {
   std::string model, haystack, out, json, csv, shard, max_context = "truncate";
   std::vector<std::string> methods, tasks, fidelity_tasks = {"fidelity", "fidelity-decode"}, task_files;
   std::vector<double> ratios = {0.5, 0.25, 0.1};
-  int samples = 16, threads = 0, context = 0, continuation = 256, needles = 4, queries = 2;
+  int samples = 16, threads = 0, context = 0, continuation = 256, needles = 4, queries = 2, turns = 20;
   uint64_t seed = 1;
   bool query_aware = false, stream_context = false, no_fidelity = false, no_plots = false;
   KvFlags kv;
@@ -97,6 +97,7 @@ Expected<eval::SweepOptions> ToSweepOptions(const EvalOpts& o) {
   so.fidelity_continuation = o.continuation;
   so.task.needles = o.needles;
   so.task.queries = o.queries;
+  so.task.turns = o.turns;
   KVTRIM_RETURN_IF_ERROR(ParseShard(o.shard, &so.shard_index, &so.shard_count));
   return so;
 }
@@ -189,6 +190,11 @@ Command AddEval(CLI::App& app) {
   sub->add_option("--needles", o->needles, "Needles in multikey/multivalue/multiquery samples")->capture_default_str()
       ->check(CLI::Range(2, 16));
   sub->add_option("--queries", o->queries, "Keys asked in multiquery samples")->capture_default_str()->check(CLI::Range(1, 16));
+  sub->add_option("--turns", o->turns,
+                  "niah-multiturn: the question is asked at this turn, the conversation (--context tokens in all) "
+                  "compressed after every turn")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 1000));
   sub->add_flag("--stream-context", o->stream_context, "Decode the needle/task-file contexts token by token under "
                 "the budget (decode-time policies; prefill-time ones are n/a)");
   sub->add_flag("--query-aware", o->query_aware, "Compress with the question at the end of the context "
