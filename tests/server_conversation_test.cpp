@@ -4,6 +4,7 @@
 // server restarted on the same store, and the errors a client can meet.
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <thread>
 
 #include "kvtrim/conversation.h"
@@ -224,6 +225,48 @@ TEST_F(ConversationApiTest, RedisStoppedMidRunIsA503ThenServiceResumes) {
   EXPECT_EQ(j["messages"][4]["content"], kTurns[2]);
   redis.Stop();
   std::filesystem::remove_all(dir);
+}
+
+// The directory store on a full disk (a small tmpfs filled up): a turn that
+// cannot be written is a 503 naming the cause, requests that do not need
+// the store are served, and once space is freed the conversation goes on
+// from its last acknowledged turn, with no temporary file left behind.
+TEST_F(ConversationApiTest, FullDiskIsA503ThenServiceResumes) {
+  const std::string dir = ::testing::TempDir() + "kvtrim-conv-full-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  if (test::RunCommand("mount -t tmpfs -o size=4m tmpfs " + dir + " 2>&1").code != 0) {
+    std::filesystem::remove_all(dir);
+    GTEST_SKIP() << "mounting a tmpfs needs root (CAP_SYS_ADMIN): the full-disk case is not run";
+  }
+  struct Unmount {
+    std::string d;
+    ~Unmount() {
+      test::RunCommand("umount " + d + " 2>&1");
+      std::filesystem::remove_all(d);
+    }
+  } unmount{dir};
+  ServerOptions o;
+  o.context_store = dir;
+  TestServer ts(engine(), o);
+  auto c = ts.Client();
+  Say(c, "d", kTurns[0], 8, {{"kv", "snapkv"}, {"kv_budget", 40}});
+  {  // fill the disk
+    std::ofstream fill(dir + "/filler", std::ios::binary);
+    const std::string block(1 << 16, 'x');
+    while (fill.write(block.data(), block.size()) && fill.flush()) {
+    }
+  }
+  json r = Say(c, "d", kTurns[1], 8, json::object(), 503);
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("No space left"), std::string::npos) << r.dump();
+  Post(c, "/v1/completions", {{"prompt", "Hello"}, {"max_tokens", 2}});  // no store needed: served
+  EXPECT_EQ(json::parse(c.Get("/v1/conversations/d")->body)["turns"], 1);  // as acknowledged
+  r = Post(c, "/v1/contexts", {{"text", Passage(1000, 400)}}, 503);  // a stored context needs the disk too
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("No space left"), std::string::npos) << r.dump();
+  std::filesystem::remove(dir + "/filler");
+  r = Say(c, "d", kTurns[1], 8);  // resumes by itself
+  EXPECT_EQ(r["kvtrim"]["conversation"]["turns"], 2);
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
 }
 
 TEST_F(ConversationApiTest, ErrorsNameTheProblem) {

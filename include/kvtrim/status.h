@@ -8,8 +8,11 @@ namespace kvtrim {
 
 // What kind of failure: most are plain errors; `kUnreachable` marks a
 // request that is valid but cannot be met for this input (a retention ratio
-// below what a method can reach), which an eval reports as a cell, not a crash.
-enum class ErrorCode { kError, kUnreachable };
+// below what a method can reach), which an eval reports as a cell, not a crash;
+// `kUnavailable` a store that is down or full (a Redis server that cannot be
+// reached, a disk with no space): the same request may succeed later (the
+// server answers 503).
+enum class ErrorCode { kError, kUnreachable, kUnavailable };
 
 // A failed operation: a human-readable message naming the problem.
 struct Error {
@@ -56,6 +59,7 @@ class Status {
 };
 
 inline Error MakeError(std::string msg) { return Error{std::move(msg)}; }
+inline Error MakeUnavailable(std::string msg) { return Error{std::move(msg), ErrorCode::kUnavailable}; }
 inline Error MakeUnreachable(std::string msg) { return Error{std::move(msg), ErrorCode::kUnreachable}; }
 
 }  // namespace kvtrim

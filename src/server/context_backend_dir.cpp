@@ -62,7 +62,7 @@ class DirectoryBackend : public ContextBackend {
       return MakeError("the context file (" + std::to_string(bytes.size()) + " bytes) exceeds the store's bound (" +
                        std::to_string(max_bytes_) + " bytes, --context-store-gib)");
     Status st = io::WriteFileAtomically(PathOf(id), bytes);
-    if (!st.ok()) return MakeError("context file '" + PathOf(id) + "': " + st.message());
+    if (!st.ok()) return MakeUnavailable("context file '" + PathOf(id) + "': " + st.message());
     if (max_bytes_ > 0) Trim(id);
     return {};
   }
@@ -72,7 +72,7 @@ class DirectoryBackend : public ContextBackend {
     if (!in) return std::optional<std::string>();
     std::ostringstream ss;
     ss << in.rdbuf();
-    if (in.bad()) return MakeError("context file '" + PathOf(id) + "': read failed");
+    if (in.bad()) return MakeUnavailable("context file '" + PathOf(id) + "': read failed");
     return std::optional<std::string>(ss.str());
   }
 

@@ -90,7 +90,7 @@ class RedisBackend : public ContextBackend {
       const std::string why = ctx_ ? ctx_->errstr : "out of memory";
       if (ctx_) redisFree(ctx_);
       ctx_ = nullptr;
-      return MakeError("context store " + url_ + ": cannot connect (" + why + ")");
+      return MakeUnavailable("context store " + url_ + ": cannot connect (" + why + ")");
     }
     redisSetTimeout(ctx_, timeval{30, 0});
     return {};
@@ -110,9 +110,9 @@ class RedisBackend : public ContextBackend {
       const std::string why = ctx_->errstr;
       redisFree(ctx_);
       ctx_ = nullptr;
-      if (attempt == 1) return MakeError("context store " + url_ + ": " + why);
+      if (attempt == 1) return MakeUnavailable("context store " + url_ + ": " + why);
     }
-    return MakeError("context store " + url_ + ": unreachable");
+    return MakeUnavailable("context store " + url_ + ": unreachable");
   }
 };
 

@@ -124,7 +124,7 @@ void Server::Impl::CreateContext(const std::string& body, httplib::Response& res
   metrics.AddTokens(c->tokens, 0);
   metrics.NoteKvPeak(c->kv_bytes_peak);
   auto id = store.Put(c);
-  if (!id.ok()) return SendError(res, 400, id.error().message);
+  if (!id.ok()) return SendError(res, id.error().code == ErrorCode::kUnavailable ? 503 : 400, id.error().message);
   res.set_content(Dump(ContextJson(*c)), "application/json");
 }
 
