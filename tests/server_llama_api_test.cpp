@@ -127,6 +127,46 @@ TEST_F(LlamaApiTest, Props) {
   EXPECT_EQ(p["model_path"], kModel);
 }
 
+// /slots: the slot's last completion saved as a stored context (then a
+// context_id answering as a fork of that session would), restored, erased.
+TEST_F(LlamaApiTest, SlotsSaveRestoreAndEraseThroughTheStore) {
+  TestServer ts(engine(), {});
+  auto c = ts.Client();
+  const io::Tokenizer& tok = engine().impl().tokenizer();
+  const std::string prompt = Passage(3000, 400);
+  Post(c, "/slots/0?action=save", {{"filename", "early.bin"}}, 400);  // nothing run yet
+  json done = Post(c, "/completion", {{"prompt", prompt}, {"n_predict", 6}, {"temperature", 0}, {"kv", "snapkv"},
+                                      {"kv_budget", 40}, {"return_tokens", true}});
+  // The slot holds the prompt and the 5 answer tokens fed back.
+  const int held = static_cast<int>(tok.Encode(prompt, true).size()) + done["tokens_predicted"].get<int>() - 1;
+  auto g = c.Get("/slots");
+  ASSERT_TRUE(g && g->status == 200);
+  EXPECT_EQ(json::parse(g->body)[0]["n_tokens"].get<int>(), held);
+  json saved = Post(c, "/slots/0?action=save", {{"filename", "slot0.bin"}});
+  EXPECT_EQ(saved["id_slot"], 0);
+  EXPECT_EQ(saved["n_saved"].get<int>(), held);
+  EXPECT_EQ(saved["kvtrim"]["context_id"], "slot0_bin");
+  auto ctx = c.Get("/v1/contexts/slot0_bin");
+  ASSERT_TRUE(ctx && ctx->status == 200);
+  EXPECT_EQ(json::parse(ctx->body)["tokens"].get<int>(), held);
+  json erased = Post(c, "/slots/0?action=erase", json::object());
+  EXPECT_EQ(erased["n_erased"].get<int>(), held);
+  EXPECT_EQ(json::parse(c.Get("/slots")->body)[0]["n_tokens"].get<int>(), 0);
+  json restored = Post(c, "/slots/0?action=restore", {{"filename", "slot0.bin"}});
+  EXPECT_EQ(restored["n_restored"].get<int>(), held);
+  EXPECT_EQ(json::parse(c.Get("/slots")->body)[0]["n_tokens"].get<int>(), held);
+  // The saved slot is a context: a question on it runs, and the slot then holds that completion.
+  json q = Post(c, "/v1/completions", {{"context_id", "slot0_bin"}, {"prompt", " And"}, {"max_tokens", 3}});
+  EXPECT_EQ(json::parse(c.Get("/slots")->body)[0]["n_tokens"].get<int>(),
+            held + q["usage"]["prompt_tokens"].get<int>() + q["usage"]["completion_tokens"].get<int>() - 1);
+  // Errors named.
+  Post(c, "/slots/0?action=restore", {{"filename", "absent.bin"}}, 404);
+  Post(c, "/slots/0?action=save", {{"filename", "../etc/passwd"}}, 400);
+  Post(c, "/slots/0?action=save", json::object(), 400);
+  Post(c, "/slots/0?action=copy", {{"filename", "x"}}, 400);
+  Post(c, "/slots/7?action=save", {{"filename", "x"}}, 400);
+}
+
 }  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::server

@@ -283,6 +283,7 @@ void RespondJson(Server::Impl& im, std::shared_ptr<const Prepared> p, std::share
     h.alive = [&sink] { return sink.is_writable(); };
     Status st = SampleAnswer(*s, im.engine.impl().tokenizer(), p->prev, p->req, h, g.get());
     const Status stored = EndTurn(im, *p, st, *g);  // a conversation's answer is stored before it is sent
+    if (st.ok() && !p->turn) im.KeepSlotSession(lease->slot(), s);  // /slots?action=save
     // Done with the model before the answer goes out: a client that reads
     // it and then the metrics sees this session gone and the slot free.
     live->Set(0);
@@ -352,6 +353,7 @@ void RespondStream(Server::Impl& im, std::shared_ptr<const Prepared> p, std::sha
     TurnHook(*p, hooks);
     auto g = RunGeneration(*s, im.engine.impl().tokenizer(), p->prompt, !p->context, p->prev, p->req, hooks);
     const Status stored = EndTurn(im, *p, g.ok() ? Status() : Status(g.error()), g.ok() ? g.value() : Generation());
+    if (g.ok() && !p->turn) im.KeepSlotSession(lease->slot(), s);  // /slots?action=save
     live.Set(0);  // as for a non-streamed answer: the session and its slot are done before the last event
     lease.reset();
     if (!g.ok()) {

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <functional>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -60,6 +61,16 @@ struct Server::Impl {
   Expected<std::unique_ptr<Conversation>> NewConversation(const KvOverrides& kv);
   Expected<std::unique_ptr<Conversation>> LoadConversation(const std::string& bytes, const std::string& name);
   httplib::Server::HandlerWithContentReader WithBody(std::function<void(const std::string&, httplib::Response&)> handle);
+  // The same with the request (its path's matches and query parameters).
+  httplib::Server::HandlerWithContentReader WithRequestBody(
+      std::function<void(const httplib::Request&, const std::string&, httplib::Response&)> handle);
+  // llama-server's slots (slots_api.cpp): each slot's last completion's
+  // session, kept after it ran; GET /slots; save / restore / erase.
+  mutable std::mutex slots_mu;
+  std::vector<std::shared_ptr<Session>> slot_sessions;
+  void KeepSlotSession(int slot, std::shared_ptr<Session> s);
+  void SlotAction(int slot, const std::string& action, const std::string& body, httplib::Response& res);
+  json Slots() const;
   Expected<std::shared_ptr<StoredContext>> LoadStored(const std::string& bytes, const std::string& name);
   int Ctx() const;  // context length of every session
   Metrics::Gauges Gauges() const;

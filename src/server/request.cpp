@@ -295,6 +295,20 @@ Expected<ConversationRequest> ParseConversationRequest(const std::string& body) 
   return r;
 }
 
+Expected<std::string> ParseSlotFilename(const std::string& body) {
+  auto j = ParseObject(body);
+  if (!j.ok()) return j.error();
+  std::string name;
+  KVTRIM_RETURN_IF_ERROR(GetString(j.value(), "filename", &name));
+  if (name.empty()) return MakeError("field 'filename' must be a non-empty string");
+  std::string id = name;
+  for (char& c : id)
+    if (c == '.') c = '_';
+  if (!IsContextId(id))
+    return MakeError("field 'filename' = '" + name + "': letters, digits, '-', '_' and '.' only, at most 64 characters");
+  return id;
+}
+
 Expected<TokenizeRequest> ParseTokenizeRequest(const std::string& body) {
   auto j = ParseObject(body);
   if (!j.ok()) return j.error();

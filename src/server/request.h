@@ -77,6 +77,10 @@ Expected<CompletionRequest> ParseChatRequest(const std::string& body);
 Expected<CompletionRequest> ParseLlamaCompletionRequest(const std::string& body);
 Expected<ContextRequest> ParseContextRequest(const std::string& body);
 Expected<ConversationRequest> ParseConversationRequest(const std::string& body);
+// POST /slots/ID?action=save|restore (llama-server's): {"filename": NAME};
+// the stored context's id is NAME with every '.' made '_' ("a.bin" ->
+// "a_bin"), which must then be letters, digits, '-' and '_' (at most 64).
+Expected<std::string> ParseSlotFilename(const std::string& body);
 Expected<TokenizeRequest> ParseTokenizeRequest(const std::string& body);
 // POST /detokenize (llama-server's): {"tokens": [id...]}, each id in [0, vocab).
 Expected<std::vector<int>> ParseDetokenizeRequest(const std::string& body, int vocab);

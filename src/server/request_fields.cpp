@@ -53,6 +53,8 @@ const Field kTrailing[] = {
      "fields; excludes context_id and cache_prompt"},
     {"id", "conversations", "string (letters, digits, '-', '_'; at most 64)", "conv-N",
      "POST /v1/conversations: the new conversation's id (409 when it exists)"},
+    {"filename", "/slots", "string (letters, digits, '-', '_', '.'; at most 64)", "(required)",
+     "POST /slots/ID?action=save|restore: the stored context's id, every '.' made '_'"},
 };
 
 void Row(std::ostringstream& md, const std::string& name, const std::string& endpoints, const std::string& type,

@@ -148,8 +148,8 @@ std::string RefusalReason(const httplib::Request& req, int status, size_t max_bo
     case 404:
       return "no route " + req.method + " " + req.path +
              " (routes: GET /health, /metrics, /v1/models, /props, /v1/contexts[/ID], /v1/conversations[/ID]; "
-             "POST /v1/completions, /v1/chat/completions, /completion, /tokenize, /detokenize, /v1/contexts, "
-             "/v1/conversations; DELETE /v1/contexts/ID, /v1/conversations/ID)";
+             "/slots; POST /v1/completions, /v1/chat/completions, /completion, /tokenize, /detokenize, /v1/contexts, "
+             "/v1/conversations, /slots/ID?action=save|restore|erase; DELETE /v1/contexts/ID, /v1/conversations/ID)";
     case 413:
       return "request body over the limit of " + std::to_string(max_body) + " bytes (kvtrim serve --max-body-mib)";
     case 414:
@@ -170,6 +170,13 @@ std::string RefusalReason(const httplib::Request& req, int status, size_t max_bo
 // reader gets the raw bytes instead, within set_payload_max_length.
 httplib::Server::HandlerWithContentReader Server::Impl::WithBody(
     std::function<void(const std::string&, httplib::Response&)> handle) {
+  return WithRequestBody([handle](const httplib::Request&, const std::string& body, httplib::Response& res) {
+    handle(body, res);
+  });
+}
+
+httplib::Server::HandlerWithContentReader Server::Impl::WithRequestBody(
+    std::function<void(const httplib::Request&, const std::string&, httplib::Response&)> handle) {
   return [this, handle](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
     if (req.is_multipart_form_data())
       return SendError(res, 415, "a multipart body is not read: send the JSON object itself as the body "
@@ -182,7 +189,7 @@ httplib::Server::HandlerWithContentReader Server::Impl::WithBody(
       const int status = res.status >= 400 ? res.status : 400;
       return SendError(res, status, RefusalReason(req, status, o.max_body_bytes));
     }
-    handle(body, res);
+    handle(req, body, res);
   };
 }
 
@@ -209,6 +216,13 @@ void Server::Impl::Routes() {
   http.Get("/props", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(Dump(Props()), "application/json");
   });
+  http.Get("/slots", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(Dump(Slots()), "application/json");
+  });
+  http.Post(R"(/slots/(\d{1,6}))", WithRequestBody([this](const httplib::Request& req, const std::string& b,
+                                                           httplib::Response& r) {
+    SlotAction(std::stoi(req.matches[1]), req.get_param_value("action"), b, r);
+  }));
   ConversationRoutes();
   http.Post("/v1/contexts", WithBody([this](const std::string& b, httplib::Response& r) { CreateContext(b, r); }));
   http.Get("/v1/contexts", [this](const httplib::Request&, httplib::Response& res) {
@@ -245,7 +259,8 @@ void Server::Impl::Routes() {
     std::string route = req.path.rfind("/v1/contexts/", 0) == 0        ? "/v1/contexts/{id}"
                         : req.path.rfind("/v1/conversations/", 0) == 0 ? "/v1/conversations/{id}"
                                                                        : req.path;
-    static const char* const kRoutes[] = {"/health", "/metrics", "/v1/models", "/v1/completions",
+    if (req.path.rfind("/slots/", 0) == 0) route = "/slots/{id}";
+    static const char* const kRoutes[] = {"/health", "/metrics", "/v1/models", "/v1/completions", "/slots", "/slots/{id}",
                                           "/v1/chat/completions", "/v1/contexts", "/v1/contexts/{id}",
                                           "/v1/conversations", "/v1/conversations/{id}", "/completion",
                                           "/tokenize", "/detokenize", "/props"};
@@ -271,6 +286,7 @@ Expected<std::unique_ptr<Server>> Server::Create(const Engine& engine, const Ser
   std::unique_ptr<Server> s(new Server());
   s->impl_ = std::make_unique<Impl>(engine, o, per_slot);
   Impl& im = *s->impl_;
+  im.slot_sessions.resize(static_cast<size_t>(o.parallel));
   if (!o.context_store.empty()) {
     auto b = OpenContextBackend(o.context_store, o.context_store_disk_bytes);
     if (!b.ok()) return b.error();
