@@ -1,7 +1,7 @@
 // libFuzzer target: the server's request parsers (src/server/request.*) on
 // arbitrary bodies. The first byte picks the parser (completion, chat,
-// context, llama-server's completion, tokenize, detokenize), the rest is
-// the body. Properties: no crash, no exception escapes
+// context, llama-server's completion, tokenize, detokenize, conversation,
+// slot filename), the rest is the body. Properties: no crash, no exception escapes
 // (every bad body is an error value that names a field or the JSON error),
 // and a parsed request's KV overrides resolve against the default options
 // either to valid KvOptions or to an error (never a policy the registry
@@ -13,13 +13,14 @@
 #include <string>
 
 #include "kv/policy.h"
+#include "server/context_backend.h"
 #include "server/request.h"
 
 using namespace kvtrim;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const int which = data[0] % 6;
+  const int which = data[0] % 8;
   const std::string body(reinterpret_cast<const char*>(data) + 1, size - 1);
   if (which == 4) {
     auto t = server::ParseTokenizeRequest(body);
@@ -32,6 +33,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (d.ok())
       for (int id : d.value())
         if (id < 0 || id >= 2048) std::abort();
+    return 0;
+  }
+  if (which == 6) {  // a conversation's id, when given, can name a store key
+    auto c = server::ParseConversationRequest(body);
+    if (!c.ok() && c.error().message.empty()) std::abort();
+    if (c.ok() && !c.value().id.empty() && !server::IsContextId(c.value().id)) std::abort();
+    return 0;
+  }
+  if (which == 7) {  // a slot's filename becomes a store key: never a path
+    auto f = server::ParseSlotFilename(body);
+    if (!f.ok() && f.error().message.empty()) std::abort();
+    if (f.ok() && !server::IsContextId(f.value())) std::abort();
     return 0;
   }
   if (which == 2) {
@@ -51,6 +64,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   if (r.value().max_tokens < -1) std::abort();  // -1: n_predict's "until EOS or the context is full"
+  if (!r.value().conversation.empty() && !server::IsContextId(r.value().conversation)) std::abort();
   auto kv = server::ResolveKv(KvOptions{}, r.value().kv);
   if (kv.ok()) {
     if (!kv::FindPolicy(kv.value().policy)) std::abort();

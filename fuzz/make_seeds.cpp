@@ -156,7 +156,8 @@ int main(int argc, char** argv) {
     for (char& c : b) c = static_cast<char>(rng());
     Write(out / "plan" / ("p" + std::to_string(i)), b);
   }
-  // Request bodies: selector byte (0 completion, 1 chat, 2 context) + JSON.
+  // Request bodies: selector byte (0 completion, 1 chat, 2 context, 6
+  // conversation, 7 slot filename; fuzz_request.cpp) + JSON.
   const std::vector<std::pair<char, std::string>> bodies = {
       {0, R"({"prompt": "Once upon a time", "max_tokens": 8, "temperature": 0, "seed": 7})"},
       {0, R"({"prompt": "x", "stream": true, "stop": ["\n", "."], "top_p": 0.5, "kv": "snapkv", "kv_ratio": 0.25})"},
@@ -166,6 +167,9 @@ int main(int argc, char** argv) {
       {1, R"({"messages": [{"role": "user", "content": "Hi"}], "kv": "window", "kv_params": {"sinks": 2}})"},
       {2, R"({"text": "a long document", "kv": "snapkv", "kv_ratio": 0.5})"},
       {2, R"({"text": "doc", "kv": "razor", "kv_params": {"value-norm": "l2"}})"},
+      {1, R"({"messages": [{"role": "user", "content": "Hi"}], "conversation": "c-1", "kv": "snapkv", "kv_budget": 64})"},
+      {6, R"({"id": "talk_1", "kv": "keydiff", "kv_ratio": 0.1})"}, {6, ""}, {6, R"({"id": "../x"})"},
+      {7, R"({"filename": "slot0.bin"})"}, {7, R"({"filename": "../../etc/passwd"})"},
       {0, R"({"prompt": 5})"}, {0, "{"}, {1, "[]"}, {2, R"({"text": "\ud800"})"}};
   int q = 0;
   for (const auto& [sel, body] : bodies) Write(out / "request" / ("r" + std::to_string(q++)), std::string(1, sel) + body);

@@ -31,6 +31,7 @@ struct Prepared {
   // "conversation": the turn, held from arrival until its answer is stored.
   std::shared_ptr<ConversationTurn> turn;
   std::vector<ChatMessage> added;
+  int slot = 0;  // the scheduler's slot it runs on (llama-server's id_slot)
 };
 
 // What storing the compressed prompt gave (cache_prompt), for the response.
@@ -243,10 +244,23 @@ std::shared_ptr<Session> OpenSession(Server::Impl& im, const Prepared& p, httpli
   return std::move(c.value());
 }
 
+// llama-server's report of the request (POST /completion).
+LlamaAnswerInfo LlamaInfo(const Server::Impl& im, const Prepared& p) {
+  LlamaAnswerInfo info;
+  info.prompt_n = static_cast<int>(p.prompt.size()) + p.reused;
+  std::vector<int> all = p.context ? p.context->session->tokens() : std::vector<int>();
+  all.insert(all.end(), p.prompt.begin(), p.prompt.end());
+  info.prompt_text = VerbatimText(im.engine.impl().tokenizer(), all);
+  info.model = im.o.model_name;
+  info.request = &p.req;
+  info.slot = p.slot;
+  return info;
+}
+
 // The response object of a finished completion.
 json CompletionJson(Server::Impl& im, const Prepared& p, const Generation& g, const CacheNote& note) {
   if (p.req.llama) {
-    json out = LlamaCompletionJson(g, g.text, g.prompt_tokens + p.reused, im.o.model_name, g.stopped_by_word);
+    json out = LlamaCompletionJson(g, g.text, LlamaInfo(im, p));
     if (p.req.return_tokens) out["tokens"] = g.tokens;
     out["kvtrim"] = Extra(g, p, note);
     return out;
@@ -368,7 +382,7 @@ void RespondStream(Server::Impl& im, std::shared_ptr<const Prepared> p, std::sha
       im.metrics.NoteKvPeak(g->kv_bytes_peak);
       json last;
       if (p->req.llama) {  // llama-server's last event: the whole answer object, its content already sent
-        last = LlamaCompletionJson(g.value(), "", g->prompt_tokens + p->reused, model, g->stopped_by_word);
+        last = LlamaCompletionJson(g.value(), "", LlamaInfo(im, *p));
         if (p->req.return_tokens) last["tokens"] = g->tokens;
       } else {
         last = Envelope(*p, model, true);
@@ -392,6 +406,7 @@ void Server::Impl::Completion(const std::string& body, httplib::Response& res, A
   if (!Prepare(*this, body, api, p.get(), res)) return;
   std::shared_ptr<Scheduler::Lease> lease = sched.Acquire();
   if (!lease) return SendError(res, 503, "server busy: the request queue is full, retry later");
+  p->slot = lease->slot();
   std::shared_ptr<Session> s = OpenSession(*this, *p, res);
   if (!s) return;
   s->impl().UsePool(lease->pool());

@@ -17,13 +17,6 @@ namespace kvtrim::server {
 
 namespace fs = std::filesystem;
 
-bool IsContextId(const std::string& id) {
-  if (id.empty() || id.size() > 64) return false;
-  for (char c : id)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') return false;
-  return true;
-}
-
 namespace {
 
 // N of an id "PREFIX-N" (0 for any other name).

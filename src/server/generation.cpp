@@ -36,7 +36,10 @@ bool StopText::Add(const std::string& piece) {
   for (const auto& s : stops_) max_len = std::max(max_len, s.size());
   const size_t from = sent_ > max_len ? sent_ - max_len : 0;
   size_t cut = std::string::npos;
-  for (const auto& s : stops_) cut = std::min(cut, text_.find(s, from));
+  for (const auto& s : stops_) {
+    const size_t at = text_.find(s, from);
+    if (at < cut) cut = at, word_ = s;
+  }
   if (cut != std::string::npos) {
     text_.resize(cut);
     stopped_ = true;
@@ -117,6 +120,8 @@ Status SampleAnswer(Session& s, const io::Tokenizer& tok, int prev, const Comple
   if (client_gone) g->finish_reason = "abandoned";
   g->decode_ms = Ms(t1, Clock::now());
   g->text = text.text();
+  g->stop_word = text.word();
+  g->tokens_held = static_cast<int>(s.tokens().size());
   g->completion_tokens = static_cast<int>(g->tokens.size());
   g->kv_bytes = s.impl().cache().BytesUsed();
   g->kv_bytes_full = s.impl().cache().BytesFull();

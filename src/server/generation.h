@@ -24,12 +24,14 @@ class StopText {
   // The text not yet released that is final now (all of it with `final`).
   std::string TakeReady(bool final);
   const std::string& text() const { return text_; }
+  const std::string& word() const { return word_; }  // the stop string that ended it ("" if none)
 
  private:
   std::vector<std::string> stops_;
   std::string text_;
   size_t sent_ = 0;
   bool stopped_ = false;
+  std::string word_;
 };
 
 struct Generation {
@@ -37,6 +39,8 @@ struct Generation {
   std::vector<int> tokens;               // generated ids
   std::string finish_reason = "length";  // "stop": EOS/BOS or a stop string
   bool stopped_by_word = false;          // ... a stop string
+  std::string stop_word;                 // which one
+  int tokens_held = 0;                   // the session's tokens at the end (llama-server's tokens_cached)
   int prompt_tokens = 0, completion_tokens = 0;
   size_t kv_bytes = 0, kv_bytes_full = 0, kv_entries = 0;  // the session's cache at the end
   size_t kv_bytes_peak = 0;  // the most its session held at once (Session::peak_kv_bytes)

@@ -15,6 +15,10 @@
 #include "server/scheduler.h"
 #include "kvtrim/server.h"
 
+namespace kvtrim::io {
+class Tokenizer;
+}
+
 namespace kvtrim::server {
 
 using nlohmann::json;
@@ -92,13 +96,26 @@ json KvJson(const KvOptions& kv);
 void MarkTimings(json& x, const std::vector<std::string>& fields);
 
 struct Generation;
-// llama-server's response to POST /completion (llama_api.cpp): content,
-// tokens_predicted, tokens_evaluated, stop, stop_type, timings; `prompt_n`
-// the prompt's tokens (a cached prompt's included). One streamed event:
-// {"content", "stop": false}; the last event is the whole object with
-// "content" empty.
-json LlamaCompletionJson(const Generation& g, const std::string& content, int prompt_n, const std::string& model,
-                         bool stopped_by_word);
+// What llama-server's answer to POST /completion reports besides the
+// generation: the prompt's tokens (a cached prompt's included) and its text
+// as llama-server prints it, the model's name, the request, the slot.
+struct LlamaAnswerInfo {
+  int prompt_n = 0;
+  std::string prompt_text;
+  std::string model;
+  const CompletionRequest* request = nullptr;
+  int slot = 0;
+};
+// llama-server's response to POST /completion (llama_api.cpp): index,
+// content, tokens, id_slot, stop, model, tokens_predicted, tokens_evaluated,
+// generation_settings (the fields this engine has), prompt, has_new_line,
+// truncated, stop_type, stopping_word, tokens_cached, timings. One streamed
+// event: {"content", "stop": false}; the last event is the whole object
+// with "content" empty.
+json LlamaCompletionJson(const Generation& g, const std::string& content, const LlamaAnswerInfo& info);
+// Token ids as llama-server prints them: control tokens by their text
+// (BOS "<s>"), every piece verbatim (a SentencePiece word's leading space kept).
+std::string VerbatimText(const io::Tokenizer& tok, const std::vector<int>& ids);
 json LlamaChunkJson(const std::string& content);
 
 // Keeps Metrics' live-session KV bytes up to date for one request.

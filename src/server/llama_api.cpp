@@ -3,6 +3,7 @@
 // /detokenize, GET /props, and the response shapes of POST /completion (the
 // request runs the /v1/completions machinery, completion.cpp).
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -35,11 +36,12 @@ void Server::Impl::Tokenize(const std::string& body, httplib::Response& res) {
   res.set_content(Dump(json{{"tokens", tokens}}), "application/json");
 }
 
-// {"tokens": [id...]} -> {"content": text}; an id outside the vocabulary is an error.
+// {"tokens": [id...]} -> {"content": text} as llama-server gives it (VerbatimText);
+// an id outside the vocabulary is an error.
 void Server::Impl::Detokenize(const std::string& body, httplib::Response& res) {
   auto ids = ParseDetokenizeRequest(body, engine.impl().tokenizer().vocab_size());
   if (!ids.ok()) return SendError(res, 400, ids.error().message);
-  res.set_content(Dump(json{{"content", engine.impl().tokenizer().Decode(ids.value())}}), "application/json");
+  res.set_content(Dump(json{{"content", VerbatimText(engine.impl().tokenizer(), ids.value())}}), "application/json");
 }
 
 // What llama-server's GET /props reports that applies here.
@@ -59,19 +61,53 @@ json Server::Impl::Props() const {
               {"kvtrim", {{"kv_default", KvJson(o.kv)}, {"vocab", engine.impl().config().vocab}}}};
 }
 
-json LlamaCompletionJson(const Generation& g, const std::string& content, int prompt_n, const std::string& model,
-                         bool stopped_by_word) {
-  const std::string stop_type = g.finish_reason == "length" ? "limit" : stopped_by_word ? "word" : "eos";
+std::string VerbatimText(const io::Tokenizer& tok, const std::vector<int>& ids) {
+  // Piece() drops a SentencePiece word's leading space at the start or after
+  // BOS (kvtrim's detokenizing, as `run` prints); llama-server keeps it.
+  constexpr int kNotAtStart = std::numeric_limits<int>::max();
+  std::string out;
+  for (int id : ids) out += id == tok.bos() || id == tok.eos() ? tok.piece_text(id) : tok.Piece(kNotAtStart, id);
+  return out;
+}
+
+json LlamaCompletionJson(const Generation& g, const std::string& content, const LlamaAnswerInfo& info) {
+  const std::string stop_type = g.finish_reason == "length" ? "limit" : g.stopped_by_word ? "word" : "eos";
+  const int prompt_n = info.prompt_n;
+  auto per_token = [](double ms, int n) { return n > 0 ? ms / n : 0.0; };
   json timings{{"prompt_n", prompt_n},
                {"prompt_ms", g.prefill_ms},
+               {"prompt_per_token_ms", per_token(g.prefill_ms, g.prompt_tokens)},
                {"prompt_per_second", PerSecond(g.prompt_tokens, g.prefill_ms)},
                {"predicted_n", g.completion_tokens},
                {"predicted_ms", g.decode_ms},
+               {"predicted_per_token_ms", per_token(g.decode_ms, g.completion_tokens)},
                {"predicted_per_second", PerSecond(g.completion_tokens, g.decode_ms)}};
-  return json{{"content", content},         {"stop", true},
-              {"model", model},             {"tokens_predicted", g.completion_tokens},
-              {"tokens_evaluated", prompt_n}, {"stop_type", stop_type},
-              {"truncated", false},         {"timings", timings}};
+  json settings = json::object();
+  if (const CompletionRequest* r = info.request) {
+    const SamplingOptions& so = r->sampling;
+    auto dec = [](float x) { return std::round(static_cast<double>(x) * 1e6) / 1e6; };
+    settings = json{{"n_predict", r->max_tokens}, {"seed", so.seed},         {"temperature", dec(so.temp)},
+                    {"top_k", so.top_k},          {"top_p", dec(so.top_p)}, {"min_p", dec(so.min_p)},
+                    {"repeat_last_n", so.repeat_last_n}, {"repeat_penalty", dec(so.repeat_penalty)},
+                    {"stop", r->stop},            {"max_tokens", r->max_tokens}, {"ignore_eos", so.ignore_eos},
+                    {"stream", r->stream}};
+  }
+  return json{{"index", 0},
+              {"content", content},
+              {"tokens", json::array()},
+              {"id_slot", info.slot},
+              {"stop", true},
+              {"model", info.model},
+              {"tokens_predicted", g.completion_tokens},
+              {"tokens_evaluated", prompt_n},
+              {"generation_settings", settings},
+              {"prompt", info.prompt_text},
+              {"has_new_line", g.text.find('\n') != std::string::npos},
+              {"truncated", false},
+              {"stop_type", stop_type},
+              {"stopping_word", g.stop_word},
+              {"tokens_cached", g.tokens_held},
+              {"timings", timings}};
 }
 
 json LlamaChunkJson(const std::string& content) { return json{{"content", content}, {"stop", false}}; }

@@ -1,0 +1,17 @@
+// IsContextId (server/context_backend.h): the ids that may name a stored
+// context or a conversation. Its own file: the request parsers use it and
+// the fuzz library (fuzz/CMakeLists.txt) links them without the backends.
+#include <cctype>
+
+#include "server/context_backend.h"
+
+namespace kvtrim::server {
+
+bool IsContextId(const std::string& id) {
+  if (id.empty() || id.size() > 64) return false;
+  for (char c : id)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') return false;
+  return true;
+}
+
+}  // namespace kvtrim::server
