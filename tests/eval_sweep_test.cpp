@@ -81,6 +81,45 @@ TEST(EvalSweep, RatioOneIsExactlyTheReference) {
   }
 }
 
+TEST(EvalSweep, MultiTurnRunsEveryMethodAsAConversation) {
+  // niah-multiturn: each method runs the conversation compressed turn by
+  // turn (its KV at the question about r of the full cache's), the full
+  // cache at ratio 1 exactly as a conversation with no policy; a method that
+  // repeats the whole context (kvzip) is a cell saying why it is not run,
+  // and a ratio razor cannot reach one saying so.
+  auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
+  ASSERT_TRUE(e);
+  SweepOptions o = Small();
+  o.methods = {"full", "snapkv", "keydiff", "kvzip", "razor"};
+  o.ratios = {0.5};
+  o.tasks = {TaskKind::kMultiTurn};
+  o.fidelity = o.fidelity_decode = false;
+  o.context_tokens = 600;
+  o.task.turns = 4;
+  auto rep = RunSweep(*e, o);
+  ASSERT_TRUE(rep.ok()) << rep.error().message;
+  ASSERT_EQ(rep->cells.size(), 5u);
+  double full_bytes = 0;
+  for (const Cell& c : rep->cells) {
+    EXPECT_EQ(c.task, "niah-multiturn");
+    if (c.method == "full") full_bytes = c.kv_bytes;
+  }
+  ASSERT_GT(full_bytes, 0);
+  for (const Cell& c : rep->cells) {
+    if (c.method == "kvzip") {
+      EXPECT_EQ(c.n, 0);
+      EXPECT_NE(c.note.find("reference pass"), std::string::npos) << c.note;
+    } else if (c.method == "razor") {
+      EXPECT_EQ(c.n, 0);
+      EXPECT_EQ(c.note.rfind("unreachable:", 0), 0u) << c.note;
+    } else if (c.method != "full") {
+      EXPECT_EQ(c.n, 2) << c.method << " " << c.note;
+      EXPECT_NEAR(c.kv_bytes / full_bytes, 0.5, 0.05) << c.method;
+      EXPECT_EQ(c.kv_bytes_full, full_bytes);
+    }
+  }
+}
+
 TEST(EvalSweep, UnreachableRatioIsACellNotAnError) {
   // razor cannot go below f_ret + (1 - f_ret)(S + S0 + 1) / N: the sweep
   // reports those cells as unreachable, with the reason, and runs the rest.
