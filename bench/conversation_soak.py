@@ -18,43 +18,15 @@ lost, RSS over time) and DIR/rss.csv.
 
   python3 bench/conversation_soak.py --kvtrim build/kvtrim --out DIR --minutes 60 --redis-restarts 20,40
 """
-import argparse, json, os, random, shutil, signal, socket, statistics, subprocess, sys, tempfile, threading, time
-import urllib.error, urllib.request
+import argparse, json, os, random, shutil, socket, statistics, subprocess, sys, tempfile, threading, time
+
+from serve_http import call_status as call, free_port, rss_kib
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
-def call(port, method, path, body=None, timeout=120):
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        try:
-            return e.code, json.loads(e.read())
-        except Exception:
-            return e.code, {}
-    except Exception as e:  # connection refused or reset
-        return 0, {"error": {"message": str(e)}}
 
 
-def rss_kib(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return -1
 
 
 class Redis:

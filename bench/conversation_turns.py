@@ -11,38 +11,20 @@ turn's peak KV bytes, prefill and decode ms. Writes DIR/turns.csv,
 DIR/summary.json and DIR/turns.png (gnuplot).
 
   python3 bench/conversation_turns.py --kvtrim build/kvtrim -m MODEL --out DIR \
-      --turns 200 --budget 2048 --policy snapkv [--store DIR]
+      --turns 200 --budget 2048 --policy snapkv [--store]
 """
-import argparse, json, os, socket, statistics, subprocess, sys, tempfile, time, urllib.request
+import argparse, json, os, statistics, subprocess, sys, tempfile, time
+
+from serve_http import call, free_port, rss_kib
 
 WORDS = ("river mill stone bridge lantern orchard meadow harbour signal winter candle ledger "
          "quarry thistle compass furnace ribbon saddle").split()
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
-def call(port, method, path, body=None, timeout=900):
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
-    t0 = time.perf_counter()
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        out = json.loads(r.read())
-    return out, (time.perf_counter() - t0) * 1000
 
 
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return -1
 
 
 def start(a, port, log, store):
@@ -75,7 +57,7 @@ def run(a, label, kv):
             r, ms = call(port, "POST", "/v1/chat/completions", body)
             c, x = r["kvtrim"]["conversation"], r["kvtrim"]
             rows.append(dict(mode=label, turn=t, wall_ms=round(ms, 2), prefill_ms=x["prefill_ms"],
-                             decode_ms=x["decode_ms"], tokens=c["tokens"], entries=c["entries"],
+                             decode_ms=x["decode_ms"], tokens=c["tokens"], entries=c["entries"], kv_bytes=c["kv_bytes"],
                              kv_bytes_held=c["kv_bytes_held"], kv_bytes_peak_turn=c["kv_bytes_peak_turn"],
                              kv_bytes_full=c["kv_bytes_full"], rss_kib=rss_kib(p.pid),
                              turn_tokens=r["usage"]["prompt_tokens"] + r["usage"]["completion_tokens"]))
@@ -144,8 +126,10 @@ def main():
     ap.add_argument("--policy", default="snapkv")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--store", action="store_true", help="serve with a directory --context-store")
-    ap.add_argument("--heads", type=int, required=True, help="n_layer * n_head_kv of the model")
-    ap.add_argument("--bytes-per-entry", type=int, required=True, help="one entry's bytes (2 rows + pos + logw)")
+    ap.add_argument("--heads", type=int, default=0,
+                    help="n_layer * n_head_kv of the model (0: the full run's entries / tokens after turn 1)")
+    ap.add_argument("--bytes-per-entry", type=int, default=0,
+                    help="one entry's bytes, 2 rows + pos + logw (0: the full run's kv_bytes / entries)")
     ap.add_argument("--plot-only", action="store_true", help="redraw DIR/turns.png from DIR/turns.csv")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -156,6 +140,11 @@ def main():
         return plot(a, rows)
     rows = run(a, "budget", {"kv": a.policy, "kv_budget": a.budget})
     rows += run(a, "full", {"kv": "full"})
+    first_full = next(r for r in rows if r["mode"] == "full")
+    if a.heads <= 0:
+        a.heads = first_full["entries"] // first_full["tokens"]
+    if a.bytes_per_entry <= 0:
+        a.bytes_per_entry = round(first_full["kv_bytes"] / first_full["entries"])
     with open(os.path.join(a.out, "turns.csv"), "w") as f:
         keys = list(rows[0].keys())
         f.write(",".join(keys) + "\n")

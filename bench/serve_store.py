@@ -14,25 +14,13 @@ steps: every figure is a sum or mean over many of them.
 
   python3 bench/serve_store.py --kvtrim build/kvtrim -m MODEL --out DIR
 """
-import argparse, json, os, shutil, signal, socket, statistics, subprocess, sys, tempfile, time, urllib.request
+import argparse, json, os, shutil, signal, statistics, subprocess, sys, tempfile, time
+
+from serve_http import call, free_port
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
-def call(port, method, path, body=None, timeout=900):
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
-    t0 = time.perf_counter()
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        out = json.loads(r.read())
-    return out, (time.perf_counter() - t0) * 1000
 
 
 def start_server(a, port, store, log):
