@@ -13,9 +13,9 @@ DIR/summary.json and DIR/turns.png (gnuplot).
   python3 bench/conversation_turns.py --kvtrim build/kvtrim -m MODEL --out DIR \
       --turns 200 --budget 2048 --policy snapkv [--store]
 """
-import argparse, json, os, statistics, subprocess, sys, tempfile, time
+import argparse, json, os, statistics, subprocess, sys, tempfile
 
-from serve_http import call, free_port, rss_kib
+from serve_http import call, free_port, rss_kib, wait_healthy
 
 WORDS = ("river mill stone bridge lantern orchard meadow harbour signal winter candle ledger "
          "quarry thistle compass furnace ribbon saddle").split()
@@ -31,15 +31,7 @@ def start(a, port, log, store):
     cmd = [a.kvtrim, "serve", "-m", a.model, "--port", str(port), "-t", str(a.threads)]
     if store:
         cmd += ["--context-store", store]
-    p = subprocess.Popen(cmd, stderr=log, stdout=log)
-    for _ in range(600):
-        try:
-            call(port, "GET", "/health", timeout=2)
-            return p
-        except Exception:
-            time.sleep(0.1)
-    p.kill()
-    sys.exit("server did not start")
+    return wait_healthy(subprocess.Popen(cmd, stderr=log, stdout=log), port, cmd)
 
 
 def run(a, label, kv):

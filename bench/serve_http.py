@@ -1,7 +1,7 @@
 """What the server benchmarks share (serve_store.py, conversation_turns.py,
 conversation_soak.py): a free loopback port, a JSON call to `kvtrim serve`,
 and a process's resident memory."""
-import json, socket, time, urllib.error, urllib.request
+import json, socket, sys, time, urllib.error, urllib.request
 
 
 def free_port():
@@ -47,3 +47,16 @@ def rss_kib(pid):
     except OSError:
         pass
     return -1
+
+
+def wait_healthy(p, port, cmd):
+    """Returns the server process `p` once GET /health answers (60 s at most);
+    exits naming the command otherwise."""
+    for _ in range(600):
+        try:
+            call(port, "GET", "/health", timeout=2)
+            return p
+        except Exception:
+            time.sleep(0.1)
+    p.kill()
+    sys.exit("kvtrim serve did not start: " + " ".join(cmd))

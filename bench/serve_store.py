@@ -16,7 +16,7 @@ steps: every figure is a sum or mean over many of them.
 """
 import argparse, json, os, shutil, signal, statistics, subprocess, sys, tempfile, time
 
-from serve_http import call, free_port
+from serve_http import call, free_port, wait_healthy
 
 
 
@@ -25,15 +25,7 @@ from serve_http import call, free_port
 
 def start_server(a, port, store, log):
     cmd = [a.kvtrim, "serve", "-m", a.model, "--port", str(port), "-t", str(a.threads), "--context-store", store]
-    p = subprocess.Popen(cmd, stderr=log, stdout=log)
-    for _ in range(600):
-        try:
-            call(port, "GET", "/health", timeout=2)
-            return p
-        except Exception:
-            time.sleep(0.1)
-    p.kill()
-    sys.exit("kvtrim serve did not start: " + " ".join(cmd))
+    return wait_healthy(subprocess.Popen(cmd, stderr=log, stdout=log), port, cmd)
 
 
 def stop(p):

@@ -76,6 +76,13 @@ class ConversationTest : public ::testing::Test {
     }
     return out;
   }
+  // SnapKV at `budget` entries per head.
+  static std::unique_ptr<Conversation> Snap(int budget) {
+    KvOptions kv;
+    kv.policy = "snapkv";
+    kv.budget_tokens = budget;
+    return Make(kv);
+  }
   static std::unique_ptr<Conversation> Make(const KvOptions& kv) {
     SessionOptions so;
     so.kv = kv;
@@ -143,10 +150,7 @@ TEST_F(ConversationTest, FullCacheAnswersAsOneSessionFedTheTranscript) {
 }
 
 TEST_F(ConversationTest, BudgetHoldsWhateverTheTurns) {
-  KvOptions kv;
-  kv.policy = "snapkv";
-  kv.budget_tokens = 32;
-  auto c = Make(kv);
+  auto c = Snap(32);
   ASSERT_TRUE(c);
   const auto& cfg = engine().impl().config();
   const int heads = cfg.n_layer * cfg.n_head_kv;
@@ -170,10 +174,7 @@ TEST_F(ConversationTest, BudgetHoldsWhateverTheTurns) {
 }
 
 TEST_F(ConversationTest, SavedConversationContinuesWhereItStopped) {
-  KvOptions kv;
-  kv.policy = "snapkv";
-  kv.budget_tokens = 48;
-  auto a = Make(kv);
+  auto a = Snap(48);
   ASSERT_TRUE(a);
   Turn(*a, kTurns[0], 12);
   Turn(*a, kTurns[1], 12);
