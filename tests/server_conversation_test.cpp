@@ -180,6 +180,36 @@ TEST_F(ConversationApiTest, RestartedServerContinuesTheStoredConversation) {
   std::filesystem::remove_all(dir);
 }
 
+// With a store, at most --conversations-in-memory conversations stay
+// loaded; a dropped one is read back when named and goes on as if it had
+// stayed.
+TEST_F(ConversationApiTest, IdleConversationsBeyondTheBoundAreReadBack) {
+  const std::string dir = ::testing::TempDir() + "kvtrim-conv-bound-" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  const json kv{{"kv", "snapkv"}, {"kv_budget", 40}};
+  std::vector<int> want;
+  {
+    TestServer plain(engine(), {});
+    auto c = plain.Client();
+    Say(c, "a", kTurns[0], 8, kv);
+    want = Tokens(Say(c, "a", kTurns[1], 8));
+  }
+  ServerOptions o;
+  o.context_store = dir;
+  o.conversations_in_memory = 2;
+  TestServer ts(engine(), o);
+  auto c = ts.Client();
+  for (const char* id : {"a", "b", "c", "d"}) Say(c, id, kTurns[0], 8, kv);
+  json list = json::parse(c.Get("/v1/conversations")->body);
+  EXPECT_EQ(list["data"].size(), 4u);
+  EXPECT_LE(list["in_memory"].get<int>(), 2);
+  json r = Say(c, "a", kTurns[1], 8);  // "a" was dropped: read back from the store
+  EXPECT_EQ(Tokens(r), want);
+  EXPECT_EQ(r["kvtrim"]["conversation"]["turns"], 2);
+  EXPECT_LE(json::parse(c.Get("/v1/conversations")->body)["in_memory"].get<int>(), 2);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(ConversationApiTest, RedisStoppedMidRunIsA503ThenServiceResumes) {
   const std::string dir = ::testing::TempDir() + "kvtrim-conv-redis-" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);

@@ -90,7 +90,7 @@ void Server::Impl::ConversationRoutes() {
   http.Get("/v1/conversations", [this](const httplib::Request&, httplib::Response& res) {
     json data = json::array();
     for (const auto& id : convs.Ids()) data.push_back({{"id", id}, {"object", "conversation"}});
-    res.set_content(Dump(json{{"object", "list"}, {"data", data}}), "application/json");
+    res.set_content(Dump(json{{"object", "list"}, {"data", data}, {"in_memory", convs.size()}}), "application/json");
   });
   http.Get(R"(/v1/conversations/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
     const std::string id = req.matches[1];

@@ -48,9 +48,34 @@ json ConversationJson(const std::string& id, const Conversation& c, bool with_me
   return j;
 }
 
-void ConversationStore::UseBackend(std::unique_ptr<ContextBackend> backend, Loader load) {
+void ConversationStore::UseBackend(std::unique_ptr<ContextBackend> backend, Loader load, int in_memory) {
   backend_ = std::move(backend);
   load_ = std::move(load);
+  in_memory_ = static_cast<size_t>(std::max(1, in_memory));
+}
+
+size_t ConversationStore::size() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return map_.size();
+}
+
+void ConversationStore::Touch(const std::string& id) {
+  lru_.remove(id);
+  lru_.push_front(id);
+}
+
+// An entry no request holds (only the map's reference: Find and Create run
+// under mu_, so none can take it meanwhile) is idle and stored: it can go.
+void ConversationStore::Trim() {
+  if (!backend_ || in_memory_ == 0) return;
+  for (auto it = lru_.end(); map_.size() > in_memory_ && it != lru_.begin();) {
+    --it;
+    auto m = map_.find(*it);
+    if (m != map_.end() && m->second.use_count() == 1) {
+      map_.erase(m);
+      it = lru_.erase(it);
+    }
+  }
 }
 
 Expected<std::string> ConversationStore::NewId() {
@@ -83,12 +108,17 @@ Expected<std::shared_ptr<ConversationEntry>> ConversationStore::Create(const std
   e->info = ConversationJson(id, *e->conv, false);
   if (backend_) KVTRIM_RETURN_IF_ERROR(backend_->Write(id, e->conv->Bytes()));
   map_[id] = e;
+  Touch(id);
+  Trim();
   return e;
 }
 
 Expected<std::shared_ptr<ConversationEntry>> ConversationStore::Find(const std::string& id) {
   std::lock_guard<std::mutex> lk(mu_);
-  if (auto it = map_.find(id); it != map_.end()) return it->second;
+  if (auto it = map_.find(id); it != map_.end()) {
+    Touch(id);
+    return it->second;
+  }
   if (!backend_ || !IsContextId(id)) return std::shared_ptr<ConversationEntry>();
   auto bytes = backend_->Read(id);
   if (!bytes.ok()) return bytes.error();
@@ -100,6 +130,8 @@ Expected<std::shared_ptr<ConversationEntry>> ConversationStore::Find(const std::
   e->conv = std::move(c.value());
   e->info = ConversationJson(id, *e->conv, false);
   map_[id] = e;
+  Touch(id);
+  Trim();
   return e;
 }
 
@@ -121,7 +153,10 @@ Status ConversationStore::Save(ConversationEntry& e) {
     e.info = ConversationJson(e.id, *e.conv, false);
   }
   if (!backend_ || e.erased) return {};
-  return backend_->Write(e.id, e.conv->Bytes());
+  KVTRIM_RETURN_IF_ERROR(backend_->Write(e.id, e.conv->Bytes()));
+  std::lock_guard<std::mutex> lk(mu_);
+  Trim();  // this turn's entry is held by its request: never dropped here
+  return {};
 }
 
 bool ConversationStore::Erase(const std::string& id) {
@@ -131,6 +166,7 @@ bool ConversationStore::Erase(const std::string& id) {
     if (auto it = map_.find(id); it != map_.end()) {
       e = it->second;
       map_.erase(it);
+      lru_.remove(id);
     }
   }
   if (e) e->erased = true;  // a turn that ends after this writes nothing

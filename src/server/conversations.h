@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -58,8 +59,12 @@ class ConversationStore {
  public:
   // Makes a conversation from its bytes in the backend; `name` begins errors.
   using Loader = std::function<Expected<std::unique_ptr<Conversation>>(const std::string& bytes, const std::string& name)>;
-  void UseBackend(std::unique_ptr<ContextBackend> backend, Loader load);
+  // With a backend, at most `in_memory` conversations stay loaded: after a
+  // turn is stored, the least recently used ones no request holds are
+  // dropped from memory (Find reads them back).
+  void UseBackend(std::unique_ptr<ContextBackend> backend, Loader load, int in_memory);
   bool durable() const { return backend_ != nullptr; }
+  size_t size();  // conversations in memory
 
   // A new conversation under `id` (empty: a new "conv-N"), written to the
   // backend before it is returned; an error when the id is taken or the
@@ -80,6 +85,10 @@ class ConversationStore {
  private:
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<ConversationEntry>> map_;
+  std::list<std::string> lru_;  // ids in map_, most recently used first
+  size_t in_memory_ = 0;        // 0: unbounded
+  void Touch(const std::string& id);  // under mu_: to the front of lru_
+  void Trim();                        // under mu_: drop idle ones beyond in_memory_
   int64_t next_id_ = 1;
   std::unique_ptr<ContextBackend> backend_;
   Loader load_;

@@ -295,9 +295,10 @@ Expected<std::unique_ptr<Server>> Server::Create(const Engine& engine, const Ser
     });
     auto cb = OpenContextBackend(o.context_store, 0, "conv");  // never bounded: a conversation is never dropped
     if (!cb.ok()) return cb.error();
-    im.convs.UseBackend(std::move(cb.value()), [&im](const std::string& bytes, const std::string& name) {
-      return im.LoadConversation(bytes, name);
-    });
+    im.convs.UseBackend(
+        std::move(cb.value()),
+        [&im](const std::string& bytes, const std::string& name) { return im.LoadConversation(bytes, name); },
+        o.conversations_in_memory);
   }
   im.Routes();
   // Enough connection threads that every decoding and queued request has one,

@@ -24,6 +24,7 @@ struct ServeOpts {
   std::string model, host = "127.0.0.1";
   int port = 8080, threads = 0, parallel = 1, queue = 16, ctx = 0, keep_alive = 2;
   double store_mib = 256, store_gib = 0;
+  int conversations_in_memory = 64;
   bool request_fields = false;
   double max_body_mib = 64;
   std::string store_dir;
@@ -58,6 +59,7 @@ int ServeAction(ServeOpts& o) {
   so.context_store_bytes = static_cast<size_t>(o.store_mib * 1048576.0);
   so.context_store = o.store_dir;
   so.context_store_disk_bytes = static_cast<uint64_t>(o.store_gib * 1073741824.0);
+  so.conversations_in_memory = o.conversations_in_memory;
   so.kv = ToKvOptions(o.kv, o.kv.kv.policy);
   so.model_name = std::filesystem::path(o.model).filename().string();
   auto srv = server::Server::Create(*engine, so);
@@ -131,6 +133,11 @@ Command AddServe(CLI::App& app) {
                   "bound Redis with its maxmemory)")
       ->capture_default_str()
       ->check(NonNegative());
+  sub->add_option("--conversations-in-memory", o->conversations_in_memory,
+                  "With --context-store: conversations kept in memory at most, the least recently used idle ones "
+                  "dropped and read back from the store when next named")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   AddCtxFlag(sub, &o->ctx, "Context length of every session (0: the model's; past its trained context with RoPE "
              "scaling, e.g. --rope-scaling yarn --rope-scale 4)");
   sub->add_option("--max-body-mib", o->max_body_mib, "Largest request body taken (a larger one gets 413)")
