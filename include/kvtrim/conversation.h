@@ -54,7 +54,7 @@ class Conversation {
   // The conversation as a context file's bytes (docs/context-file.md): the
   // session's cache and tokens, the messages and the pending tokens in its note.
   std::string Bytes() const;
-  // The same written to `path` atomically (a reader sees the old file or the new).
+  // The same written to `path` atomically (Session::SaveContext).
   Status Save(const std::string& path) const;
   // One saved with Save (errors name the file).
   static Expected<std::unique_ptr<Conversation>> LoadFile(const Engine& engine, const std::string& path,
@@ -74,6 +74,10 @@ class Conversation {
 
  private:
   Conversation() = default;
+  void NoteOnSession() const;  // the messages and pending tokens into the session's context note
+  // A loaded session whose context note holds a conversation (Load, LoadFile).
+  static Expected<std::unique_ptr<Conversation>> FromSession(const Engine& engine, std::unique_ptr<Session> s,
+                                                             const std::string& name);
   const Engine* engine_ = nullptr;
   std::unique_ptr<Session> session_;
   std::vector<ChatMessage> messages_;

@@ -3,13 +3,10 @@
 #include "kvtrim/conversation.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "engine/engine_impl.h"
-#include "io/context_file.h"
 #include "io/tokenizer.h"
 #include "kv/compressor.h"
 
@@ -72,7 +69,19 @@ Expected<std::unique_ptr<Conversation>> Conversation::Load(const Engine& engine,
                                                            const std::string& name, const SessionOptions& opts) {
   auto s = Session::LoadContextBytes(engine, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), name, opts);
   if (!s.ok()) return s.error();
-  json note = json::parse(s.value()->context_note(), nullptr, false);
+  return FromSession(engine, std::move(s.value()), name);
+}
+
+Expected<std::unique_ptr<Conversation>> Conversation::LoadFile(const Engine& engine, const std::string& path,
+                                                               const SessionOptions& opts) {
+  auto s = Session::LoadContext(engine, path, opts);
+  if (!s.ok()) return s.error();
+  return FromSession(engine, std::move(s.value()), "conversation file '" + path + "'");
+}
+
+Expected<std::unique_ptr<Conversation>> Conversation::FromSession(const Engine& engine, std::unique_ptr<Session> s,
+                                                                  const std::string& name) {
+  json note = json::parse(s->context_note(), nullptr, false);
   auto fail = [&](const std::string& why) { return MakeError(name + ": " + why); };
   if (!note.is_object() || note.value("kind", "") != "kvtrim conversation")
     return fail("not a conversation (its note is not one)");
@@ -91,9 +100,9 @@ Expected<std::unique_ptr<Conversation>> Conversation::Load(const Engine& engine,
   const int vocab = engine.impl().tokenizer().vocab_size();
   for (int t : c->pending_)
     if (t < 0 || t >= vocab) return fail("a pending token id is outside the vocabulary");
-  if (c->turns_ < 0 || c->fed_before_answer_ > s.value()->tokens().size())
+  if (c->turns_ < 0 || c->fed_before_answer_ > s->tokens().size())
     return fail("its conversation note does not match its tokens");
-  c->session_ = std::move(s.value());
+  c->session_ = std::move(s);
   KVTRIM_RETURN_IF_ERROR(CheckPolicy(*c->session_));
   return c;
 }
@@ -152,25 +161,18 @@ void Conversation::EndTurn(const std::string& answer, const std::vector<int>& sa
   fed_before_answer_ = session_->tokens().size();
 }
 
-std::string Conversation::Bytes() const {
+void Conversation::NoteOnSession() const {
   session_->set_context_note(NoteJson(messages_, pending_, turns_, fed_before_answer_, peak_).dump());
+}
+
+std::string Conversation::Bytes() const {
+  NoteOnSession();
   return session_->ContextBytes();
 }
 
 Status Conversation::Save(const std::string& path) const {
-  Status st = io::WriteFileAtomically(path, Bytes());
-  if (!st.ok()) return MakeError("conversation file '" + path + "': " + st.message());
-  return {};
-}
-
-Expected<std::unique_ptr<Conversation>> Conversation::LoadFile(const Engine& engine, const std::string& path,
-                                                               const SessionOptions& opts) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return MakeError("conversation file '" + path + "': cannot open it");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return MakeError("conversation file '" + path + "': read failed");
-  return Load(engine, ss.str(), "conversation file '" + path + "'", opts);
+  NoteOnSession();
+  return session_->SaveContext(path);
 }
 
 int Conversation::last_token() const {

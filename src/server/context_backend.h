@@ -17,6 +17,8 @@ namespace kvtrim::server {
 // Ids that may name a stored context: letters, digits, '-' and '_', at most
 // 64 characters (they become file names and Redis keys).
 bool IsContextId(const std::string& id);
+// OK when IsContextId(id), else an error "WHAT = 'ID': letters, digits, ..." (what: the field named).
+Status CheckContextId(const std::string& what, const std::string& id);
 
 class ContextBackend {
  public:

@@ -14,4 +14,9 @@ bool IsContextId(const std::string& id) {
   return true;
 }
 
+Status CheckContextId(const std::string& what, const std::string& id) {
+  if (IsContextId(id)) return {};
+  return MakeError(what + " = '" + id + "': letters, digits, '-' and '_' only, at most 64 characters");
+}
+
 }  // namespace kvtrim::server

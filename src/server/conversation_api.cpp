@@ -82,7 +82,7 @@ void Server::Impl::ConversationRoutes() {
     auto e = convs.Create(r->id, std::move(c.value()));
     if (!e.ok()) {
       const bool taken = e.error().message.find("exists") != std::string::npos;
-      return SendError(res, taken ? 409 : r->id.empty() ? 503 : 400, e.error().message);
+      return SendError(res, e.error().code == ErrorCode::kUnavailable ? 503 : taken ? 409 : 400, e.error().message);
     }
     std::lock_guard<std::mutex> lk(e.value()->info_mu);
     res.set_content(Dump(e.value()->info), "application/json");

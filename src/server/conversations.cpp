@@ -5,6 +5,7 @@
 
 #include "engine/engine_impl.h"
 #include "kv/cache.h"
+#include "server/impl.h"
 
 namespace kvtrim::server {
 
@@ -37,9 +38,7 @@ json ConversationJson(const std::string& id, const Conversation& c, bool with_me
          {"kv_bytes_full", cache.BytesFull()},
          {"kv_bytes_peak", c.peak_kv_bytes()},
          {"kv_bytes_peak_turn", s.peak_kv_bytes()},
-         {"kv", {{"policy", s.kv_options().policy}}}};
-  if (s.kv_options().budget_tokens > 0) j["kv"]["budget"] = s.kv_options().budget_tokens;
-  else j["kv"]["ratio"] = s.kv_options().ratio;
+         {"kv", KvJson(s.kv_options())}};
   if (with_messages) {
     json m = json::array();
     for (const auto& x : c.messages()) m.push_back({{"role", x.role}, {"content", x.content}});
@@ -60,6 +59,7 @@ size_t ConversationStore::size() {
 }
 
 void ConversationStore::Touch(const std::string& id) {
+  if (!backend_) return;  // nothing is dropped without a store: no order to keep
   lru_.remove(id);
   lru_.push_front(id);
 }
@@ -94,8 +94,7 @@ Expected<std::shared_ptr<ConversationEntry>> ConversationStore::Create(const std
     if (!n.ok()) return n.error();
     id = n.value();
   }
-  if (!IsContextId(id))
-    return MakeError("conversation id '" + id + "': letters, digits, '-' and '_' only, at most 64 characters");
+  KVTRIM_RETURN_IF_ERROR(CheckContextId("conversation id", id));
   if (map_.count(id)) return MakeError("conversation '" + id + "' exists");
   if (backend_) {
     auto had = backend_->Read(id);

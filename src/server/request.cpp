@@ -262,9 +262,7 @@ Expected<CompletionRequest> ParseChatRequest(const std::string& body) {
   KVTRIM_RETURN_IF_ERROR(ParseCommon(j.value(), &r));
   KVTRIM_RETURN_IF_ERROR(GetString(j.value(), "conversation", &r.conversation));
   if (!r.conversation.empty()) {
-    if (!IsContextId(r.conversation))
-      return MakeError("field 'conversation' = '" + r.conversation +
-                       "': letters, digits, '-' and '_' only, at most 64 characters");
+    KVTRIM_RETURN_IF_ERROR(CheckContextId("field 'conversation'", r.conversation));
     if (!r.context_id.empty() || r.cache_prompt)
       return MakeError("'conversation' excludes 'context_id' and 'cache_prompt': a conversation is its own context");
   }
@@ -289,8 +287,7 @@ Expected<ConversationRequest> ParseConversationRequest(const std::string& body) 
   auto j = ParseObject(body);
   if (!j.ok()) return j.error();
   KVTRIM_RETURN_IF_ERROR(GetString(j.value(), "id", &r.id));
-  if (!r.id.empty() && !IsContextId(r.id))
-    return MakeError("field 'id' = '" + r.id + "': letters, digits, '-' and '_' only, at most 64 characters");
+  if (!r.id.empty()) KVTRIM_RETURN_IF_ERROR(CheckContextId("field 'id'", r.id));
   KVTRIM_RETURN_IF_ERROR(ParseKv(j.value(), &r.kv));
   return r;
 }
