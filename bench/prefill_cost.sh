@@ -22,7 +22,9 @@
 # with both. A suffix -pcN on a kvzip or am method (`kvzip-pc0`,
 # `kvzip-per-head-pc512`, `am-pc256`) adds --kvzip-pass-chunk N or
 # --am-pass-chunk N (the reference pass repeating N tokens at a time; 0: all
-# at once).
+# at once). A suffix -f32 (`kvzip-f32`, `am-pc256-f32`) runs with
+# --bf16-attention off (the reference pass's tiles in f32, as before the
+# bf16 tiles; the default `pass` uses bf16 where the CPU has it).
 # bench/prefill_cost.py turns the log into the table and the plot.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,13 +59,14 @@ for d in $DEPTHS; do
   if (( d + 2 > CTX )); then rope=(-c $((d + 2)) --rope-scaling linear --rope-scale $(( (d + 1 + CTX) / CTX ))); fi
   for method in $METHODS; do
     for mode in $MODES; do
-      base=$method pc=()
-      if [[ $method =~ ^((kvzip|am).*)-pc([0-9]+)$ ]]; then
+      base=$method pc=() arith=()
+      if [[ $base =~ ^(.*)-f32$ ]]; then base=${BASH_REMATCH[1]} arith=(--bf16-attention off); fi
+      if [[ $base =~ ^((kvzip|am).*)-pc([0-9]+)$ ]]; then
         base=${BASH_REMATCH[1]} pc=("--${BASH_REMATCH[2]}-pass-chunk" "${BASH_REMATCH[3]}")
       fi
       flags=(--kv "$base")
       [[ $base == kvzip-per-head ]] && flags=(--kv kvzip --kvzip-per-head)
-      flags+=("${pc[@]}")
+      flags+=("${pc[@]}" "${arith[@]}")
       [[ $method == am-q1024 ]] && flags=(--kv am --am-max-queries 1024)
       [[ $method == am-ctxq ]] && flags=(--kv am --am-queries 0)
       [[ $method == am-lite ]] && flags=(--kv am --am-queries 0 --am-max-queries 1024)

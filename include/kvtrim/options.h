@@ -84,6 +84,12 @@ struct KvOptions {
   // whole prompt, then compression). Policies that cannot stream refuse it
   // (Policy::StreamBlocker, `kvtrim policies`).
   int prefill_chunk = 0;
+  // Prefill attention's tile products (Q K^T and P V) in bf16 with f32 sums
+  // where the CPU has AVX512-BF16 (elsewhere f32 whatever this says):
+  // "pass" (only the reference pass of am, kvzip and kvzip-am, whose
+  // attention serves scores that rank entries), "all" (the prefill too) or
+  // "off" (f32 everywhere, the reference arithmetic). Decode stays f32.
+  std::string bf16_attention = "pass";
 };
 
 struct SessionOptions {

@@ -51,10 +51,10 @@ void Session::ShareReferencePasses(Session* fork) const {
 namespace {
 
 // What a pass's result depends on besides the session's state.
-std::string PassKey(const kv::ReferencePass& rp, size_t from, size_t to, int ubatch) {
+std::string PassKey(const kv::ReferencePass& rp, size_t from, size_t to, int ubatch, bool bf16) {
   std::string k = rp.instruction + '\x1f' + std::to_string(rp.past_context) + std::to_string(rp.queries) +
                   std::to_string(rp.output_weights) + '\x1f' + std::to_string(from) + ':' + std::to_string(to) +
-                  ':' + std::to_string(ubatch) + ':' + std::to_string(rp.repeat_chunk);
+                  ':' + std::to_string(ubatch) + ':' + std::to_string(rp.repeat_chunk) + (bf16 ? ":bf16" : "");
   for (const kv::TapUse& u : rp.taps) k += '\x1f' + u.name + '=' + std::to_string(u.param);
   return k;
 }
@@ -130,7 +130,8 @@ Status Session::RunReferencePass() {
   // Shared with the session's other forks only for a whole prompt's pass on
   // an unchanged state (on-policy passes follow this fork's own compression).
   const bool memo = ref_memo_ && !rp.on_policy && pass_to_ == 0;
-  const std::string key = PassKey(rp, from, to, ubatch_);
+  const bool bf16 = opts_.kv.bf16_attention != "off";  // scores that rank entries (KvOptions::bf16_attention)
+  const std::string key = PassKey(rp, from, to, ubatch_, bf16);
   if (memo) {
     std::lock_guard<std::mutex> lock(ref_memo_->mu);
     if (ref_memo_->state == state_)
@@ -140,6 +141,7 @@ Status Session::RunReferencePass() {
       }
   }
   kv::KvCache copy(*impl_->cache_);
+  copy.set_bf16_tiles(bf16);
   kv::StatsNeeds needs;
   needs.prefill_qk = rp.queries;
   needs.taps = rp.taps;

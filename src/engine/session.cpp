@@ -93,6 +93,7 @@ Expected<std::unique_ptr<Session>> Session::Create(const Engine& engine, const S
   auto type = kv::WriteType(opts.kv);
   if (!type.ok()) return type.error();
   s->impl_->cache_ = std::make_unique<kv::KvCache>(c.n_layer, c.n_head_kv, c.head_dim, type.value());
+  s->impl_->cache_->set_bf16_tiles(opts.kv.bf16_attention == "all");
   s->impl_->compressor_ = std::move(comp.value());
   KVTRIM_RETURN_IF_ERROR(ConnectModel(engine, *s->impl_->compressor_));
   s->chosen_ratio_ = opts.kv.ratio;

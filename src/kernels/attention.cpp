@@ -11,6 +11,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/attention_bf16.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
@@ -93,11 +94,22 @@ struct CausalPass {
   float scale;
   int n_total = 0;
   std::vector<float> qb, ob, s, kt, vt, m, l;
+  // bf16 tiles (KvView::bf16_tiles): the block's queries, P's rows, and each
+  // key tile's key and value panels, packed once per call and repacked only
+  // when a later block sees more of the tile (its width in k_w, v_w).
+  bool bf16 = false;
+  std::vector<uint32_t> qp, pp, kp, vp;
+  std::vector<int> k_w, v_w;
 
   // Scratch sized for blocks of up to T queries (decode: T = 1, G rows).
   CausalPass(const KvView& v, int g, int nv0, float sc, int tile, int T)
       : kv(v), G(g), n_visible0(nv0), bk(tile), d(v.d), scale(sc) {
     const int rows = std::min(std::max(1, kQueryRows / G), std::max(T, 1)) * G;
+    bf16 = v.bf16_tiles && T * G >= kBf16MinRows && Bf16TileDim(d) && HasBf16Tiles();
+    if (bf16) {
+      qp.resize(static_cast<size_t>(rows) * d / 2);
+      pp.resize(static_cast<size_t>(rows) * ((bk + 1) / 2));
+    }
     qb.resize(static_cast<size_t>(rows) * d);
     ob.resize(static_cast<size_t>(rows) * d);
     s.resize(static_cast<size_t>(rows) * bk);
@@ -140,8 +152,42 @@ struct CausalPass {
   // s[rows, w] = Q K^T over the tile (row stride bk); scale, log-weights
   // and the mask (entries j >= Visible(t)) are the caller's, per row.
   void Scores(int rows, int j0, int w) {
+    if (bf16) return ScoresBf16(qp.data(), rows, Panel(kv.k, kv.k_tail, j0, w, true), w, d, s.data(), bk);
     const float* K = Rows(kv.k, kv.k_tail, j0, w, kt);
     GemmABt(rows, w, d, qb.data(), d, K, d, s.data(), bk);
+  }
+
+  // The bf16 key (keys) or value panel of the tile at j0, at least w wide.
+  const uint32_t* Panel(const uint8_t* base, const float* tail, int j0, int w, bool keys) {
+    std::vector<uint32_t>& panel = keys ? kp : vp;
+    std::vector<int>& width = keys ? k_w : v_w;
+    const size_t t = static_cast<size_t>(j0 / bk);
+    const size_t words = keys ? Bf16KeyPanelWords(bk, d) : Bf16ValuePanelWords(bk, d);
+    if (t >= width.size()) {
+      width.resize(t + 1, 0);
+      panel.resize((t + 1) * words);
+    }
+    uint32_t* dst = &panel[t * words];
+    if (width[t] < w) {
+      const float* rows = Rows(base, tail, j0, w, keys ? kt : vt);
+      if (keys) PackKeysBf16(rows, w, d, dst);
+      else PackValuesBf16(rows, w, d, dst);
+      width[t] = w;
+    }
+    return dst;
+  }
+
+  // O[rows, d] += P V over the tile's values (P: the exp tile in s).
+  void AddPv(int rows, int j0, int w) {
+    if (bf16) return AccumulatePvBf16(s.data(), rows, bk, Panel(kv.v, kv.v_tail, j0, w, false), w, d, ob.data(), d, pp.data());
+    const float* V = Rows(kv.v, kv.v_tail, j0, w, vt);
+    MMap O(ob.data(), rows, d, Eigen::OuterStride<>(d));
+    O.noalias() += CMap(s.data(), rows, w, Eigen::OuterStride<>(bk)) * CMap(V, w, d, Eigen::OuterStride<>(d));
+  }
+
+  // The block's queries (qb) as bf16 pairs, when the tiles are bf16.
+  void PackQueries(int rows) {
+    if (bf16) PackRowsBf16(qb.data(), rows, d, d, qp.data());
   }
 
   // Scaled, biased scores of row r over its `vis` visible entries of the
@@ -205,6 +251,7 @@ struct CausalPass {
   void Block(int t0, int t1, bool keep = false) {
     const int rows = (t1 - t0) * G;
     const int nv = Visible(t1 - 1);  // entries seen by the block's last query; tiles past it are skipped
+    PackQueries(rows);
     std::fill(ob.begin(), ob.begin() + static_cast<size_t>(rows) * d, 0.f);
     std::fill(m.begin(), m.begin() + rows, -INFINITY);
     std::fill(l.begin(), l.begin() + rows, 0.f);
@@ -224,9 +271,7 @@ struct CausalPass {
                     &pk[static_cast<size_t>(r) * ld_keep + j0]);
           mk[static_cast<size_t>(r) * keep_tiles + j0 / bk] = m[r];
         }
-      const float* V = Rows(kv.v, kv.v_tail, j0, w, vt);
-      MMap O(ob.data(), rows, d, Eigen::OuterStride<>(d));
-      O.noalias() += CMap(s.data(), rows, w, Eigen::OuterStride<>(bk)) * CMap(V, w, d, Eigen::OuterStride<>(d));
+      AddPv(rows, j0, w);
     }
     for (int r = 0; r < rows; ++r) {
       const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;  // all -inf: output 0, no NaN
@@ -268,6 +313,7 @@ struct CausalPass {
     const int rows = (t1 - t0) * G;
     const int nv = Visible(t1 - 1);
     // exp(s - m) / l as one exp(s - (m + log l)): no pass to normalize.
+    PackQueries(rows);
     for (int r = 0; r < rows; ++r) m[r] = l[r] > 0.f ? m[r] + std::log(l[r]) : -INFINITY;
     for (int j0 = 0; j0 < nv; j0 += bk) {
       const int w = std::min(bk, nv - j0);

@@ -27,6 +27,10 @@ struct KvView {
   const float* v_tail = nullptr;
   int tail0 = 0;
   int tail_stride = 0;
+  // The causal pass's tile products (Q K^T, P V) in bf16 with f32 sums
+  // (attention_bf16.h), where the CPU has them, d is a multiple of 32 and a
+  // call has at least kBf16MinRows query rows; else in f32.
+  bool bf16_tiles = false;
 };
 
 // A tile of normalized attention probabilities: batch queries [t0, t1), all G
@@ -92,6 +96,10 @@ void MergeChunks(const float* outs, const float* mls, int chunks, int G, int d, 
 bool AttendOneTiled(const KvView& kv, const float* q, int G, float scale, float* out, float* scratch,
                     const TileObserver* obs);
 
+// Query rows (queries x G) a causal call needs before KvView::bf16_tiles
+// applies: decode's few rows would pack each tile for one product.
+inline constexpr int kBf16MinRows = 16;
+
 // Keys per tile of AttendCausal (key_tile = 0); docs/kernels.md has the measurement.
 inline constexpr int kAttentionKeyTile = 256;
 
@@ -118,8 +126,11 @@ void TapCausal(const KvView& kv, const float* q, int T, int G, int q_stride, int
                const float* row_ml, const TileObserver& obs, int key_tile = 0, int t_first = 0);
 
 // Entries up to which AttendCausalTaps keeps a query block's exp values
-// (at most 64 rows x 4096 floats = 1 MiB) instead of recomputing them.
-inline constexpr int kKeepEntries = 4096;
+// (at most 64 rows x 8192 floats = 2 MiB) instead of recomputing them:
+// the reference passes of a chunked prefill see budget + chunk + repeat
+// entries, past 4096 at 32k, where recomputing cost kvzip's pass 0.26 of a
+// prefill (SmolLM2-135M shape, bench/results/prefill-cost-bf16.md).
+inline constexpr int kKeepEntries = 8192;
 
 // The output as AttendCausalMl computes it (bit for bit) and the taps' tiles
 // of the query blocks that end after t_first, handed to obs after each block

@@ -104,9 +104,15 @@ class KvCache {
   // Store every head's rows in `type` from now on (existing rows converted).
   void Convert(GgmlType type);
 
+  // Whether attention over this cache takes its prefill tile products in
+  // bf16 (kernels::KvView::bf16_tiles); a copy keeps the setting.
+  bool bf16_tiles() const { return bf16_tiles_; }
+  void set_bf16_tiles(bool on) { bf16_tiles_ = on; }
+
  private:
   int n_layer_, n_head_kv_, head_dim_;
   GgmlType type_;
+  bool bf16_tiles_ = false;
   int64_t n_logical_ = 0;
   std::vector<HeadStore> heads_;
 };

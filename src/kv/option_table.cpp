@@ -81,6 +81,12 @@ const std::vector<KvOptionSpec>& KvOptionTable() {
                   "whole prompt, then compression. Policies that cannot stream say so in `kvtrim policies`",
                   &KvOptions::prefill_chunk, S::kAll, 0, 2147483647},
                  "prefill_chunk"),
+      PerRequest({"bf16-attention",
+                  "Prefill attention's tile products (Q K^T, P V) in bf16 with f32 sums where the CPU has "
+                  "AVX512-BF16 (else f32): pass (only the reference pass of am, kvzip and kvzip-am, whose scores "
+                  "rank entries), all (the prefill too), off (f32 everywhere); decode stays f32",
+                  &KvOptions::bf16_attention, S::kAll, -kAny, kAny, {"pass", "all", "off"}},
+                 "bf16_attention"),
       {"check-finite",
        "Verify the cache after every compression (finite keys/values, no NaN log-weight) and name the policy that "
        "broke it (always on in debug builds)",

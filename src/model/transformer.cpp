@@ -139,6 +139,7 @@ void Transformer::AppendAndAttend(kernels::ThreadPool& pool, kv::KvCache& cache,
   const int t_first = want ? static_cast<int>(std::clamp<int64_t>(obs->ProbsFrom(l) - pos0, 0, T)) : T;
   auto view_of = [&](int h) {
     kernels::KvView view = cache.head(l, h).View();
+    view.bf16_tiles = cache.bf16_tiles();
     if (view.type != GgmlType::F32) {  // the batch's own rows in f32, as computed (KvView::k_tail)
       view.k_tail = &k[h * hd];
       view.v_tail = &v[h * hd];

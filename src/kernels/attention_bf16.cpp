@@ -1,0 +1,253 @@
+// bf16 tile products of the causal attention pass (attention_bf16.h). Each
+// function runs AVX512-BF16 where the CPU has it, else a scalar emulation
+// with the same rounding (operands to bf16, round to nearest even; sums in
+// f32), so the packed forms and their tests hold on every machine; the pass
+// itself only asks for bf16 tiles where HasBf16Tiles() (the emulation is
+// slower than the f32 tiles).
+#include "kernels/attention_bf16.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/targets.h"
+
+namespace kvtrim::kernels {
+namespace {
+
+// bf16 bits of x, rounded to nearest even (a NaN stays a NaN).
+uint16_t RoundBf16Bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float Bf16ToFloat(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+uint32_t Bf16Pair(float lo, float hi) { return RoundBf16Bits(lo) | static_cast<uint32_t>(RoundBf16Bits(hi)) << 16; }
+float PairLo(uint32_t w) { return Bf16ToFloat(static_cast<uint16_t>(w & 0xffffu)); }
+float PairHi(uint32_t w) { return Bf16ToFloat(static_cast<uint16_t>(w >> 16)); }
+
+#ifdef KVTRIM_X86
+bool DetectBf16Tiles() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
+}
+
+// 32 floats (n of them read, the rest 0) as 16 words of bf16 pairs.
+KVTRIM_T_AVX512_BF16 inline __m512i Cvt32(const float* x, int n) {
+  const __mmask16 m0 = static_cast<__mmask16>(n >= 16 ? 0xffff : (1u << std::max(n, 0)) - 1);
+  const __mmask16 m1 = static_cast<__mmask16>(n >= 32 ? 0xffff : n <= 16 ? 0 : (1u << (n - 16)) - 1);
+  return (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, x + 16), _mm512_maskz_loadu_ps(m0, x));
+}
+
+KVTRIM_T_AVX512_BF16 void PackRowsAvx(const float* x, int rows, int ld, int d, uint32_t* out) {
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < d; c += 32)
+      _mm512_storeu_si512(out + static_cast<size_t>(r) * (d / 2) + c / 2, Cvt32(x + static_cast<size_t>(r) * ld + c, 32));
+}
+
+KVTRIM_T_AVX512_BF16 void PackValuesAvx(const float* V, int w, int d, uint32_t* vp) {
+  // (a_0 .. a_15, b_0 .. b_15) -> (a_0, b_0, a_1, b_1, ...): each word one dimension's pair.
+  alignas(64) static const uint16_t kIdx[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
+                                                8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i idx = _mm512_load_si512(kIdx);
+  for (int j = 0; j < w; j += 2) {
+    const float* a = V + static_cast<size_t>(j) * d;
+    const bool two = j + 1 < w;
+    for (int c = 0; c < d; c += 16) {
+      const __m512 va = _mm512_loadu_ps(a + c), vb = two ? _mm512_loadu_ps(a + d + c) : _mm512_setzero_ps();
+      const __m512i ab = (__m512i)_mm512_cvtne2ps_pbh(vb, va);
+      _mm512_storeu_si512(vp + static_cast<size_t>(j / 2) * d + c, _mm512_permutexvar_epi16(idx, ab));
+    }
+  }
+}
+
+// NR rows x NG groups of 16 keys: s = q k^T, the last group's keys past w not stored.
+template <int NR, int NG>
+KVTRIM_T_AVX512_BF16 void ScoresTile(const uint32_t* qp, const uint32_t* kp, int dp, int r0, int g0, int w, float* s,
+                                     int ld_s) {
+  __m512 acc[NR][NG];
+  for (int r = 0; r < NR; ++r)
+    for (int g = 0; g < NG; ++g) acc[r][g] = _mm512_setzero_ps();
+  for (int p = 0; p < dp; ++p) {
+    __m512i kv[NG];
+    for (int g = 0; g < NG; ++g) kv[g] = _mm512_loadu_si512(kp + (static_cast<size_t>(g0 + g) * dp + p) * 16);
+    for (int r = 0; r < NR; ++r) {
+      const __m512i qb = _mm512_set1_epi32(static_cast<int>(qp[static_cast<size_t>(r0 + r) * dp + p]));
+      for (int g = 0; g < NG; ++g) acc[r][g] = _mm512_dpbf16_ps(acc[r][g], (__m512bh)kv[g], (__m512bh)qb);
+    }
+  }
+  for (int g = 0; g < NG; ++g) {
+    const int j = (g0 + g) * 16, n = std::min(16, w - j);
+    const __mmask16 m = static_cast<__mmask16>(n >= 16 ? 0xffff : (1u << n) - 1);
+    for (int r = 0; r < NR; ++r) _mm512_mask_storeu_ps(s + static_cast<size_t>(r0 + r) * ld_s + j, m, acc[r][g]);
+  }
+}
+
+template <int NR>
+KVTRIM_T_AVX512_BF16 void ScoresRows(const uint32_t* qp, const uint32_t* kp, int dp, int r0, int groups, int w,
+                                     float* s, int ld_s) {
+  int g0 = 0;
+  for (; g0 + 4 <= groups; g0 += 4) ScoresTile<NR, 4>(qp, kp, dp, r0, g0, w, s, ld_s);
+  switch (groups - g0) {
+    case 3: ScoresTile<NR, 3>(qp, kp, dp, r0, g0, w, s, ld_s); break;
+    case 2: ScoresTile<NR, 2>(qp, kp, dp, r0, g0, w, s, ld_s); break;
+    case 1: ScoresTile<NR, 1>(qp, kp, dp, r0, g0, w, s, ld_s); break;
+    default: break;
+  }
+}
+
+KVTRIM_T_AVX512_BF16 void ScoresAvx(const uint32_t* qp, int rows, const uint32_t* kp, int w, int d, float* s,
+                                    int ld_s) {
+  const int dp = d / 2, groups = (w + 15) / 16;
+  int r0 = 0;
+  for (; r0 + 4 <= rows; r0 += 4) ScoresRows<4>(qp, kp, dp, r0, groups, w, s, ld_s);
+  for (; r0 < rows; ++r0) ScoresRows<1>(qp, kp, dp, r0, groups, w, s, ld_s);
+}
+
+// NR rows x 64 dimensions [c0, c0 + 64): o += p v over every pair of entries.
+template <int NR>
+KVTRIM_T_AVX512_BF16 void PvTile(const uint32_t* pp, int wp, const uint32_t* vp, int d, int r0, int c0, float* o,
+                                 int ld_o) {
+  __m512 acc[NR][4];
+  for (int r = 0; r < NR; ++r)
+    for (int g = 0; g < 4; ++g) acc[r][g] = _mm512_loadu_ps(o + static_cast<size_t>(r0 + r) * ld_o + c0 + 16 * g);
+  for (int jp = 0; jp < wp; ++jp) {
+    __m512i vv[4];
+    for (int g = 0; g < 4; ++g) vv[g] = _mm512_loadu_si512(vp + static_cast<size_t>(jp) * d + c0 + 16 * g);
+    for (int r = 0; r < NR; ++r) {
+      const __m512i pb = _mm512_set1_epi32(static_cast<int>(pp[static_cast<size_t>(r0 + r) * wp + jp]));
+      for (int g = 0; g < 4; ++g) acc[r][g] = _mm512_dpbf16_ps(acc[r][g], (__m512bh)vv[g], (__m512bh)pb);
+    }
+  }
+  for (int r = 0; r < NR; ++r)
+    for (int g = 0; g < 4; ++g) _mm512_storeu_ps(o + static_cast<size_t>(r0 + r) * ld_o + c0 + 16 * g, acc[r][g]);
+}
+
+// The 32-dimension remainder (d = 32, 96, ...): two groups of 16.
+template <int NR>
+KVTRIM_T_AVX512_BF16 void PvTile32(const uint32_t* pp, int wp, const uint32_t* vp, int d, int r0, int c0, float* o,
+                                   int ld_o) {
+  __m512 acc[NR][2];
+  for (int r = 0; r < NR; ++r)
+    for (int g = 0; g < 2; ++g) acc[r][g] = _mm512_loadu_ps(o + static_cast<size_t>(r0 + r) * ld_o + c0 + 16 * g);
+  for (int jp = 0; jp < wp; ++jp) {
+    const __m512i v0 = _mm512_loadu_si512(vp + static_cast<size_t>(jp) * d + c0);
+    const __m512i v1 = _mm512_loadu_si512(vp + static_cast<size_t>(jp) * d + c0 + 16);
+    for (int r = 0; r < NR; ++r) {
+      const __m512i pb = _mm512_set1_epi32(static_cast<int>(pp[static_cast<size_t>(r0 + r) * wp + jp]));
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], (__m512bh)v0, (__m512bh)pb);
+      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], (__m512bh)v1, (__m512bh)pb);
+    }
+  }
+  for (int r = 0; r < NR; ++r)
+    for (int g = 0; g < 2; ++g) _mm512_storeu_ps(o + static_cast<size_t>(r0 + r) * ld_o + c0 + 16 * g, acc[r][g]);
+}
+
+KVTRIM_T_AVX512_BF16 void PvAvx(const float* p, int rows, int ld_p, const uint32_t* vp, int w, int d, float* o,
+                                int ld_o, uint32_t* pp) {
+  const int wp = (w + 1) / 2;
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < 2 * wp; c += 32) {
+      const int left = wp - c / 2;
+      const __mmask16 m = static_cast<__mmask16>(left >= 16 ? 0xffff : (1u << left) - 1);
+      _mm512_mask_storeu_epi32(pp + static_cast<size_t>(r) * wp + c / 2, m, Cvt32(p + static_cast<size_t>(r) * ld_p + c, w - c));
+    }
+  for (int c0 = 0; c0 < d; c0 += 64) {
+    const bool half = d - c0 < 64;
+    int r0 = 0;
+    for (; r0 + 4 <= rows; r0 += 4)
+      half ? PvTile32<4>(pp, wp, vp, d, r0, c0, o, ld_o) : PvTile<4>(pp, wp, vp, d, r0, c0, o, ld_o);
+    for (; r0 < rows; ++r0)
+      half ? PvTile32<1>(pp, wp, vp, d, r0, c0, o, ld_o) : PvTile<1>(pp, wp, vp, d, r0, c0, o, ld_o);
+  }
+}
+#else
+bool DetectBf16Tiles() { return false; }
+#endif
+
+}  // namespace
+
+bool HasBf16Tiles() {
+  static const bool has = DetectBf16Tiles();
+  return has;
+}
+
+void PackRowsBf16(const float* x, int rows, int ld, int d, uint32_t* out) {
+#ifdef KVTRIM_X86
+  if (HasBf16Tiles()) return PackRowsAvx(x, rows, ld, d, out);
+#endif
+  for (int r = 0; r < rows; ++r)
+    for (int p = 0; p < d / 2; ++p)
+      out[static_cast<size_t>(r) * (d / 2) + p] = Bf16Pair(x[static_cast<size_t>(r) * ld + 2 * p], x[static_cast<size_t>(r) * ld + 2 * p + 1]);
+}
+
+void PackKeysBf16(const float* K, int w, int d, uint32_t* kp) {
+  const int dp = d / 2, groups = (w + 15) / 16;
+  uint32_t row[512];  // one key's pairs (d <= 1024)
+  for (int g = 0; g < groups; ++g)
+    for (int i = 0; i < 16; ++i) {
+      const int j = g * 16 + i;
+      if (j < w) PackRowsBf16(K + static_cast<size_t>(j) * d, 1, d, d, row);
+      else std::fill(row, row + dp, 0u);
+      uint32_t* dst = kp + static_cast<size_t>(g) * dp * 16 + i;
+      for (int p = 0; p < dp; ++p) dst[static_cast<size_t>(p) * 16] = row[p];
+    }
+}
+
+void PackValuesBf16(const float* V, int w, int d, uint32_t* vp) {
+#ifdef KVTRIM_X86
+  if (HasBf16Tiles()) return PackValuesAvx(V, w, d, vp);
+#endif
+  for (int j = 0; j < w; j += 2)
+    for (int c = 0; c < d; ++c)
+      vp[static_cast<size_t>(j / 2) * d + c] =
+          Bf16Pair(V[static_cast<size_t>(j) * d + c], j + 1 < w ? V[static_cast<size_t>(j + 1) * d + c] : 0.f);
+}
+
+void ScoresBf16(const uint32_t* qp, int rows, const uint32_t* kp, int w, int d, float* s, int ld_s) {
+#ifdef KVTRIM_X86
+  if (HasBf16Tiles()) return ScoresAvx(qp, rows, kp, w, d, s, ld_s);
+#endif
+  const int dp = d / 2;
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < w; ++j) {
+      float acc = 0.f;
+      for (int p = 0; p < dp; ++p) {
+        const uint32_t a = qp[static_cast<size_t>(r) * dp + p], b = kp[(static_cast<size_t>(j / 16) * dp + p) * 16 + j % 16];
+        acc += PairLo(a) * PairLo(b) + PairHi(a) * PairHi(b);
+      }
+      s[static_cast<size_t>(r) * ld_s + j] = acc;
+    }
+}
+
+void AccumulatePvBf16(const float* p, int rows, int ld_p, const uint32_t* vp, int w, int d, float* o, int ld_o,
+                      uint32_t* pp) {
+#ifdef KVTRIM_X86
+  if (HasBf16Tiles()) return PvAvx(p, rows, ld_p, vp, w, d, o, ld_o, pp);
+#endif
+  const int wp = (w + 1) / 2;
+  for (int r = 0; r < rows; ++r)
+    for (int jp = 0; jp < wp; ++jp) {
+      const float* pr = p + static_cast<size_t>(r) * ld_p;
+      pp[static_cast<size_t>(r) * wp + jp] = Bf16Pair(pr[2 * jp], 2 * jp + 1 < w ? pr[2 * jp + 1] : 0.f);
+    }
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < d; ++c) {
+      float acc = o[static_cast<size_t>(r) * ld_o + c];
+      for (int jp = 0; jp < wp; ++jp) {
+        const uint32_t a = vp[static_cast<size_t>(jp) * d + c], b = pp[static_cast<size_t>(r) * wp + jp];
+        acc += PairLo(a) * PairLo(b) + PairHi(a) * PairHi(b);
+      }
+      o[static_cast<size_t>(r) * ld_o + c] = acc;
+    }
+}
+
+}  // namespace kvtrim::kernels
