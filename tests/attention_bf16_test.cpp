@@ -4,13 +4,14 @@
 // fill a microkernel, head dims 32..128; then the causal pass with
 // KvView::bf16_tiles against the float64 attention of the unrounded rows,
 // within the error bf16 operands allow (derived per row below), outputs and
-// the taps' probabilities, kept and recomputed.
+// the taps' probabilities, kept and recomputed, over f16 and q8_0 rows.
 #include <gtest/gtest.h>
 
 #include <Eigen/Core>
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "eval/metrics.h"
@@ -97,9 +98,10 @@ struct Bf16Pass : ::testing::Test {
 TEST_F(Bf16Pass, OutputsAndTapsWithinTheRoundingBound) {
   std::mt19937 rng(7);
   for (int G : {1, 3})
-    for (const auto& [n0, T] : {std::pair{0, 70}, std::pair{300, 90}, std::pair{kKeepEntries + 30, 20}}) {
+    for (const auto& [n0, T, type] : {std::tuple{0, 70, GgmlType::F16}, std::tuple{300, 90, GgmlType::Q8_0},
+                                      std::tuple{kKeepEntries + 30, 20, GgmlType::F16}}) {
       const int d = 64;
-      kv::HeadStore store(d, GgmlType::F16);
+      kv::HeadStore store(d, type);
       std::vector<std::vector<float>> k, v;
       std::vector<float> b;
       for (int j = 0; j < n0 + T; ++j) {

@@ -112,43 +112,24 @@ KVTRIM_T_AVX512_BF16 void ScoresAvx(const uint32_t* qp, int rows, const uint32_t
   for (; r0 < rows; ++r0) ScoresRows<1>(qp, kp, dp, r0, groups, w, s, ld_s);
 }
 
-// NR rows x 64 dimensions [c0, c0 + 64): o += p v over every pair of entries.
-template <int NR>
+// NR rows x 16 NG dimensions [c0, c0 + 16 NG): o += p v over every pair of
+// entries (NG = 4; 2 for the 32-dimension remainder of d = 32, 96, ...).
+template <int NR, int NG>
 KVTRIM_T_AVX512_BF16 void PvTile(const uint32_t* pp, int wp, const uint32_t* vp, int d, int r0, int c0, float* o,
                                  int ld_o) {
-  __m512 acc[NR][4];
+  __m512 acc[NR][NG];
   for (int r = 0; r < NR; ++r)
-    for (int g = 0; g < 4; ++g) acc[r][g] = _mm512_loadu_ps(o + static_cast<size_t>(r0 + r) * ld_o + c0 + 16 * g);
+    for (int g = 0; g < NG; ++g) acc[r][g] = _mm512_loadu_ps(o + static_cast<size_t>(r0 + r) * ld_o + c0 + 16 * g);
   for (int jp = 0; jp < wp; ++jp) {
-    __m512i vv[4];
-    for (int g = 0; g < 4; ++g) vv[g] = _mm512_loadu_si512(vp + static_cast<size_t>(jp) * d + c0 + 16 * g);
+    __m512i vv[NG];
+    for (int g = 0; g < NG; ++g) vv[g] = _mm512_loadu_si512(vp + static_cast<size_t>(jp) * d + c0 + 16 * g);
     for (int r = 0; r < NR; ++r) {
       const __m512i pb = _mm512_set1_epi32(static_cast<int>(pp[static_cast<size_t>(r0 + r) * wp + jp]));
-      for (int g = 0; g < 4; ++g) acc[r][g] = _mm512_dpbf16_ps(acc[r][g], (__m512bh)vv[g], (__m512bh)pb);
+      for (int g = 0; g < NG; ++g) acc[r][g] = _mm512_dpbf16_ps(acc[r][g], (__m512bh)vv[g], (__m512bh)pb);
     }
   }
   for (int r = 0; r < NR; ++r)
-    for (int g = 0; g < 4; ++g) _mm512_storeu_ps(o + static_cast<size_t>(r0 + r) * ld_o + c0 + 16 * g, acc[r][g]);
-}
-
-// The 32-dimension remainder (d = 32, 96, ...): two groups of 16.
-template <int NR>
-KVTRIM_T_AVX512_BF16 void PvTile32(const uint32_t* pp, int wp, const uint32_t* vp, int d, int r0, int c0, float* o,
-                                   int ld_o) {
-  __m512 acc[NR][2];
-  for (int r = 0; r < NR; ++r)
-    for (int g = 0; g < 2; ++g) acc[r][g] = _mm512_loadu_ps(o + static_cast<size_t>(r0 + r) * ld_o + c0 + 16 * g);
-  for (int jp = 0; jp < wp; ++jp) {
-    const __m512i v0 = _mm512_loadu_si512(vp + static_cast<size_t>(jp) * d + c0);
-    const __m512i v1 = _mm512_loadu_si512(vp + static_cast<size_t>(jp) * d + c0 + 16);
-    for (int r = 0; r < NR; ++r) {
-      const __m512i pb = _mm512_set1_epi32(static_cast<int>(pp[static_cast<size_t>(r0 + r) * wp + jp]));
-      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], (__m512bh)v0, (__m512bh)pb);
-      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], (__m512bh)v1, (__m512bh)pb);
-    }
-  }
-  for (int r = 0; r < NR; ++r)
-    for (int g = 0; g < 2; ++g) _mm512_storeu_ps(o + static_cast<size_t>(r0 + r) * ld_o + c0 + 16 * g, acc[r][g]);
+    for (int g = 0; g < NG; ++g) _mm512_storeu_ps(o + static_cast<size_t>(r0 + r) * ld_o + c0 + 16 * g, acc[r][g]);
 }
 
 KVTRIM_T_AVX512_BF16 void PvAvx(const float* p, int rows, int ld_p, const uint32_t* vp, int w, int d, float* o,
@@ -164,9 +145,9 @@ KVTRIM_T_AVX512_BF16 void PvAvx(const float* p, int rows, int ld_p, const uint32
     const bool half = d - c0 < 64;
     int r0 = 0;
     for (; r0 + 4 <= rows; r0 += 4)
-      half ? PvTile32<4>(pp, wp, vp, d, r0, c0, o, ld_o) : PvTile<4>(pp, wp, vp, d, r0, c0, o, ld_o);
+      half ? PvTile<4, 2>(pp, wp, vp, d, r0, c0, o, ld_o) : PvTile<4, 4>(pp, wp, vp, d, r0, c0, o, ld_o);
     for (; r0 < rows; ++r0)
-      half ? PvTile32<1>(pp, wp, vp, d, r0, c0, o, ld_o) : PvTile<1>(pp, wp, vp, d, r0, c0, o, ld_o);
+      half ? PvTile<1, 2>(pp, wp, vp, d, r0, c0, o, ld_o) : PvTile<1, 4>(pp, wp, vp, d, r0, c0, o, ld_o);
   }
 }
 #else
