@@ -54,7 +54,11 @@ KVTRIM_T_AVX512 double Avx512F32(int64_t iters, double* check) {
   for (int64_t i = 0; i < iters; ++i)
     for (int j = 0; j < kAcc; ++j) acc[j] = _mm512_fmadd_ps(acc[j], a, b);
   double s = 0;
-  for (const __m512& x : acc) s += _mm512_reduce_add_ps(x);
+  alignas(64) float lanes[16];  // a store, not _mm512_reduce_add_ps: GCC 12 warns on its undefined upper half
+  for (const __m512& x : acc) {
+    _mm512_store_ps(lanes, x);
+    for (float f : lanes) s += f;
+  }
   *check = s;
   return 2.0 * 16 * kAcc * static_cast<double>(iters);
 }
@@ -68,7 +72,11 @@ KVTRIM_T_AVX512_BF16 double Avx512Bf16(int64_t iters, double* check) {
   for (int64_t i = 0; i < iters; ++i)
     for (int j = 0; j < kAcc; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], x, x);
   double s = 0;
-  for (const __m512& v : acc) s += _mm512_reduce_add_ps(v);
+  alignas(64) float lanes[16];  // as in Avx512F32
+  for (const __m512& v : acc) {
+    _mm512_store_ps(lanes, v);
+    for (float f : lanes) s += f;
+  }
   *check = s;
   return 2.0 * 32 * kAcc * static_cast<double>(iters);
 }
@@ -82,7 +90,11 @@ KVTRIM_T_AVX512 double Avx512Int8(int64_t iters, double* check) {
   for (int64_t i = 0; i < iters; ++i)
     for (int j = 0; j < kAcc; ++j) acc[j] = _mm512_dpbusd_epi32(acc[j], x, x);
   double s = 0;
-  for (const __m512i& v : acc) s += static_cast<double>(_mm512_reduce_add_epi32(v));
+  alignas(64) int32_t lanes[16];  // as in Avx512F32
+  for (const __m512i& v : acc) {
+    _mm512_store_si512(lanes, v);
+    for (int32_t x : lanes) s += static_cast<double>(x);
+  }
   *check = s;
   return 2.0 * 64 * kAcc * static_cast<double>(iters);
 }
