@@ -190,6 +190,21 @@ TEST_F(Bf16Pass, PrefillLogitsMoveLittleAndPassLeavesThePrefillAlone) {
   EXPECT_LT(kl, 1e-3) << "worst position " << worst;
 }
 
+// The library refuses a value the option table does not list, naming it
+// (the CLI and the server check the table's choices; a library caller
+// reaches Session::Create directly).
+TEST(Bf16Option, UnknownValueIsAnErrorNamingIt) {
+  auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
+  ASSERT_TRUE(e);
+  SessionOptions so;
+  so.kv.bf16_attention = "fast";
+  auto s = Session::Create(*e, so);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("'fast' (pass, all, off)"), std::string::npos) << s.error().message;
+  EXPECT_FALSE(Bf16TileDim(kMaxBf16TileDim + 32));  // past the packer's stack row: the f32 tiles
+  EXPECT_TRUE(Bf16TileDim(128));
+}
+
 }  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kernels

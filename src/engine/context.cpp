@@ -175,8 +175,9 @@ Expected<std::unique_ptr<Session>> Session::LoadContextBytes(const Engine& engin
   for (char& ch : type) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   auto t = kv::ParseKvQuant(type);
   if (!t.ok()) return fail("its entries are of type '" + type + "'");
+  const bool bf16 = ses.impl_->cache_->bf16_tiles();  // as Create set it from the options
   ses.impl_->cache_ = std::make_unique<kv::KvCache>(c.n_layer, c.n_head_kv, c.head_dim, t.value());
-  ses.impl_->cache_->set_bf16_tiles(ses.opts_.kv.bf16_attention == "all");
+  ses.impl_->cache_->set_bf16_tiles(bf16);
   if (img->row_bytes != ses.impl_->cache_->head(0, 0).row_bytes()) return fail("its rows are not of the head's size");
   KVTRIM_RETURN_IF_ERROR(ses.CheckTokens(img->tokens.data(), img->tokens.size()));
   for (size_t i = 0; i < img->heads.size(); ++i) {

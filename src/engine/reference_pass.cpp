@@ -130,7 +130,9 @@ Status Session::RunReferencePass() {
   // Shared with the session's other forks only for a whole prompt's pass on
   // an unchanged state (on-policy passes follow this fork's own compression).
   const bool memo = ref_memo_ && !rp.on_policy && pass_to_ == 0;
-  const bool bf16 = opts_.kv.bf16_attention != "off";  // scores that rank entries (KvOptions::bf16_attention)
+  auto tiles = kv::Bf16TilesOf(opts_.kv);  // checked by Session::Create
+  if (!tiles.ok()) return tiles.error();
+  const bool bf16 = tiles->pass;  // scores that rank entries
   const std::string key = PassKey(rp, from, to, ubatch_, bf16);
   if (memo) {
     std::lock_guard<std::mutex> lock(ref_memo_->mu);

@@ -92,8 +92,10 @@ Expected<std::unique_ptr<Session>> Session::Create(const Engine& engine, const S
   // "write"), or in f32 until compression has chosen what to keep ("kept").
   auto type = kv::WriteType(opts.kv);
   if (!type.ok()) return type.error();
+  auto bf16 = kv::Bf16TilesOf(opts.kv);
+  if (!bf16.ok()) return bf16.error();
   s->impl_->cache_ = std::make_unique<kv::KvCache>(c.n_layer, c.n_head_kv, c.head_dim, type.value());
-  s->impl_->cache_->set_bf16_tiles(opts.kv.bf16_attention == "all");
+  s->impl_->cache_->set_bf16_tiles(bf16->prefill);
   s->impl_->compressor_ = std::move(comp.value());
   KVTRIM_RETURN_IF_ERROR(ConnectModel(engine, *s->impl_->compressor_));
   s->chosen_ratio_ = opts.kv.ratio;

@@ -172,7 +172,7 @@ void PackRowsBf16(const float* x, int rows, int ld, int d, uint32_t* out) {
 
 void PackKeysBf16(const float* K, int w, int d, uint32_t* kp) {
   const int dp = d / 2, groups = (w + 15) / 16;
-  uint32_t row[512];  // one key's pairs (d <= 1024)
+  uint32_t row[kMaxBf16TileDim / 2];  // one key's pairs
   for (int g = 0; g < groups; ++g)
     for (int i = 0; i < 16; ++i) {
       const int j = g * 16 + i;

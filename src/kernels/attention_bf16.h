@@ -15,8 +15,10 @@ namespace kvtrim::kernels {
 
 // True where the CPU and this build have AVX512-BF16 (read once).
 bool HasBf16Tiles();
-// Whether a head dimension d has the bf16 tiles (a multiple of 32).
-inline bool Bf16TileDim(int d) { return d > 0 && d % 32 == 0; }
+// Whether a head dimension d has the bf16 tiles (a multiple of 32, at most
+// kMaxBf16TileDim: PackKeysBf16 stages one key's pairs on the stack).
+inline constexpr int kMaxBf16TileDim = 1024;
+inline bool Bf16TileDim(int d) { return d > 0 && d % 32 == 0 && d <= kMaxBf16TileDim; }
 
 // Words (uint32_t, one bf16 pair each) of the packed forms, for scratch sizes.
 inline int Bf16KeyPanelWords(int w, int d) { return (w + 15) / 16 * 16 * (d / 2); }
@@ -24,7 +26,7 @@ inline int Bf16ValuePanelWords(int w, int d) { return (w + 1) / 2 * d; }
 
 // Rows [rows, d] (stride ld) as bf16 pairs [rows, d / 2] (stride d / 2).
 void PackRowsBf16(const float* x, int rows, int ld, int d, uint32_t* out);
-// Keys [w, d] (stride d) as a panel [ceil(w / 16)][d / 2][16]: for a group
+// Keys [w, d] (stride d; Bf16TileDim(d)) as a panel [ceil(w / 16)][d / 2][16]: for a group
 // of 16 keys and a pair of dimensions, the 16 keys' pairs (zero past w).
 void PackKeysBf16(const float* K, int w, int d, uint32_t* kp);
 // Values [w, d] (stride d) as a panel [ceil(w / 2)][d]: for a pair of

@@ -26,6 +26,13 @@ Expected<GgmlType> WriteType(const CompressionOptions& o) {
   return MakeError("unknown KV quantization point '" + o.quant_at + "' (write, kept)");
 }
 
+Expected<Bf16Tiles> Bf16TilesOf(const CompressionOptions& o) {
+  if (o.bf16_attention == "pass") return Bf16Tiles{false, true};
+  if (o.bf16_attention == "all") return Bf16Tiles{true, true};
+  if (o.bf16_attention == "off") return Bf16Tiles{false, false};
+  return MakeError("unknown bf16 attention setting '" + o.bf16_attention + "' (pass, all, off)");
+}
+
 namespace {
 
 // Whether statistics collected with `have` serve a policy that needs `want`.

@@ -25,6 +25,15 @@ Expected<GgmlType> ParseKvQuant(const std::string& s);
 // o.quant when o.quant_at is "write", f32 when it is "kept" (quantized after
 // compression); any other quant_at is an error.
 Expected<GgmlType> WriteType(const CompressionOptions& o);
+// Where o.bf16_attention puts attention's tile products in bf16
+// (kernels::KvView::bf16_tiles): the prefill's cache ("all") and the
+// reference pass's copy ("pass", "all"); "off" neither; any other value is
+// an error.
+struct Bf16Tiles {
+  bool prefill = false;
+  bool pass = false;
+};
+Expected<Bf16Tiles> Bf16TilesOf(const CompressionOptions& o);
 // Checks a policy's plan for a head of n entries of dimension d before the
 // cache applies it (indices in range, each entry used once, keep in order).
 Status ValidatePlan(const Plan& plan, int n, int d);
