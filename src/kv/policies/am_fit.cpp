@@ -5,6 +5,7 @@
 // (position, group head) query is one row; identical keys are merged before
 // selection (one candidate, its cardinality in the mass target).
 #include "io/splitmix.h"
+#include "kernels/scratch.h"
 #include "kv/policies/am_fit.h"
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "kv/numerics/omp.h"
 #include "kv/numerics/row_sample.h"
 #include "kv/numerics/vexp.h"
+#include "kv/policies/am_scores.h"
 #include "kvtrim/clock.h"
 
 namespace kvtrim::kv {
@@ -46,21 +48,12 @@ void UniqueKeys(const MatrixXf& K, std::vector<int>* rep, std::vector<int>* of) 
   }
 }
 
-// Distinct keys by root-mean-square attention weight over the queries,
-// highest first (the weight of a distinct key sums over its copies; ties
-// keep the earlier key). The top t are highest-attn's pick; the rest is the
-// order in which Refill offers keys.
-std::vector<int> AttentionRanking(const MatrixXf& Afull, const VectorXd& mass, const std::vector<int>& of, int nu) {
-  const Eigen::VectorXf inv = mass.cwiseInverse().cast<float>();  // [M]
-  Eigen::VectorXf score;  // [nu] monotone in the RMS
-  if (nu == Afull.cols()) {  // every key distinct (of[i] == i): no [M, nu] copy
-    score = (Afull.array().colwise() * inv.array()).square().colwise().sum().transpose();
-  } else {
-    MatrixXf W = MatrixXf::Zero(Afull.rows(), nu);  // [M, nu] attention weight per distinct key
-    for (int i = 0; i < Afull.cols(); ++i) W.col(of[i]) += Afull.col(i).cwiseProduct(inv);
-    score = W.colwise().squaredNorm().transpose();
-  }
-  std::vector<int> idx(nu);
+// Distinct keys by root-mean-square attention weight over the queries
+// (AmScores::rms, monotone in it), highest first (ties keep the earlier
+// key). The top t are highest-attn's pick; the rest is the order in which
+// Refill offers keys.
+std::vector<int> RankByRms(const Eigen::VectorXf& score) {
+  std::vector<int> idx(score.size());
   std::iota(idx.begin(), idx.end(), 0);
   std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return score(a) > score(b); });
   return idx;
@@ -78,7 +71,10 @@ std::vector<int> RankByScores(const std::vector<double>& score, const std::vecto
 }
 
 // As^T As [k, k] of the picked columns As [M, k]: one triangle by a rank
-// update, mirrored.
+// update, mirrored. In double as the right-hand sides: the columns are
+// float, so each product is exact and the two agree to double's rounding
+// (a float Gram against double right-hand sides gave keys without mass
+// weights of 1e-7, fitting the difference).
 MatrixXd Gram(const MatrixXd& As) {
   MatrixXd P = MatrixXd::Zero(As.cols(), As.cols());
   P.selfadjointView<Eigen::Lower>().rankUpdate(As.transpose());
@@ -100,10 +96,12 @@ VectorXd TimedNnls(const MatrixXd& P, const VectorXd& rhs, const VectorXd& x0, i
 // floor (per distinct key, or null): each picked key weighs at least its
 // entry there, the NNLS fitting only the excess w - floor >= 0 to the mass
 // the picks leave unexplained (A (w - floor) ~ m - A floor).
-void SelectAndWeigh(const MatrixXf& A, const VectorXd& mass, const std::vector<int>& ranking, int t, const AmConfig& c,
+void SelectAndWeigh(AmColumns& A, const VectorXd& mass, const std::vector<int>& ranking, int t, const AmConfig& c,
                     const VectorXd* floor, std::vector<int>* sel, VectorXd* w, MatrixXd* gram, int64_t* nnls_ns) {
   if (c.omp) {
-    numerics::OmpResult r = numerics::OmpNnls(A.cast<double>(), mass, t, c.omp_step);
+    MatrixXd Ad(A.rows(), ranking.size());  // every distinct key's column [M, nu]
+    for (size_t u = 0; u < ranking.size(); ++u) Ad.col(u) = A.A(static_cast<int>(u)).cast<double>();
+    numerics::OmpResult r = numerics::OmpNnls(Ad, mass, t, c.omp_step);
     *sel = r.support;
     *w = r.w;
   }
@@ -117,7 +115,7 @@ void SelectAndWeigh(const MatrixXf& A, const VectorXd& mass, const std::vector<i
       return;
     }
     MatrixXd As(A.rows(), sel->size());  // [M, t]
-    for (size_t a = 0; a < sel->size(); ++a) As.col(a) = A.col((*sel)[a]).cast<double>();
+    for (size_t a = 0; a < sel->size(); ++a) As.col(a) = A.A((*sel)[a]).cast<double>();
     MatrixXd P = Gram(As);  // [t, t]
     VectorXd rhs = As.transpose() * mass;
     if (floor) rhs -= P * fl;
@@ -146,9 +144,9 @@ std::vector<int> Positive(const VectorXd& w) {
 // the rounds or the candidates run out. Keys still missing after the rounds
 // are the next-ranked ones with their own cardinality (`plain`, counted), so
 // a head holds exactly min(t, distinct keys) entries.
-void Refill(const MatrixXf& A, const VectorXd& mass, const std::vector<int>& ranking, int t, int rounds,
+void Refill(AmColumns& A, const VectorXd& mass, const std::vector<int>& ranking, int t, int rounds,
             MatrixXd gram, std::vector<int>* sel, VectorXd* w, std::vector<int>* plain, int* refilled, int64_t* nnls_ns) {
-  const int nu = static_cast<int>(A.cols());
+  const int nu = static_cast<int>(ranking.size());
   std::vector<char> tried(nu, 0), picked(nu, 0);
   for (int u : *sel) tried[u] = picked[u] = 1;
   size_t next = 0;
@@ -161,7 +159,7 @@ void Refill(const MatrixXf& A, const VectorXd& mass, const std::vector<int>& ran
   // products, not M k^2); the right-hand side A^T m likewise, per key offered.
   VectorXd Am = VectorXd::Constant(nu, std::numeric_limits<double>::quiet_NaN());  // [nu], filled when offered
   auto am = [&](int u) {
-    if (std::isnan(Am(u))) Am(u) = A.col(u).cast<double>().dot(mass);
+    if (std::isnan(Am(u))) Am(u) = A.A(u).cast<double>().dot(mass);
     return Am(u);
   };
   MatrixXd P = std::move(gram);  // of the current picks, when SelectAndWeigh formed it
@@ -174,7 +172,7 @@ void Refill(const MatrixXf& A, const VectorXd& mass, const std::vector<int>& ran
     for (int u; static_cast<int>(keep.size()) < t && (u = next_untried()) >= 0;) tried[u] = 1, keep.push_back(u), x.push_back(0);
     const int k = static_cast<int>(keep.size()), kp = static_cast<int>(pos.size());
     MatrixXd As(A.rows(), k);  // [M, k]
-    for (int a = 0; a < k; ++a) As.col(a) = A.col(keep[a]).cast<double>();
+    for (int a = 0; a < k; ++a) As.col(a) = A.A(keep[a]).cast<double>();
     MatrixXd Pn(k, k);
     if (P.size() == 0) {
       Pn = Gram(As);
@@ -197,21 +195,28 @@ void Refill(const MatrixXf& A, const VectorXd& mass, const std::vector<int>& ran
   for (int u; count < t && (u = next_untried()) >= 0; ++count) tried[u] = 1, plain->push_back(u);
 }
 
+// A kept entry: its index in the block, its distinct key, its b = log w.
+struct Kept {
+  int entry, u;
+  double b;
+  bool operator<(const Kept& o) const { return entry < o.entry; }
+};
+
 // Values of the kept entries by ridge least squares: softmax over the kept
-// keys with their fitted b, X [M, k], against the full outputs Y [M, d].
-void FitValues(const MatrixXf& S, const VectorXd& shift, const MatrixXd& Y, const std::vector<std::pair<int, double>>& kept,
-               double ridge, const VectorXd* row_scale, AmBlockFit* f) {
-  MatrixXd X(S.rows(), kept.size());  // [M, k]
-  for (size_t a = 0; a < kept.size(); ++a)
-    X.col(a) = (S.col(kept[a].first).cast<double>() - shift).array() + kept[a].second;
+// keys with their fitted b, X [M, k] (the scores of cols, less the rows'
+// shift), against the full outputs Y [M, d].
+void FitValues(AmColumns& cols, const VectorXd& shift, const MatrixXd& Y, const std::vector<Kept>& kept, double ridge,
+               const VectorXd* row_scale, AmBlockFit* f) {
+  MatrixXd X(cols.rows(), kept.size());  // [M, k]
+  for (size_t a = 0; a < kept.size(); ++a) X.col(a) = (cols.S(kept[a].u).cast<double>() - shift).array() + kept[a].b;
   numerics::ExpShiftRowsInPlace(&X, X.rowwise().maxCoeff());
   X = X.array().colwise() / X.rowwise().sum().array();
   if (row_scale) X = X.array().colwise() * row_scale->array();  // a sampled row's weight (Y comes scaled)
   const MatrixXd Vt = numerics::RidgeLstsq(X, Y, ridge);  // [k, d]
   const bool finite = Vt.allFinite();  // else the original values stay
   for (size_t a = 0; a < kept.size(); ++a) {
-    f->keep.push_back(kept[a].first);
-    f->logw.push_back(static_cast<float>(kept[a].second));
+    f->keep.push_back(kept[a].entry);
+    f->logw.push_back(static_cast<float>(kept[a].b));
     if (finite) {
       std::vector<float> v(Vt.cols());
       for (int k = 0; k < Vt.cols(); ++k) v[k] = static_cast<float>(Vt(a, k));
@@ -221,57 +226,48 @@ void FitValues(const MatrixXf& S, const VectorXd& shift, const MatrixXd& Y, cons
 }
 
 // The kept entries with their fitted b, their values left as they are.
-void KeepOnly(const std::vector<std::pair<int, double>>& kept, AmBlockFit* f) {
-  for (const auto& [i, b] : kept) f->keep.push_back(i), f->logw.push_back(static_cast<float>(b));
+void KeepOnly(const std::vector<Kept>& kept, AmBlockFit* f) {
+  for (const Kept& k : kept) f->keep.push_back(k.entry), f->logw.push_back(static_cast<float>(k.b));
 }
 
 // The rows the weights and values are fitted on when --am-fit-rows samples
 // them (numerics/row_sample.h): each row scaled by the square root of its
 // weight, so the sampled sums of squares estimate the full ones.
 struct FitRows {
-  MatrixXf A;      // [s, nu]
-  VectorXd mass;   // [s]
-  MatrixXf S;      // [s, n] the rows' scores
-  VectorXd shift;  // [s]
-  MatrixXd Y;      // [s, d]
-  VectorXd scale;  // [s] sqrt(weight)
+  std::vector<int> rows;  // [s] of the reference queries
+  VectorXd mass;          // [s] scaled
+  VectorXd shift;         // [s]
+  MatrixXd Y;             // [s, d] scaled
+  VectorXd scale;         // [s] sqrt(weight)
 };
 
-// A sample of c.fit_rows rows of the problem, by the leverage of A's rows
-// over the first 2t candidates of the ranking (those the fit can pick),
+// A sample of c.fit_rows rows of the problem, by the leverage of the rows of
+// A over the first 2t candidates of the ranking (those the fit can pick),
 // sketched to 32 columns, mixed with a uniform tenth; or uniform. Nothing
 // when every row is to be fitted.
-std::optional<FitRows> SampleFitRows(const MatrixXf& A, const VectorXd& mass, const MatrixXf& S, const VectorXd& shift,
-                                     const MatrixXd& Y, const std::vector<int>& ranking, int t, const AmConfig& c) {
-  const int M = static_cast<int>(A.rows());
+std::optional<FitRows> SampleFitRows(AmColumns& A, const AmScores& sc, const std::vector<int>& ranking, int t,
+                                     const AmConfig& c) {
+  const int M = A.rows();
   if (c.fit_rows <= 0 || c.fit_rows >= M) return std::nullopt;
-  const uint64_t seed = io::Mix64(c.seed ^ io::Mix64(static_cast<uint64_t>(M) * 2654435761ull + A.cols()));
+  const uint64_t seed = io::Mix64(c.seed ^ io::Mix64(static_cast<uint64_t>(M) * 2654435761ull + ranking.size()));
   VectorXd lev = VectorXd::Ones(M);
   if (!c.fit_uniform) {
     const int cols = std::min<int>(static_cast<int>(ranking.size()), 2 * t);
     MatrixXd L(M, cols);
-    for (int a = 0; a < cols; ++a) L.col(a) = A.col(ranking[a]).cast<double>();
+    for (int a = 0; a < cols; ++a) L.col(a) = A.A(ranking[a]).cast<double>();
     lev = numerics::RowLeverage(L, 32, seed);
   }
   const numerics::RowSample r = numerics::SampleRows(lev, c.fit_rows, c.fit_uniform ? 1.0 : 0.1, seed);
   const int s = static_cast<int>(r.rows.size());
-  FitRows f{MatrixXf(s, A.cols()), VectorXd(s), MatrixXf(s, S.cols()), VectorXd(s), MatrixXd(s, Y.cols()), VectorXd(s)};
+  FitRows f{r.rows, VectorXd(s), VectorXd(s), MatrixXd(s, sc.Y.cols()), VectorXd(s)};
   for (int a = 0; a < s; ++a) {
     const int i = r.rows[a];
     f.scale(a) = std::sqrt(r.weight(a));
-    f.A.row(a) = static_cast<float>(f.scale(a)) * A.row(i);
-    f.mass(a) = f.scale(a) * mass(i);
-    f.S.row(a) = S.row(i);
-    f.shift(a) = shift(i);
-    f.Y.row(a) = f.scale(a) * Y.row(i);
+    f.mass(a) = f.scale(a) * sc.mass(i);
+    f.shift(a) = sc.shift(i);
+    f.Y.row(a) = f.scale(a) * sc.Y.row(i);
   }
   return f;
-}
-
-// The full outputs Y = A V / m [M, d].
-MatrixXd FullOutputs(const MatrixXf& Afull, const MatrixXf& V, const VectorXd& safe) {
-  const MatrixXf Yf = Afull * V;  // [M, d]
-  return Yf.cast<double>().array().colwise() / safe.array();
 }
 
 }  // namespace
@@ -314,8 +310,10 @@ MatrixXf AmReferenceQueries(const PolicyContext& ctx, const AmConfig& c) {
 // the ranking) runs in float, as the cache's keys, values and queries are:
 // the scores' float rounding (relative ~1e-7 of an exponent of order 10)
 // already perturbs each weight by ~1e-6, more than storing the weight in
-// float does. Sums over the queries (masses, Gram matrices, right-hand
-// sides) and everything after them are double.
+// float does. It runs over blocks of queries (am_scores.h) and keeps one
+// [M, n] matrix, the scores: the columns of the keys the fit tries are
+// exponentiated from them when first read. Sums over the queries (masses,
+// Gram matrices, right-hand sides) and everything after them are double.
 AmBlockFit AmFitBlock(const MatrixXf& Q, const MatrixXf& K, const MatrixXf& V, const VectorXd& b0, int t, const AmConfig& c,
                       const std::vector<double>* rank_scores) {
   int64_t lap_ns = SteadyNowNs();
@@ -326,71 +324,56 @@ AmBlockFit AmFitBlock(const MatrixXf& Q, const MatrixXf& K, const MatrixXf& V, c
   };
   AmBlockFit f;
   const int n = static_cast<int>(K.rows());
-  // The two [M, n]-sized matrices of a block: the scores S = q.k/sqrt(d) in
-  // float (as computed) and Afull = exp(S + b0 - s_q) in double.
-  const MatrixXf S = Q * K.transpose();  // [M, n]
-  const bool plain_b = (b0.array() == 0.0).all();  // fresh entries (a prefill's): S + b0 is S
-  MatrixXf Afull = S;  // [M, n] S, then S + b0, then its exp
-  // s_q: the largest score with or without the entries' own b, so neither
-  // the target nor a candidate column can overflow (entries already
-  // compacted may carry any b).
-  Eigen::VectorXf shift_f = Afull.rowwise().maxCoeff();  // [M]
-  if (!plain_b) {
-    Afull.rowwise() += b0.cast<float>().transpose();
-    shift_f = shift_f.cwiseMax(Afull.rowwise().maxCoeff());
-  }
-  numerics::ExpShiftRowsInPlace(&Afull, shift_f);
-  const VectorXd shift = shift_f.cast<double>();
-  VectorXd mass = VectorXd::Zero(Q.rows());  // [M] m(q), 0 only if every b underflows
-  for (int j = 0; j < n; ++j) mass += Afull.col(j).cast<double>();
-  const VectorXd safe = mass.cwiseMax(std::numeric_limits<double>::min());
-  const MatrixXd Y = FullOutputs(Afull, V, safe);  // [M, d] full outputs (0 for a massless query)
   std::vector<int> rep, of;
   UniqueKeys(K, &rep, &of);
   const int nu = static_cast<int>(rep.size());
-  // A_qj = exp(q k_j/sqrt d - s_q), one column per distinct key [M, nu]: the
-  // columns of Afull themselves when every key is distinct and b0 = 0.
-  MatrixXf A_own;
-  if (!plain_b || nu != n) {
-    A_own.resize(Q.rows(), nu);
-    for (int u = 0; u < nu; ++u) A_own.col(u) = S.col(rep[u]);
-    numerics::ExpShiftRowsInPlace(&A_own, shift_f);
-  }
-  const MatrixXf& A = A_own.size() ? A_own : Afull;
+  const int M = static_cast<int>(Q.rows());
+  const kernels::HugeBuffer s_buf = kernels::AllocHuge(static_cast<size_t>(M) * n);
+  Eigen::Map<MatrixXf> S(s_buf.get(), M, n);  // [M, n] the scores q.k
+  const AmScores sc = AmScoresPass(Q, K, V, b0, of, nu, rank_scores == nullptr, S);
+  const std::vector<int> ranking = rank_scores ? RankByScores(*rank_scores, of, nu) : RankByRms(sc.rms);
+  AmColumns all(S, rep, sc.shift_f, Eigen::VectorXf());  // every reference query's columns
   f.scores_us = lap_us();
-  const std::vector<int> ranking =
-      rank_scores ? RankByScores(*rank_scores, of, nu) : AttentionRanking(Afull, safe, of, nu);
-  const std::optional<FitRows> rows = SampleFitRows(A, mass, S, shift, Y, ranking, t, c);
-  const MatrixXf& Af = rows ? rows->A : A;
-  const VectorXd& mass_f = rows ? rows->mass : mass;
+  const std::optional<FitRows> rows = SampleFitRows(all, sc, ranking, t, c);
+  MatrixXf Ss;  // the sampled rows' scores
+  std::optional<AmColumns> sampled;  // their columns, scaled
+  if (rows) {
+    Ss.resize(rows->rows.size(), n);
+    for (size_t a = 0; a < rows->rows.size(); ++a) Ss.row(a) = S.row(rows->rows[a]);
+    sampled.emplace(Ss, rep, rows->shift.cast<float>(), rows->scale.cast<float>());
+  }
+  AmColumns& cols = sampled ? *sampled : all;
+  const VectorXd& mass_f = rows ? rows->mass : sc.mass;
   VectorXd card = VectorXd::Zero(nu);  // the tokens each distinct key stands for
   for (int i = 0; i < n; ++i) card(of[i]) += std::exp(b0(i));
   std::vector<int> sel;
   VectorXd w;
   MatrixXd gram;
-  SelectAndWeigh(Af, mass_f, ranking, t, c, c.weight_floor || !c.fit_weights ? &card : nullptr, &sel, &w, &gram, &f.nnls_ns);
+  SelectAndWeigh(cols, mass_f, ranking, t, c, c.weight_floor || !c.fit_weights ? &card : nullptr, &sel, &w, &gram, &f.nnls_ns);
   std::vector<int> plain;  // refill's keys with their own cardinality
   const std::vector<int> first = sel;
   if (c.refill && c.fit_weights && !c.weight_floor)  // with the floor no pick is ever freed
-    Refill(Af, mass_f, ranking, t, c.refill_rounds, std::move(gram), &sel, &w, &plain, &f.refilled, &f.nnls_ns);
+    Refill(cols, mass_f, ranking, t, c.refill_rounds, std::move(gram), &sel, &w, &plain, &f.refilled, &f.nnls_ns);
   auto own_b = [&](int u) {  // log of the tokens a distinct key stands for
     const double lc = std::log(card(u));
     return std::isfinite(static_cast<float>(lc)) ? lc : 0.0;
   };
-  std::vector<std::pair<int, double>> kept;  // (entry, b = log w)
-  for (int a : Positive(w)) kept.push_back({rep[sel[a]], std::log(w(a))});
-  for (int u : plain) kept.push_back({rep[u], own_b(u)});
+  std::vector<Kept> kept;
+  for (int a : Positive(w)) kept.push_back({rep[sel[a]], sel[a], std::log(w(a))});
+  for (int u : plain) kept.push_back({rep[u], u, own_b(u)});
   f.filled_plain = static_cast<int>(plain.size());
-  f.dropped = std::max(0, static_cast<int>(std::min<size_t>(t, sel.size() + plain.size())) - static_cast<int>(kept.size()));
+  // Slots the head leaves empty: picks NNLS gave weight 0 that no refill
+  // replaced, the refill's last picks included when it ran out of keys.
+  f.dropped = std::max(0, std::min(t, nu) - static_cast<int>(kept.size()));
   if (kept.empty()) {  // all weights zero: the picked keys with their own cardinality
-    for (int u : first) kept.push_back({rep[u], own_b(u)});
+    for (int u : first) kept.push_back({rep[u], u, own_b(u)});
     f.dropped = 0;
   }
   std::sort(kept.begin(), kept.end());
   f.select_us = lap_us();
   if (!c.fit_values) KeepOnly(kept, &f);
-  else if (rows) FitValues(rows->S, rows->shift, rows->Y, kept, c.ridge, &rows->scale, &f);
-  else FitValues(S, shift, Y, kept, c.ridge, nullptr, &f);
+  else if (rows) FitValues(cols, rows->shift, rows->Y, kept, c.ridge, &rows->scale, &f);
+  else FitValues(cols, sc.shift, sc.Y, kept, c.ridge, nullptr, &f);
   f.values_us = lap_us();
   return f;
 }

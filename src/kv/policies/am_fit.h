@@ -49,7 +49,7 @@ struct AmBlockFit {
   std::vector<int> keep;          // indices within the block, increasing
   std::vector<float> logw;        // [keep]
   std::vector<std::vector<float>> values;  // [keep][d] (empty: originals stay)
-  int dropped = 0;                // picked keys NNLS gave zero weight (and no refill took their slot)
+  int dropped = 0;                // slots left empty: min(t, distinct keys) - kept (NNLS zeros no refill replaced)
   // Where the fit's time went (microseconds, this block): the scores, the
   // full outputs and the distinct candidates; selection with NNLS and
   // refill; the values' least squares.

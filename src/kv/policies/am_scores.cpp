@@ -1,0 +1,92 @@
+// Attention Matching's scores pass and attention columns (am_scores.h).
+//
+// The whole-block form held S and exp(S) as two [M, n] float matrices (32
+// MiB each for 4,096 queries over 2,048 entries) and read them about ten
+// times; over blocks of kRows queries the products, exponentials and sums
+// run in the core's cache and S is written once, and only the columns the
+// fit tries (about half of them) are exponentiated again. Nothing here is
+// hand-written numerics: Eigen's GEMMs and the Sleef exp of numerics/vexp.h.
+#include "kv/policies/am_scores.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "kv/numerics/vexp.h"
+
+namespace kvtrim::kv {
+
+using Eigen::MatrixXf;
+using Eigen::VectorXd;
+using Eigen::VectorXf;
+
+namespace {
+
+constexpr int kRows = 128;  // query rows a block: [kRows, n] floats, 1 MiB at n = 2,048
+
+// The sum over the block's rows of (W_qu / m(q))^2 per distinct key, added to *rms.
+void AddRms(const MatrixXf& E, const VectorXd& safe, const std::vector<int>& of, int nu, MatrixXf* W, VectorXf* rms) {
+  const VectorXf inv = safe.cwiseInverse().cast<float>();  // [b]
+  if (nu == E.cols()) {  // every key distinct (of[i] == i): a dot product a column
+    for (int j = 0; j < E.cols(); ++j) (*rms)(j) += E.col(j).cwiseProduct(inv).squaredNorm();
+    return;
+  }
+  W->setZero(E.rows(), nu);
+  for (int i = 0; i < E.cols(); ++i) W->col(of[i]) += E.col(i).cwiseProduct(inv);
+  *rms += W->colwise().squaredNorm().transpose();
+}
+
+}  // namespace
+
+AmScores AmScoresPass(const MatrixXf& Q, const MatrixXf& K, const MatrixXf& V, const VectorXd& b0,
+                      const std::vector<int>& of, int nu, bool rank, Eigen::Ref<MatrixXf> S) {
+  const int M = static_cast<int>(Q.rows()), n = static_cast<int>(K.rows());
+  const bool plain_b = (b0.array() == 0.0).all();  // fresh entries (a prefill's): S + b0 is S
+  const Eigen::RowVectorXf b0f = b0.cast<float>().transpose();
+  AmScores r{VectorXf(M), VectorXd(M), VectorXd(M), Eigen::MatrixXd(M, V.cols()), VectorXf()};
+  if (rank) r.rms = VectorXf::Zero(nu);
+  MatrixXf E, Yb, W;  // [b, n] scores then their exponentials; [b, d]; [b, nu]
+  for (int i0 = 0; i0 < M; i0 += kRows) {
+    const int b = std::min(kRows, M - i0);
+    E.noalias() = Q.middleRows(i0, b) * K.transpose();
+    S.middleRows(i0, b) = E;
+    // s_q: the largest score with or without the entries' own b, so neither
+    // the target nor a candidate column can overflow.
+    VectorXf sh = E.rowwise().maxCoeff();
+    if (!plain_b) {
+      E.rowwise() += b0f;
+      sh = sh.cwiseMax(E.rowwise().maxCoeff());
+    }
+    numerics::ExpShiftRowsInPlace(&E, sh);
+    VectorXd m = VectorXd::Zero(b);
+    for (int j = 0; j < n; ++j) m += E.col(j).cast<double>();
+    const VectorXd safe = m.cwiseMax(std::numeric_limits<double>::min());
+    Yb.noalias() = E * V;
+    r.Y.middleRows(i0, b) = Yb.cast<double>().array().colwise() / safe.array();
+    r.shift_f.segment(i0, b) = sh;
+    r.mass.segment(i0, b) = m;
+    if (rank) AddRms(E, safe, of, nu, &W, &r.rms);
+  }
+  r.shift = r.shift_f.cast<double>();
+  return r;
+}
+
+AmColumns::AmColumns(Eigen::Ref<const MatrixXf> S, const std::vector<int>& rep, VectorXf shift, VectorXf row_scale)
+    : S_(S), rep_(rep), shift_(std::move(shift)), row_scale_(std::move(row_scale)), a_(rep.size()) {}
+
+// exp(S_qu - s_q) in float as the scores pass's exponentials (the masses and
+// outputs the fit matches) from the same scores: a column whose key alone
+// carries a query's mass equals that mass exactly, so NNLS fits no rounding
+// with other keys.
+const VectorXf& AmColumns::A(int u) {
+  VectorXf& a = a_[u];
+  if (a.size() == 0) {
+    a = S_.col(rep_[u]) - shift_;
+    numerics::ExpInPlace(a.data(), static_cast<size_t>(a.size()));
+    if (row_scale_.size()) a.array() *= row_scale_.array();
+    ++computed_;
+  }
+  return a;
+}
+
+}  // namespace kvtrim::kv

@@ -1,0 +1,108 @@
+// Attention Matching's scores pass (kv/policies/am_scores.h) against float64
+// sums: the masses, full outputs, RMS ranking scores and stored scores of a
+// block with non-zero log-weights, copies of a key and a query count that
+// is not a multiple of the pass's row block; and the attention columns the
+// fit reads against the exponentials of the stored scores.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "head_reference.h"
+#include "kv/numerics/eigen.h"
+#include "kv/policies/am_scores.h"
+
+namespace kvtrim::kv {
+namespace {
+
+using Eigen::MatrixXd;
+using Eigen::MatrixXf;
+using Eigen::VectorXd;
+
+struct Block {
+  MatrixXf Q, K, V;
+  VectorXd b0;
+  std::vector<int> of;  // entry -> distinct key
+  int nu = 0;
+};
+
+// M = 300 queries (two full blocks of 128 and a tail), n = 70 entries of
+// head dim 32, entries 5 and 9 copies of entry 3, some log-weights set.
+Block MakeBlock() {
+  Block b;
+  b.Q = (test::GaussianMatrix(300, 32, 1, 0.25)).cast<float>();
+  b.K = test::GaussianMatrix(70, 32, 2).cast<float>();
+  b.V = test::GaussianMatrix(70, 32, 3).cast<float>();
+  b.K.row(5) = b.K.row(3);
+  b.K.row(9) = b.K.row(3);
+  b.b0 = VectorXd::Zero(70);
+  b.b0(3) = std::log(4.0), b.b0(10) = -2.0, b.b0(40) = 1.5;
+  std::vector<int> rep;
+  for (int i = 0; i < 70; ++i) {
+    if (i == 5 || i == 9) {
+      b.of.push_back(b.of[3]);
+    } else {
+      b.of.push_back(static_cast<int>(rep.size()));
+      rep.push_back(i);
+    }
+  }
+  b.nu = static_cast<int>(rep.size());
+  return b;
+}
+
+// The float64 reference over the scores S (computed by the caller).
+void ExpectMatches(const Block& b, const MatrixXd& S, const AmScores& r, double rel_y_tol, double y_abs_tol) {
+  const int M = static_cast<int>(S.rows()), n = static_cast<int>(S.cols());
+  VectorXd rms = VectorXd::Zero(b.nu);
+  for (int q = 0; q < M; ++q) {
+    double shift = -1e300;
+    for (int j = 0; j < n; ++j) shift = std::max({shift, S(q, j), S(q, j) + b.b0(j)});
+    VectorXd e(n), w = VectorXd::Zero(b.nu), y = VectorXd::Zero(b.V.cols());
+    for (int j = 0; j < n; ++j) e(j) = std::exp(S(q, j) + b.b0(j) - shift);
+    const double m = e.sum();
+    for (int j = 0; j < n; ++j) y += e(j) / m * b.V.row(j).cast<double>().transpose(), w(b.of[j]) += e(j) / m;
+    rms += w.cwiseAbs2();
+    ASSERT_NEAR(r.shift(q), shift, 1e-5 * std::abs(shift) + 1e-5) << "query " << q;
+    ASSERT_NEAR(r.mass(q), m, 1e-5 * m) << "query " << q;
+    for (int c = 0; c < y.size(); ++c) ASSERT_NEAR(r.Y(q, c), y(c), rel_y_tol * std::abs(y(c)) + y_abs_tol) << q << " " << c;
+  }
+  for (int u = 0; u < b.nu; ++u) EXPECT_NEAR(r.rms(u), rms(u), 1e-4 * rms(u)) << "key " << u;
+}
+
+TEST(AmScores, PassMatchesFloat64Sums) {
+  const Block b = MakeBlock();
+  const MatrixXd S = b.Q.cast<double>() * b.K.cast<double>().transpose();
+  MatrixXf stored(300, 70);
+  const AmScores r = AmScoresPass(b.Q, b.K, b.V, b.b0, b.of, b.nu, true, stored);
+  EXPECT_LT((stored.cast<double>() - S).cwiseAbs().maxCoeff(), 1e-5 * S.cwiseAbs().maxCoeff());
+  ExpectMatches(b, S, r, 1e-4, 1e-6);
+}
+
+TEST(AmScores, ColumnsAreTheExponentialsOfTheStoredScores) {
+  // A_qu = row_scale_q exp(S_q,rep[u] - s_q): a key's column against the
+  // float exp of the stored score, and a scaled copy.
+  const Block b = MakeBlock();
+  MatrixXf S(300, 70);
+  const AmScores r = AmScoresPass(b.Q, b.K, b.V, b.b0, b.of, b.nu, false, S);
+  EXPECT_EQ(r.rms.size(), 0);
+  std::vector<int> rep;
+  for (int i = 0; i < 70; ++i)
+    if (i != 5 && i != 9) rep.push_back(i);
+  AmColumns cols(S, rep, r.shift_f, Eigen::VectorXf());
+  Eigen::VectorXf scale = Eigen::VectorXf::LinSpaced(300, 0.5f, 2.0f);
+  AmColumns scaled(S, rep, r.shift_f, scale);
+  for (int u : {0, 3, 40, b.nu - 1}) {
+    const Eigen::VectorXf& a = cols.A(u);
+    for (int q = 0; q < 300; q += 37) {
+      const double want = std::exp(static_cast<double>(S(q, rep[u])) - r.shift_f(q));
+      ASSERT_NEAR(a(q), want, 2e-6 * want + 1e-30) << u << " " << q;
+      ASSERT_NEAR(scaled.A(u)(q), scale(q) * a(q), 1e-6 * scale(q) * a(q) + 1e-30);
+    }
+    EXPECT_EQ(cols.S(u), S.col(rep[u]));
+  }
+  EXPECT_EQ(cols.computed(), 4);
+}
+
+}  // namespace
+}  // namespace kvtrim::kv
