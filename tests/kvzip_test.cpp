@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <numeric>
 #include <random>
@@ -276,6 +277,39 @@ TEST(KvzipEndToEnd, KeepsTheGlobalTopOfTheReconstructionsAttention) {
 // chunk over its own copy of the full cache and the instruction (KVzip's
 // chunked scoring). By hand: each chunk's repeat on a fresh copy, the max
 // over the chunks, the same global top-k.
+// The reference pass runs without logits (Transformer::Forward with none
+// stops the last layer after its attention): the keys and values it appends
+// and the probabilities its taps see are those of a forward with logits.
+TEST(KvzipEndToEnd, APassWithoutLogitsAppendsAndTapsTheSame) {
+  auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
+  ASSERT_TRUE(e);
+  const auto& c = e->impl().config();
+  const std::vector<int> toks = RepeatedBlock(e->impl().tokenizer(), 24, 3, 5);
+  const int n = static_cast<int>(toks.size());
+  auto full = Session::Create(*e, SessionOptions{});
+  ASSERT_TRUE(full.ok());
+  ASSERT_TRUE(full.value()->Prefill({toks.begin(), toks.begin() + n / 2}).ok());
+  KvCache with(full.value()->impl().cache()), without(full.value()->impl().cache());
+  MaxTap tap_with(c.n_layer, c.n_head_kv, n), tap_without(c.n_layer, c.n_head_kv, n);
+  std::vector<float> logits;
+  const auto& tf = e->impl().transformer();
+  ASSERT_TRUE(tf.Forward(e->impl().pool(), with, toks.data() + n / 2, n - n / 2, false, &logits, &tap_with).ok());
+  ASSERT_TRUE(tf.Forward(e->impl().pool(), without, toks.data() + n / 2, n - n / 2, false, nullptr, &tap_without).ok());
+  EXPECT_EQ(logits.size(), static_cast<size_t>(c.vocab));
+  EXPECT_EQ(with.logical_length(), without.logical_length());
+  for (int l = 0; l < c.n_layer; ++l)
+    for (int h = 0; h < c.n_head_kv; ++h) {
+      const HeadStore &a = with.head(l, h), &b = without.head(l, h);
+      ASSERT_EQ(a.size(), n) << l << " " << h;
+      ASSERT_EQ(b.size(), n) << l << " " << h;
+      for (int i = 0; i < n; ++i) {
+        ASSERT_EQ(std::memcmp(a.key_row(i), b.key_row(i), a.row_bytes()), 0) << l << " " << h << " " << i;
+        ASSERT_EQ(std::memcmp(a.value_row(i), b.value_row(i), a.row_bytes()), 0) << l << " " << h << " " << i;
+      }
+    }
+  EXPECT_EQ(tap_with.m_, tap_without.m_);
+}
+
 TEST(KvzipEndToEnd, ChunkedScoringRepeatsEachChunkOverItsOwnCopy) {
   auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
   ASSERT_TRUE(e);

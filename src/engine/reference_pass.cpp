@@ -73,7 +73,6 @@ Expected<size_t> Repeat(const model::Transformer& tf, kernels::ThreadPool& pool,
   for (int l = 0; l < work.n_layer(); ++l)
     for (int h = 0; h < work.n_head_kv(); ++h) size0.push_back(work.head(l, h).size());
   size_t peak = work.BytesHeld();
-  std::vector<float> logits;
   for (size_t s0 = 0; s0 < again.size(); s0 += step) {
     if (s0 > 0) {  // rewind: the next chunk repeats right after the instruction
       for (int l = 0, f = 0; l < work.n_layer(); ++l)
@@ -83,7 +82,7 @@ Expected<size_t> Repeat(const model::Transformer& tf, kernels::ThreadPool& pool,
     const size_t s1 = std::min(again.size(), s0 + step);
     for (size_t i = s0; i < s1; i += ubatch) {
       const int n = static_cast<int>(std::min<size_t>(ubatch, s1 - i));
-      KVTRIM_RETURN_IF_ERROR(tf.Forward(pool, work, again.data() + i, n, false, &logits, &rep));
+      KVTRIM_RETURN_IF_ERROR(tf.Forward(pool, work, again.data() + i, n, false, nullptr, &rep));
     }
     peak = std::max(peak, work.BytesHeld());
   }
@@ -148,9 +147,8 @@ Status Session::RunReferencePass() {
   needs.prefill_qk = rp.queries;
   needs.taps = rp.taps;
   kv::AttentionStats rep(c.n_layer, c.n_head_kv, c.group(), c.head_dim, needs);
-  std::vector<float> logits;
   const auto& tf = engine_->impl().transformer();
-  KVTRIM_RETURN_IF_ERROR(tf.Forward(impl_->pool(*engine_), copy, instr.data(), static_cast<int>(instr.size()), false, &logits));
+  KVTRIM_RETURN_IF_ERROR(tf.Forward(impl_->pool(*engine_), copy, instr.data(), static_cast<int>(instr.size()), false, nullptr));
   Expected<size_t> peak = Repeat(tf, impl_->pool(*engine_), copy, again, static_cast<size_t>(rp.repeat_chunk), ubatch_, rep);
   if (!peak.ok()) return peak.error();
   RefPassResult r;

@@ -246,6 +246,7 @@ Status Transformer::Forward(kernels::ThreadPool& pool, kv::KvCache& cache, const
       Span s(prof ? &prof->attention_ns : nullptr);  // the taps' share is taken out when reported
       AppendAndAttend(pool, cache, l, q.data(), k.data(), v.data(), T, pos0, att.data(), obs, prof);
     }
+    if (!logits && l == c_.n_layer - 1) break;  // nothing reads the last layer's output
     matmul(L.wo, att.data(), T, xb.data());
     for (size_t i = 0; i < x.size(); ++i) x[i] += xb[i];
 
@@ -257,6 +258,7 @@ Status Transformer::Forward(kernels::ThreadPool& pool, kv::KvCache& cache, const
     for (size_t i = 0; i < x.size(); ++i) x[i] += xb[i];
   }
   cache.AdvanceLogical(T);
+  if (!logits) return {};
 
   const int t_first = all_logits ? 0 : T - 1, n_out = T - t_first;
   for (int t = t_first; t < T; ++t) kernels::RmsNorm(&x[t * D], w_.output_norm.data(), D, c_.rms_eps, &xb[(t - t_first) * D]);

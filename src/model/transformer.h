@@ -44,7 +44,10 @@ class Transformer {
 
   // Runs T tokens at positions cache.logical_length() onward, appending their
   // keys and values to every head. logits: [T, vocab] if all_logits, else the
-  // last position's [vocab].
+  // last position's [vocab]; null: none, and the last layer stops after its
+  // attention (its output projection, FFN and the head feed nothing), for
+  // passes that want only the keys, values, queries and taps (the reference
+  // pass).
   Status Forward(kernels::ThreadPool& pool, kv::KvCache& cache, const int* tokens, int T, bool all_logits,
                  std::vector<float>* logits, ForwardObserver* obs = nullptr) const;
 
