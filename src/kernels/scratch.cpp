@@ -1,5 +1,6 @@
 #include "kernels/scratch.h"
 
+#include <algorithm>
 #include <new>
 
 #if defined(__linux__)
@@ -15,7 +16,7 @@ HugeBuffer AllocHuge(size_t floats) {
 #if defined(__linux__)
   if (p) ::madvise(p, bytes, MADV_HUGEPAGE);  // advice only: without THP the pages stay small
 #endif
-  if (!p) p = std::malloc(floats * sizeof(float) + 1);
+  if (!p) p = std::malloc(std::max<size_t>(floats * sizeof(float), 1));  // never malloc(0): its null is no failure
   if (!p) throw std::bad_alloc();
   return HugeBuffer(static_cast<float*>(p));
 }
