@@ -146,7 +146,7 @@ TEST(ServerRequest, EveryRequestFieldOfTheOptionTableIsParsed) {
     ASSERT_FALSE(r.ok()) << s.request;
     EXPECT_NE(r.error().message.find("'" + s.request + "'"), std::string::npos) << r.error().message;
   }
-  EXPECT_EQ(fields, 10);
+  EXPECT_EQ(fields, 11);
 }
 
 TEST(ServerStopText, CutsAtStopAndHoldsBackPrefixes) {

@@ -99,9 +99,10 @@ struct ReportMeta {
 };
 
 // The report's line on KV storage, e.g. "f32 (the reference: entries
-// computed, compressed and kept in f32)" or "q8_0, quantized after
-// compression (kept)".
-std::string KvStorage(const std::string& quant, const std::string& quant_at);
+// computed, compressed and kept in f32)" or "q8_0, rotated (--kv-rotate)
+// (computed and compressed in f32, then what is kept is quantized)";
+// rotate as KvOptions::rotate.
+std::string KvStorage(const std::string& quant, const std::string& quant_at, const std::string& rotate);
 
 struct Report {
   ReportMeta meta;

@@ -51,6 +51,12 @@ struct KvOptions {
   // (computed and compressed in f32, then what is kept is quantized:
   // METHODS.md section 6's order, the eval's reference).
   std::string quant_at = "write";
+  // Whether entries are stored rotated (a randomized Walsh-Hadamard
+  // transform of each key and value, the query rotated to match and the
+  // output rotated back, so attention is unchanged in exact arithmetic):
+  // "auto" (for q8_0 and q4_0 storage, where it spreads outlier channels
+  // over their block before quantization), "on" (every type) or "off".
+  std::string rotate = "auto";
   std::string profile;        // model profile file (razor); empty: profiled in-process once per Engine
   // Nonuniform per-head budgets from the profile's head_budgets (kvtrim
   // profile --head-budgets), scaled to the ratio: 1 on (an error when the

@@ -31,6 +31,9 @@ namespace {
 
 using nlohmann::json;
 
+// The header's name of the rotation the rows are stored in (kernels/hadamard.h).
+constexpr const char* kRotationName = "hadamard-signs-v1";
+
 std::string Hex(uint64_t x) {
   char b[17];
   std::snprintf(b, sizeof(b), "%016llx", static_cast<unsigned long long>(x));
@@ -114,6 +117,7 @@ std::string Session::ContextBytes() const {
   img.meta["format"] = "kvtrim context";
   img.meta["kv"] = KvJson(opts_.kv);
   img.meta["kv_type"] = TypeName(impl_->cache_->type());
+  img.meta["kv_rotation"] = impl_->cache_->rotated() ? kRotationName : "none";
   img.meta["logical_length"] = impl_->cache_->logical_length();
   img.meta["chosen_ratio"] = chosen_ratio_;
   if (!note_.empty()) img.meta["note"] = note_;
@@ -175,8 +179,14 @@ Expected<std::unique_ptr<Session>> Session::LoadContextBytes(const Engine& engin
   for (char& ch : type) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   auto t = kv::ParseKvQuant(type);
   if (!t.ok()) return fail("its entries are of type '" + type + "'");
+  // How its rows are rotated (kernels/hadamard.h); files written before the
+  // rotation existed have none.
+  const std::string rotation = m.value("kv_rotation", std::string("none"));
+  if (rotation != "none" && rotation != kRotationName)
+    return fail("its entries are rotated by '" + rotation + "', which this build does not know (" + kRotationName + ")");
   const bool bf16 = ses.impl_->cache_->bf16_tiles();  // as Create set it from the options
-  ses.impl_->cache_ = std::make_unique<kv::KvCache>(c.n_layer, c.n_head_kv, c.head_dim, t.value());
+  ses.impl_->cache_ =
+      std::make_unique<kv::KvCache>(c.n_layer, c.n_head_kv, c.head_dim, t.value(), rotation == kRotationName);
   ses.impl_->cache_->set_bf16_tiles(bf16);
   if (img->row_bytes != ses.impl_->cache_->head(0, 0).row_bytes()) return fail("its rows are not of the head's size");
   KVTRIM_RETURN_IF_ERROR(ses.CheckTokens(img->tokens.data(), img->tokens.size()));

@@ -94,7 +94,10 @@ Expected<std::unique_ptr<Session>> Session::Create(const Engine& engine, const S
   if (!type.ok()) return type.error();
   auto bf16 = kv::Bf16TilesOf(opts.kv);
   if (!bf16.ok()) return bf16.error();
-  s->impl_->cache_ = std::make_unique<kv::KvCache>(c.n_layer, c.n_head_kv, c.head_dim, type.value());
+  auto rotated = kv::RotatesKv(opts.kv, type.value());
+  if (!rotated.ok()) return rotated.error();
+  s->impl_->cache_ =
+      std::make_unique<kv::KvCache>(c.n_layer, c.n_head_kv, c.head_dim, type.value(), rotated.value());
   s->impl_->cache_->set_bf16_tiles(bf16->prefill);
   s->impl_->compressor_ = std::move(comp.value());
   KVTRIM_RETURN_IF_ERROR(ConnectModel(engine, *s->impl_->compressor_));

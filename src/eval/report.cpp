@@ -136,10 +136,15 @@ std::string JoinRow(const std::vector<std::string>& row, const std::vector<size_
 
 }  // namespace
 
-std::string KvStorage(const std::string& quant, const std::string& quant_at) {
-  if (quant == "f32" || quant == "none") return "f32 (the reference: entries computed, compressed and kept in f32)";
-  if (quant_at == "kept") return quant + " (computed and compressed in f32, then what is kept is quantized)";
-  return quant + " (stored from the first token on)";
+std::string KvStorage(const std::string& quant, const std::string& quant_at, const std::string& rotate) {
+  const bool quantized = quant == "q8_0" || quant == "q4_0";
+  const bool rotated = rotate == "on" || (rotate == "auto" && quantized);
+  if ((quant == "f32" || quant == "none") && !rotated)
+    return "f32 (the reference: entries computed, compressed and kept in f32)";
+  const std::string type = quant == "none" ? "f32" : quant;
+  const std::string rot = rotated ? ", rotated (--kv-rotate)" : "";
+  if (quant_at == "kept") return type + rot + " (computed and compressed in f32, then what is kept is quantized)";
+  return type + rot + " (stored from the first token on)";
 }
 
 namespace {

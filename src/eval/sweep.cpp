@@ -628,7 +628,7 @@ Expected<Report> RunSweep(const Engine& e, const SweepOptions& opts) {
   rep.samples = std::move(sweep.records());
   m.context_tokens = o.context_tokens;
   m.quality_target = o.quality;
-  m.kv_storage = KvStorage(o.kv.quant, o.kv.quant_at);
+  m.kv_storage = KvStorage(o.kv.quant, o.kv.quant_at, o.kv.rotate);
   if (o.kv.prefill_chunk > 0)  // when entries are compressed, beside when they are quantized
     m.kv_storage += "; prompt prefilled in chunks of " + std::to_string(o.kv.prefill_chunk) +
                     " tokens, every head brought within its budget after each (--prefill-chunk)";

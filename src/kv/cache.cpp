@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/hadamard.h"
 #include "kernels/quant.h"
 #include "kv/numerics/cardinality.h"
 #include "kv/plan.h"
@@ -48,10 +49,23 @@ void HeadStore::Realloc(int cap) {
   cap_ = cap;
 }
 
+void HeadStore::Store(const float* x, uint8_t* row) {
+  if (!rotated_) return kernels::QuantizeRow(type_, x, row, d_);
+  thread_local std::vector<float> r;
+  r.assign(x, x + d_);
+  kernels::RotateRows(r.data(), 1, d_);
+  kernels::QuantizeRow(type_, r.data(), row, d_);
+}
+
+void HeadStore::Load(const uint8_t* row, float* out) const {
+  kernels::DequantRow(type_, row, out, d_);
+  if (rotated_) kernels::UnrotateRows(out, 1, d_);
+}
+
 void HeadStore::Append(const float* k, const float* v, int32_t pos, float logw) {
   Grow(n_ + 1);
-  kernels::QuantizeRow(type_, k, k_.data() + row_bytes() * n_, d_);
-  kernels::QuantizeRow(type_, v, v_.data() + row_bytes() * n_, d_);
+  Store(k, k_.data() + row_bytes() * n_);
+  Store(v, v_.data() + row_bytes() * n_);
   pos_.push_back(pos);
   logw_.push_back(logw);
   ++n_;
@@ -137,7 +151,7 @@ std::vector<std::vector<int>> HeadStore::Apply(const Plan& plan) {
   for (const SyntheticEntry& e : plan.add) out.push_back({static_cast<double>(e.pos), {}, e});
   // Stable: kept entries are already in order; new ones slot in by position.
   std::stable_sort(out.begin(), out.end(), [](const Out& a, const Out& b) { return a.pos < b.pos; });
-  HeadStore next(d_, type_);
+  HeadStore next(d_, type_, rotated_);
   next.Reserve(static_cast<int>(out.size()));
   std::vector<std::vector<int>> from;
   from.reserve(out.size());
@@ -162,9 +176,9 @@ void HeadStore::AppendStored(const uint8_t* k, const uint8_t* v, int32_t pos, fl
   ++n_;
 }
 
-void HeadStore::Convert(GgmlType type) {
-  if (type == type_) return;
-  HeadStore out(d_, type);
+void HeadStore::Convert(GgmlType type, bool rotated) {
+  if (type == type_ && rotated == rotated_) return;
+  HeadStore out(d_, type, rotated);
   out.Reserve(n_);
   std::vector<float> k(d_), v(d_);
   for (int i = 0; i < n_; ++i) {
@@ -175,12 +189,10 @@ void HeadStore::Convert(GgmlType type) {
   *this = std::move(out);
 }
 
-void HeadStore::ReadKey(int i, float* out) const { kernels::DequantRow(type_, key_row(i), out, d_); }
-void HeadStore::ReadValue(int i, float* out) const { kernels::DequantRow(type_, value_row(i), out, d_); }
-void HeadStore::WriteKey(int i, const float* k) { kernels::QuantizeRow(type_, k, k_.data() + row_bytes() * i, d_); }
-void HeadStore::WriteValue(int i, const float* v) {
-  kernels::QuantizeRow(type_, v, v_.data() + row_bytes() * i, d_);
-}
+void HeadStore::ReadKey(int i, float* out) const { Load(key_row(i), out); }
+void HeadStore::ReadValue(int i, float* out) const { Load(value_row(i), out); }
+void HeadStore::WriteKey(int i, const float* k) { Store(k, k_.data() + row_bytes() * i); }
+void HeadStore::WriteValue(int i, const float* v) { Store(v, v_.data() + row_bytes() * i); }
 
 kernels::KvView HeadStore::View() const {
   return {type_, k_.data(), v_.data(), row_bytes(), logw_.data(), n_, d_};
@@ -194,14 +206,15 @@ size_t HeadStore::BytesUsed() const {
   return static_cast<size_t>(n_) * (2 * row_bytes() + sizeof(int32_t) + sizeof(float));
 }
 
-KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, GgmlType type)
-    : n_layer_(n_layer), n_head_kv_(n_head_kv), head_dim_(head_dim), type_(type) {
-  heads_.assign(static_cast<size_t>(n_layer) * n_head_kv, HeadStore(head_dim, type));
+KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, GgmlType type, bool rotated)
+    : n_layer_(n_layer), n_head_kv_(n_head_kv), head_dim_(head_dim), type_(type), rotated_(rotated) {
+  heads_.assign(static_cast<size_t>(n_layer) * n_head_kv, HeadStore(head_dim, type, rotated));
 }
 
-void KvCache::Convert(GgmlType type) {
-  for (auto& h : heads_) h.Convert(type);
+void KvCache::Convert(GgmlType type, bool rotated) {
+  for (auto& h : heads_) h.Convert(type, rotated);
   type_ = type;
+  rotated_ = rotated;
 }
 
 size_t KvCache::BytesHeld() const {

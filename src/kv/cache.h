@@ -19,11 +19,15 @@ struct Plan;
 class HeadStore {
  public:
   HeadStore() = default;
-  HeadStore(int head_dim, GgmlType type) : d_(head_dim), type_(type) {}
+  // rotated: rows are stored rotated (kernels/hadamard.h); Append, Read and
+  // Write take and give them as they are, the raw rows (key_row, View,
+  // AppendStored) are the rotated ones.
+  HeadStore(int head_dim, GgmlType type, bool rotated = false) : d_(head_dim), type_(type), rotated_(rotated) {}
 
   int size() const { return n_; }
   int head_dim() const { return d_; }
   GgmlType type() const { return type_; }
+  bool rotated() const { return rotated_; }
   size_t row_bytes() const;
 
   void Append(const float* k, const float* v, int32_t pos, float logw);
@@ -54,8 +58,8 @@ class HeadStore {
   // entries it comes from (empty for a synthetic one), so statistics can
   // follow; keep-only plans compact in place and return nothing.
   std::vector<std::vector<int>> Apply(const Plan& plan);
-  // Re-store every row in another type (quantize what is kept).
-  void Convert(GgmlType type);
+  // Re-store every row in another type (quantize what is kept), rotated or not.
+  void Convert(GgmlType type, bool rotated);
 
   kernels::KvView View() const;
   // Bytes allocated for this head (keys, values, positions, log-weights).
@@ -66,8 +70,11 @@ class HeadStore {
  private:
   void Grow(int need);
   void Realloc(int cap);
+  void Store(const float* x, uint8_t* row);  // quantize (rotated first if the store is)
+  void Load(const uint8_t* row, float* out) const;
   int d_ = 0;
   GgmlType type_ = GgmlType::F32;
+  bool rotated_ = false;
   int n_ = 0;
   int cap_ = 0;
   std::vector<uint8_t> k_, v_;
@@ -77,12 +84,15 @@ class HeadStore {
 
 class KvCache {
  public:
-  KvCache(int n_layer, int n_head_kv, int head_dim, GgmlType type = GgmlType::F32);
+  KvCache(int n_layer, int n_head_kv, int head_dim, GgmlType type = GgmlType::F32, bool rotated = false);
 
   int n_layer() const { return n_layer_; }
   int n_head_kv() const { return n_head_kv_; }
   int head_dim() const { return head_dim_; }
   GgmlType type() const { return type_; }
+  // Rows stored rotated (HeadStore): attention rotates its queries and
+  // rotates its outputs back.
+  bool rotated() const { return rotated_; }
 
   HeadStore& head(int layer, int h) { return heads_[layer * n_head_kv_ + h]; }
   const HeadStore& head(int layer, int h) const { return heads_[layer * n_head_kv_ + h]; }
@@ -101,8 +111,9 @@ class KvCache {
   // slack, so a full f32 cache uses exactly BytesFull.
   size_t BytesUsed() const;
   size_t EntriesHeld() const;
-  // Store every head's rows in `type` from now on (existing rows converted).
-  void Convert(GgmlType type);
+  // Store every head's rows in `type`, rotated or not, from now on
+  // (existing rows converted).
+  void Convert(GgmlType type, bool rotated);
 
   // Whether attention over this cache takes its prefill tile products in
   // bf16 (kernels::KvView::bf16_tiles); a copy keeps the setting.
@@ -112,6 +123,7 @@ class KvCache {
  private:
   int n_layer_, n_head_kv_, head_dim_;
   GgmlType type_;
+  bool rotated_ = false;
   bool bf16_tiles_ = false;
   int64_t n_logical_ = 0;
   std::vector<HeadStore> heads_;

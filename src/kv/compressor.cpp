@@ -26,6 +26,13 @@ Expected<GgmlType> WriteType(const CompressionOptions& o) {
   return MakeError("unknown KV quantization point '" + o.quant_at + "' (write, kept)");
 }
 
+Expected<bool> RotatesKv(const CompressionOptions& o, GgmlType type) {
+  if (o.rotate == "auto") return type == GgmlType::Q8_0 || type == GgmlType::Q4_0;
+  if (o.rotate == "on") return true;
+  if (o.rotate == "off") return false;
+  return MakeError("unknown KV rotation setting '" + o.rotate + "' (auto, on, off)");
+}
+
 Expected<Bf16Tiles> Bf16TilesOf(const CompressionOptions& o) {
   if (o.bf16_attention == "pass") return Bf16Tiles{false, true};
   if (o.bf16_attention == "all") return Bf16Tiles{true, true};
@@ -150,7 +157,10 @@ Expected<std::unique_ptr<Compressor>> Compressor::CreateFor(std::unique_ptr<Poli
   auto q = ParseKvQuant(o.quant);
   if (!q.ok()) return q.error();
   if (auto w = WriteType(o); !w.ok()) return w.error();
+  auto rot = RotatesKv(o, q.value());
+  if (!rot.ok()) return rot.error();
   std::unique_ptr<Compressor> c(new Compressor());
+  c->rotate_ = rot.value();
   c->o_ = o;
   c->policy_ = std::move(policy);
 #if !defined(NDEBUG) || defined(KVTRIM_CHECK_FINITE)
@@ -439,7 +449,7 @@ void Compressor::FinishPrefill(KvCache& cache) {
   auto t0 = std::chrono::steady_clock::now();
   chunk_from_ = -1;
   stats_->DropPrefillQK();
-  cache.Convert(quant_);  // evict first, then quantize what stays
+  cache.Convert(quant_, rotate_);  // evict first, then quantize what stays
   compress_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 

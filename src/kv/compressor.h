@@ -25,6 +25,9 @@ Expected<GgmlType> ParseKvQuant(const std::string& s);
 // o.quant when o.quant_at is "write", f32 when it is "kept" (quantized after
 // compression); any other quant_at is an error.
 Expected<GgmlType> WriteType(const CompressionOptions& o);
+// Whether entries stored in `type` are stored rotated under o.rotate
+// (auto: q8_0 and q4_0); any other value is an error.
+Expected<bool> RotatesKv(const CompressionOptions& o, GgmlType type);
 // Where o.bf16_attention puts attention's tile products in bf16
 // (kernels::KvView::bf16_tiles): the prefill's cache ("all") and the
 // reference pass's copy ("pass", "all"); "off" neither; any other value is
@@ -181,6 +184,7 @@ class Compressor {
   std::unique_ptr<AttentionStats> stats_;
   StatsNeeds needs_;
   GgmlType quant_ = GgmlType::F32;
+  bool rotate_ = false;  // the kept entries stored rotated (RotatesKv)
   bool check_finite_ = false;
   int n_layer_ = 0, n_head_kv_ = 0, group_ = 1, head_dim_ = 0;
   double compress_s_ = 0;

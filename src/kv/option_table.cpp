@@ -53,6 +53,12 @@ const std::vector<KvOptionSpec>& KvOptionTable() {
                   &KvOptions::quant_at, S::kAll, -kAny, kAny, {"write", "kept"}, false, false, {}, nullptr,
                   "write; eval: kept"},
                  "kv_quant_at"),
+      PerRequest({"kv-rotate",
+                  "Store keys and values rotated (a randomized Walsh-Hadamard transform; queries rotated to match, "
+                  "outputs rotated back, so attention is unchanged in exact arithmetic): auto (q8_0 and q4_0, whose "
+                  "per-block scales an outlier channel would set), on (every type), off",
+                  &KvOptions::rotate, S::kAll, -kAny, kAny, {"auto", "on", "off"}},
+                 "kv_rotate"),
       {"profile", "Model profile file from `kvtrim profile` (razor; default: profile in-process)",
        &KvOptions::profile},
       PerRequest({"head-budget",

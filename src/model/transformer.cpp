@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "kernels/hadamard.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/ordered_blocks.h"
@@ -98,14 +99,14 @@ void DecodeSplit(kernels::ThreadPool& pool, const kv::KvCache& cache, int l, con
 ScopedForwardProfile::ScopedForwardProfile(ForwardProfile* p) : prev_(t_profile) { t_profile = p; }
 ScopedForwardProfile::~ScopedForwardProfile() { t_profile = prev_; }
 
-// Appends the batch's rotated keys and values to every head of layer l, then
-// computes attention for the batch's queries: q [T, H*hd] -> att [T, H*hd].
+// Appends the batch's keys and values (after RoPE) to every head of layer
+// l, then computes attention for the batch's queries: q [T, H*hd] -> att
+// [T, H*hd].
 void Transformer::AppendAndAttend(kernels::ThreadPool& pool, kv::KvCache& cache, int l, const float* q,
                                   const float* k, const float* v, int T, int pos0, float* att,
                                   ForwardObserver* obs, ForwardProfile* prof) const {
-  const int hd = c_.head_dim, Hkv = c_.n_head_kv, G = c_.group();
+  const int hd = c_.head_dim, Hkv = c_.n_head_kv;
   const int q_dim = c_.n_head * hd, kv_dim = Hkv * hd;
-  const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   std::vector<int> n_before(Hkv);
   for (int h = 0; h < Hkv; ++h) {
     kv::HeadStore& hs = cache.head(l, h);
@@ -113,6 +114,27 @@ void Transformer::AppendAndAttend(kernels::ThreadPool& pool, kv::KvCache& cache,
     if (T > 1) hs.Reserve(hs.size() + T);  // exact for a batch; decode grows by a quantum
     for (int t = 0; t < T; ++t) hs.Append(&k[t * kv_dim + h * hd], &v[t * kv_dim + h * hd], pos0 + t, 0.f);
   }
+  if (!cache.rotated()) return Attend(pool, cache, l, q, k, v, T, pos0, n_before, att, obs, prof);
+  // Rows stored rotated: the batch's queries, keys and values rotated alike
+  // (the keys and values for the batch's own rows, attended in f32), the
+  // output rotated back (kernels/hadamard.h).
+  thread_local kernels::ScratchVector<float> qr, kr, vr;
+  qr.assign(q, q + static_cast<size_t>(T) * q_dim);
+  kr.assign(k, k + static_cast<size_t>(T) * kv_dim);
+  vr.assign(v, v + static_cast<size_t>(T) * kv_dim);
+  kernels::RotateRows(qr.data(), T * c_.n_head, hd);
+  kernels::RotateRows(kr.data(), T * Hkv, hd);
+  kernels::RotateRows(vr.data(), T * Hkv, hd);
+  Attend(pool, cache, l, qr.data(), kr.data(), vr.data(), T, pos0, n_before, att, obs, prof);
+  kernels::UnrotateRows(att, T * c_.n_head, hd);
+}
+
+void Transformer::Attend(kernels::ThreadPool& pool, const kv::KvCache& cache, int l, const float* q, const float* k,
+                         const float* v, int T, int pos0, const std::vector<int>& n_before, float* att, ForwardObserver* obs,
+                         ForwardProfile* prof) const {
+  const int hd = c_.head_dim, Hkv = c_.n_head_kv, G = c_.group();
+  const int q_dim = c_.n_head * hd, kv_dim = Hkv * hd;
+  const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   const bool want = obs && obs->WantsProbs(l);
   if (T == 1 && !want && cache.type() != GgmlType::F32) return DecodeSplit(pool, cache, l, q, G, scale, att);
   if (T == 1) {

@@ -59,6 +59,11 @@ class Transformer {
   void AppendAndAttend(kernels::ThreadPool& pool, kv::KvCache& cache, int l, const float* q, const float* k,
                        const float* v, int T, int pos0, float* att, ForwardObserver* obs,
                        ForwardProfile* prof) const;
+  // Attention of the batch's queries over layer l's entries (the batch's
+  // own appended already; n_before[h]: head h's entries before the batch).
+  void Attend(kernels::ThreadPool& pool, const kv::KvCache& cache, int l, const float* q, const float* k,
+              const float* v, int T, int pos0, const std::vector<int>& n_before, float* att, ForwardObserver* obs,
+              ForwardProfile* prof) const;
   const ModelConfig& c_;
   const Weights& w_;
   Rope rope_;
