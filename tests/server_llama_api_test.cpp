@@ -128,6 +128,28 @@ TEST_F(LlamaApiTest, Props) {
   EXPECT_EQ(p["model_path"], kModel);
 }
 
+// id_slot picks the slot a request runs on (llama-server's field); out of
+// range or not an integer: 400 naming it.
+TEST_F(LlamaApiTest, IdSlotPicksTheSlot) {
+  ServerOptions o;
+  o.parallel = 2;
+  TestServer ts(engine(), o);
+  auto c = ts.Client();
+  const std::string prompt = Passage(2000, 200);
+  json r = Post(c, "/completion", {{"prompt", prompt}, {"n_predict", 3}, {"id_slot", 1}});
+  EXPECT_EQ(r["id_slot"], 1);
+  json slots = json::parse(c.Get("/slots")->body);
+  EXPECT_EQ(slots[0]["n_tokens"].get<int>(), 0);  // slot 0 never ran
+  EXPECT_GT(slots[1]["n_tokens"].get<int>(), 0);
+  Post(c, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 2}, {"id_slot", 0}});
+  EXPECT_GT(json::parse(c.Get("/slots")->body)[0]["n_tokens"].get<int>(), 0);
+  EXPECT_EQ(Post(c, "/completion", {{"prompt", prompt}, {"n_predict", 1}, {"id_slot", -1}})["id_slot"], 0);
+  json bad = Post(c, "/completion", {{"prompt", prompt}, {"id_slot", 2}}, 400);
+  EXPECT_NE(bad["error"]["message"].get<std::string>().find("id_slot"), std::string::npos) << bad.dump();
+  Post(c, "/completion", {{"prompt", prompt}, {"id_slot", "1"}}, 400);
+  Post(c, "/v1/completions", {{"prompt", prompt}, {"id_slot", -2}}, 400);
+}
+
 // /slots: the slot's last completion saved as a stored context (then a
 // context_id answering as a fork of that session would), restored, erased.
 TEST_F(LlamaApiTest, SlotsSaveRestoreAndEraseThroughTheStore) {

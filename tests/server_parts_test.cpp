@@ -78,6 +78,32 @@ TEST(ServerScheduler, BoundedSlotsAndFifoQueue) {
   EXPECT_EQ(s.queued(), 0);
 }
 
+TEST(ServerScheduler, APinnedRequestWaitsForItsSlot) {
+  // llama-server's id_slot: slot 1 asked while slot 0 is free waits for slot 1.
+  Scheduler s(2, 2, 0);
+  auto one = s.Acquire(1);
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->slot(), 1);
+  auto any = s.Acquire();  // the free one
+  ASSERT_TRUE(any);
+  EXPECT_EQ(any->slot(), 0);
+  any.reset();  // slot 0 free again
+  std::atomic<int> got{-1};
+  std::thread t([&] {
+    auto l = s.Acquire(1);
+    ASSERT_TRUE(l);
+    got = l->slot();
+  });
+  for (int i = 0; i < 5000 && s.queued() < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(s.queued(), 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(got.load(), -1);  // still waiting, slot 0 free beside it
+  one.reset();
+  t.join();
+  EXPECT_EQ(got.load(), 1);
+  EXPECT_EQ(s.active(), 0);
+}
+
 TEST(ServerScheduler, EachSlotHasItsOwnPool) {
   Scheduler s(2, 0, 1);
   auto a = s.Acquire(), b = s.Acquire();

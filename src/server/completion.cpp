@@ -404,7 +404,10 @@ void RespondStream(Server::Impl& im, std::shared_ptr<const Prepared> p, std::sha
 void Server::Impl::Completion(const std::string& body, httplib::Response& res, Api api) {
   auto p = std::make_shared<Prepared>();
   if (!Prepare(*this, body, api, p.get(), res)) return;
-  std::shared_ptr<Scheduler::Lease> lease = sched.Acquire();
+  if (p->req.id_slot >= sched.parallel())
+    return SendError(res, 400, "field 'id_slot' = " + std::to_string(p->req.id_slot) + " is not a slot: this server has " +
+                                   std::to_string(sched.parallel()) + " (--parallel), numbered from 0");
+  std::shared_ptr<Scheduler::Lease> lease = sched.Acquire(p->req.id_slot);
   if (!lease) return SendError(res, 503, "server busy: the request queue is full, retry later");
   p->slot = lease->slot();
   std::shared_ptr<Session> s = OpenSession(*this, *p, res);

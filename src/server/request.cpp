@@ -198,6 +198,9 @@ Status ParseCommon(const json& j, CompletionRequest* r) {
   KVTRIM_RETURN_IF_ERROR(GetString(j, "model", &model));  // any name: one model is served
   KVTRIM_RETURN_IF_ERROR(GetString(j, "context_id", &r->context_id));
   KVTRIM_RETURN_IF_ERROR(GetBool(j, "cache_prompt", &r->cache_prompt));
+  i.reset();
+  KVTRIM_RETURN_IF_ERROR(GetInt(j, "id_slot", -1, 1 << 20, &i));  // checked against --parallel by the server
+  if (i) r->id_slot = static_cast<int>(*i);
   if (r->cache_prompt && !r->context_id.empty())
     return MakeError("'cache_prompt' and 'context_id' exclude each other: a stored context is already cached");
   KVTRIM_RETURN_IF_ERROR(ParseStop(j, &r->stop));

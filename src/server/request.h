@@ -47,6 +47,7 @@ struct CompletionRequest {
   // Store the compressed prompt; reuse a stored one this prompt begins with
   // (llama.cpp's field; server/prompt_cache.h).
   bool cache_prompt = false;
+  int id_slot = -1;  // llama-server's: run on this slot (-1: the first free one)
   KvOverrides kv;
 };
 

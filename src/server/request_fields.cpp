@@ -48,6 +48,9 @@ const Field kTrailing[] = {
      "Continue from this stored context (POST /v1/contexts); excludes the KV fields and cache_prompt"},
     {"cache_prompt", kCompletions, "true/false", "false",
      "Store the compressed prompt; reuse a stored one this prompt begins with"},
+    {"id_slot", "completions, chat, /completion", "integer in [-1, --parallel - 1]", "-1",
+     "llama-server's: run on this slot, waiting for it (first come, first served); -1: the first free one. The "
+     "slot's last session is what `/slots` saves; the request does not continue it"},
     {"conversation", "chat", "string (letters, digits, '-', '_'; at most 64)", "(none)",
      "Append the new messages and the answer to this conversation, created on first use with the request's KV "
      "fields; excludes context_id and cache_prompt"},

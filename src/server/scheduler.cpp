@@ -10,7 +10,7 @@ Scheduler::Scheduler(int parallel, int queue, int threads_per_slot)
     for (size_t i = 0; i < busy_.size(); ++i) pools_.push_back(std::make_unique<kernels::ThreadPool>(threads_per_slot));
 }
 
-std::unique_ptr<Scheduler::Lease> Scheduler::Acquire() {
+std::unique_ptr<Scheduler::Lease> Scheduler::Acquire(int want) {
   std::unique_lock<std::mutex> lk(mu_);
   const int parallel = static_cast<int>(busy_.size());
   if (active_ + waiting_ >= parallel + queue_) {
@@ -20,10 +20,11 @@ std::unique_ptr<Scheduler::Lease> Scheduler::Acquire() {
   // First come, first served: a slot goes to the oldest ticket.
   const uint64_t ticket = next_ticket_++;
   ++waiting_;
-  cv_.wait(lk, [&] { return active_ < parallel && ticket == head_; });
+  const bool pinned = want >= 0 && want < parallel;
+  cv_.wait(lk, [&] { return ticket == head_ && (pinned ? !busy_[want] : active_ < parallel); });
   --waiting_;
   ++head_;
-  const int slot = static_cast<int>(std::find(busy_.begin(), busy_.end(), false) - busy_.begin());
+  const int slot = pinned ? want : static_cast<int>(std::find(busy_.begin(), busy_.end(), false) - busy_.begin());
   busy_[slot] = true;
   ++active_;
   lk.unlock();

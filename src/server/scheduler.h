@@ -34,8 +34,11 @@ class Scheduler {
     int slot_;
   };
 
-  // Waits for a free slot; nullptr when `queue` requests are already waiting.
-  std::unique_ptr<Lease> Acquire();
+  // Waits for a free slot (`slot` >= 0: that one, llama-server's id_slot;
+  // in [0, parallel())); nullptr when `queue` requests are already waiting.
+  // First come, first served either way: a request waiting for a busy slot
+  // holds back the ones behind it.
+  std::unique_ptr<Lease> Acquire(int slot = -1);
 
   int parallel() const { return static_cast<int>(busy_.size()); }
   int queued() const;   // requests waiting for a slot now
