@@ -150,6 +150,45 @@ TEST_F(LlamaApiTest, IdSlotPicksTheSlot) {
   Post(c, "/v1/completions", {{"prompt", prompt}, {"id_slot", -2}}, 400);
 }
 
+// id_slot with cache_prompt: the slot's last session (prompt and answer)
+// continues a prompt that begins with its tokens, under the same KV options
+// (only the rest prefilled; the answer that of a fresh prefill); other KV
+// options or another prompt start afresh.
+TEST_F(LlamaApiTest, IdSlotWithCachePromptContinuesTheSlotsSession) {
+  ServerOptions o;
+  o.parallel = 2;
+  TestServer ts(engine(), o);
+  auto c = ts.Client();
+  const io::Tokenizer& tok = engine().impl().tokenizer();
+  const std::string prompt = Passage(4000, 300);
+  const json base{{"temperature", 0}, {"kv_quant", "f32"}, {"cache_prompt", true}, {"return_tokens", true}};
+  json a = base;
+  a["prompt"] = prompt, a["n_predict"] = 4, a["id_slot"] = 1;
+  json first = Post(c, "/completion", a);
+  std::vector<int> held = tok.Encode(prompt, true);
+  const std::vector<int> answer = first["tokens"].get<std::vector<int>>();
+  ASSERT_EQ(answer.size(), 4u);
+  held.insert(held.end(), answer.begin(), answer.end() - 1);  // the last sampled token is not fed
+  const std::string next = prompt + tok.Decode(std::vector<int>(answer.begin(), answer.end() - 1)) + " and then";
+  const std::vector<int> next_ids = tok.Encode(next, true);
+  ASSERT_TRUE(next_ids.size() > held.size() && std::equal(held.begin(), held.end(), next_ids.begin()))
+      << "the test's text does not re-tokenize to the slot's tokens";
+  json b = base;
+  b["prompt"] = next, b["n_predict"] = 6, b["id_slot"] = 1;
+  json cont = Post(c, "/completion", b);
+  EXPECT_EQ(cont["kvtrim"]["prompt_cache"]["reused_tokens"].get<int>(), static_cast<int>(held.size()));
+  EXPECT_EQ(cont["kvtrim"]["prompt_cache"]["id"], "slot-1");
+  EXPECT_EQ(cont["tokens_evaluated"].get<int>(), static_cast<int>(next_ids.size()));
+  json fresh_req = base;
+  fresh_req["prompt"] = next, fresh_req["n_predict"] = 6, fresh_req["cache_prompt"] = false, fresh_req["id_slot"] = 0;
+  json fresh = Post(c, "/completion", fresh_req);
+  EXPECT_EQ(cont["content"], fresh["content"]);
+  // Other KV options on the slot: a fresh prefill.
+  json other = b;
+  other["kv_quant"] = "f16";
+  EXPECT_EQ(Post(c, "/completion", other)["kvtrim"]["prompt_cache"]["reused_tokens"].get<int>(), 0);
+}
+
 // /slots: the slot's last completion saved as a stored context (then a
 // context_id answering as a fork of that session would), restored, erased.
 TEST_F(LlamaApiTest, SlotsSaveRestoreAndEraseThroughTheStore) {

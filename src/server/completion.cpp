@@ -133,6 +133,33 @@ int64_t UseCachedPrompt(Server::Impl& im, Prepared* p) {
   return 0;
 }
 
+// id_slot with cache_prompt (llama-server's slot cache): the slot's last
+// session (its prompt and answer, or a context restored into it) becomes
+// the request's context when this prompt begins with every token it holds
+// and the KV options are the same; only the rest is prefilled.
+bool UseSlotSession(Server::Impl& im, Prepared* p) {
+  std::shared_ptr<Session> held;
+  {
+    std::lock_guard<std::mutex> lk(im.slots_mu);
+    const int slot = p->req.id_slot;
+    if (slot >= 0 && slot < static_cast<int>(im.slot_sessions.size())) held = im.slot_sessions[slot];
+  }
+  if (!held || held->tokens().empty()) return false;
+  const std::vector<int>& t = held->tokens();
+  if (t.size() > p->prompt.size() || !std::equal(t.begin(), t.end(), p->prompt.begin())) return false;
+  if (ContextIdentity(im.engine, held->kv_options()) != ContextIdentity(im.engine, p->kv)) return false;
+  auto f = held->Fork(p->kv);
+  if (!f.ok()) return false;
+  f.value()->impl().UsePool(nullptr);  // the request's fork of it takes the slot's pool
+  auto c = StoredFrom(std::move(f.value()), p->kv);
+  c->id = "slot-" + std::to_string(p->req.id_slot);
+  p->context = c;
+  p->reused = static_cast<int>(t.size());
+  p->prev = t.back();
+  p->prompt.erase(p->prompt.begin(), p->prompt.begin() + static_cast<std::ptrdiff_t>(t.size()));
+  return true;
+}
+
 // Parses and checks the request, finds its context, tokenizes the prompt;
 // false (the error sent) when it cannot run.
 bool Prepare(Server::Impl& im, const std::string& body, Server::Impl::Api api, Prepared* p, httplib::Response& res) {
@@ -167,7 +194,8 @@ bool Prepare(Server::Impl& im, const std::string& body, Server::Impl::Api api, P
     p->kv = kv.value();
   }
   if (!p->turn) p->prompt = PromptTokens(im.engine, r, p->context != nullptr);
-  if (r.cache_prompt) position = UseCachedPrompt(im, p);
+  if (r.cache_prompt && !p->turn && !p->context && r.id_slot >= 0 && UseSlotSession(im, p)) position = p->reused;
+  else if (r.cache_prompt) position = UseCachedPrompt(im, p);
   if (!p->prompt.empty()) p->prev = p->prompt.back();
   // As kvtrim run: the last generated token is never fed back.
   const int64_t held = position + static_cast<int64_t>(p->prompt.size());

@@ -49,8 +49,8 @@ const Field kTrailing[] = {
     {"cache_prompt", kCompletions, "true/false", "false",
      "Store the compressed prompt; reuse a stored one this prompt begins with"},
     {"id_slot", "completions, chat, /completion", "integer in [-1, --parallel - 1]", "-1",
-     "llama-server's: run on this slot, waiting for it (first come, first served); -1: the first free one. The "
-     "slot's last session is what `/slots` saves; the request does not continue it"},
+     "llama-server's: run on this slot, waiting for it (first come, first served); -1: the first free one. With "
+     "cache_prompt, a prompt that begins with every token of the slot's last session (same KV fields) continues it"},
     {"conversation", "chat", "string (letters, digits, '-', '_'; at most 64)", "(none)",
      "Append the new messages and the answer to this conversation, created on first use with the request's KV "
      "fields; excludes context_id and cache_prompt"},
