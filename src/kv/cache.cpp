@@ -212,6 +212,9 @@ KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, GgmlType type, bool r
 }
 
 void KvCache::Convert(GgmlType type, bool rotated) {
+  // Rows already in the type stay as they are, rotated or not (a context
+  // loaded from a file written unrotated is not quantized a second time).
+  if (type == type_) return;
   for (auto& h : heads_) h.Convert(type, rotated);
   type_ = type;
   rotated_ = rotated;

@@ -112,7 +112,8 @@ class KvCache {
   size_t BytesUsed() const;
   size_t EntriesHeld() const;
   // Store every head's rows in `type`, rotated or not, from now on
-  // (existing rows converted).
+  // (existing rows converted); nothing changes when the rows are already
+  // of that type (their rotation kept).
   void Convert(GgmlType type, bool rotated);
 
   // Whether attention over this cache takes its prefill tile products in
