@@ -25,7 +25,9 @@
 # at once). A suffix -f32 (`kvzip-f32`, `am-pc256-f32`) runs with
 # --bf16-attention off (the reference pass's tiles in f32, as before the
 # bf16 tiles; the default `pass` uses bf16 where the CPU has it). On am
-# methods, a suffix -frN adds --am-fit-rows N (`am-fr1024`, `am-fr1024-f32`).
+# methods, a suffix -frN adds --am-fit-rows N (`am-fr1024`, `am-fr1024-f32`),
+# and -rrN --am-refill-rounds N (`am-rr8`: the refill's rounds before the
+# default became 1).
 # bench/prefill_cost.py turns the log into the table and the plot.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,6 +64,7 @@ for d in $DEPTHS; do
     for mode in $MODES; do
       base=$method pc=() arith=()
       if [[ $base =~ ^(.*)-f32$ ]]; then base=${BASH_REMATCH[1]} arith=(--bf16-attention off); fi
+      if [[ $base =~ ^(am.*)-rr([0-9]+)$ ]]; then base=${BASH_REMATCH[1]} arith+=(--am-refill-rounds "${BASH_REMATCH[2]}"); fi
       if [[ $base =~ ^(am.*)-fr([0-9]+)$ ]]; then base=${BASH_REMATCH[1]} arith+=(--am-fit-rows "${BASH_REMATCH[2]}"); fi
       if [[ $base =~ ^((kvzip|am).*)-pc([0-9]+)$ ]]; then
         base=${BASH_REMATCH[1]} pc=("--${BASH_REMATCH[2]}-pass-chunk" "${BASH_REMATCH[3]}")

@@ -406,6 +406,28 @@ TEST(AmPolicy, RefillSpendsTheWholeBudget) {
   EXPECT_GT(refilled, 0);
 }
 
+TEST(AmPolicy, RefillRoundsBoundTheRefits) {
+  // No round: the freed slots go straight to the next-ranked keys with their
+  // own cardinality; more rounds refit more keys. The head holds t always.
+  int64_t refilled[3] = {0, 0, 0}, plain[3] = {0, 0, 0};
+  const int rounds[3] = {0, 1, 8};
+  for (uint64_t seed = 0; seed < 6; ++seed) {
+    MatrixXd K = Gaussian(64, 8, 300 + seed), V = Gaussian(64, 8, 400 + seed), Q = 2.0 * Gaussian(96, 8, 500 + seed);
+    Head h = MakeHead(K, V, Q);
+    for (int r = 0; r < 3; ++r) {
+      Plan p;
+      auto c = AmCounters(h, 16, {{"am-queries", 0}, {"am-refill-rounds", rounds[r]}}, &p);
+      ASSERT_EQ(p.keep.size(), 16u) << "seed " << seed << " rounds " << rounds[r];
+      refilled[r] += c["am-refilled"], plain[r] += c["am-filled-plain"];
+    }
+  }
+  EXPECT_EQ(refilled[0], 0);
+  EXPECT_GT(plain[0], plain[1]);
+  EXPECT_GT(refilled[1], 0);
+  EXPECT_GE(refilled[2], refilled[1]);
+  EXPECT_LE(plain[2], plain[1]);
+}
+
 TEST(AmPolicy, ChunksAreCompactedIndependently) {
   MatrixXd K = Gaussian(40, 8, 71), V = Gaussian(40, 8, 72), Q = Gaussian(64, 8, 73);
   Head h = MakeHead(K, V, Q);

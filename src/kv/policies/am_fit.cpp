@@ -360,14 +360,14 @@ AmBlockFit AmFitBlock(const MatrixXf& Q, const MatrixXf& K, const MatrixXf& V, c
   };
   std::vector<Kept> kept;
   for (int a : Positive(w)) kept.push_back({rep[sel[a]], sel[a], std::log(w(a))});
-  for (int u : plain) kept.push_back({rep[u], u, own_b(u)});
-  f.filled_plain = static_cast<int>(plain.size());
-  // Slots the head leaves empty: picks NNLS gave weight 0 that no refill
-  // replaced, the refill's last picks included when it ran out of keys.
-  f.dropped = std::max(0, std::min(t, nu) - static_cast<int>(kept.size()));
-  if (kept.empty()) {  // all weights zero: the picked keys with their own cardinality
+  if (kept.empty()) {  // all weights zero (no query has mass): the picked keys with their own cardinality
     for (int u : first) kept.push_back({rep[u], u, own_b(u)});
-    f.dropped = 0;
+  } else {
+    for (int u : plain) kept.push_back({rep[u], u, own_b(u)});
+    f.filled_plain = static_cast<int>(plain.size());
+    // Slots the head leaves empty: picks NNLS gave weight 0 that no refill
+    // replaced, the refill's last picks included when it ran out of keys.
+    f.dropped = std::max(0, std::min(t, nu) - static_cast<int>(kept.size()));
   }
   std::sort(kept.begin(), kept.end());
   f.select_us = lap_us();

@@ -28,7 +28,7 @@ struct AmConfig {
   double ridge = 1e-6;
   uint64_t seed = 0;
   bool refill = true;        // slots NNLS frees go to the next-best keys (Refill)
-  int refill_rounds = 8;
+  int refill_rounds = 1;     // NNLS refits of the refill (Refill)
   int fit_rows = 0;          // rows the weights and values are fitted on (0: every reference query)
   bool fit_uniform = false;  // those rows a uniform sample (else by leverage)
   bool fit_values = true;    // refit the kept entries' values (else the originals stay)
