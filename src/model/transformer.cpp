@@ -118,7 +118,13 @@ void Transformer::AppendAndAttend(kernels::ThreadPool& pool, kv::KvCache& cache,
   // Rows stored rotated: the batch's queries, keys and values rotated alike
   // (the keys and values for the batch's own rows, attended in f32), the
   // output rotated back (kernels/hadamard.h).
-  thread_local kernels::ScratchVector<float> qr, kr, vr;
+  // Decode-sized batches reuse this thread's buffers; a prefill's are not kept.
+  thread_local kernels::ScratchVector<float> qr_kept, kr_kept, vr_kept;
+  kernels::ScratchVector<float> qr_fresh, kr_fresh, vr_fresh;
+  const bool small = T <= 32;
+  kernels::ScratchVector<float>& qr = small ? qr_kept : qr_fresh;
+  kernels::ScratchVector<float>& kr = small ? kr_kept : kr_fresh;
+  kernels::ScratchVector<float>& vr = small ? vr_kept : vr_fresh;
   qr.assign(q, q + static_cast<size_t>(T) * q_dim);
   kr.assign(k, k + static_cast<size_t>(T) * kv_dim);
   vr.assign(v, v + static_cast<size_t>(T) * kv_dim);
