@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/attention_decode.h"
 #include "kernels/cpu.h"
 #include "kernels/matmul.h"
 #include "kernels/qgemm.h"

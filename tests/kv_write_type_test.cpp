@@ -11,6 +11,7 @@
 
 #include "engine/engine_impl.h"
 #include "kernels/attention.h"
+#include "kernels/attention_decode.h"
 #include "kernels/ref/attention_ref.h"
 #include "kernels/quant.h"
 #include "kv/cache.h"

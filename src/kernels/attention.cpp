@@ -453,35 +453,6 @@ KvView SubView(const KvView& kv, int j0, int n) {
   return s;
 }
 
-int DecodeChunkLength(int n_max, int n_heads, int threads) {
-  const int want = std::max((n_max + kDecodeChunk - 1) / kDecodeChunk,
-                            (2 * std::max(threads, 1) + std::max(n_heads, 1) - 1) / std::max(n_heads, 1));
-  const int L = (n_max + want - 1) / want;
-  return std::clamp((L + 31) / 32 * 32, kMinDecodeChunk, kDecodeChunk);
-}
-
-int DecodeChunks(int n, int L) { return std::max(1, (n + L - 1) / L); }
-
-void MergeChunks(const float* outs, const float* mls, int chunks, int G, int d, float* out) {
-  for (int g = 0; g < G; ++g) {
-    float M = -INFINITY;
-    for (int c = 0; c < chunks; ++c) M = std::max(M, mls[static_cast<size_t>(c) * G * 2 + 2 * g]);
-    float* o = out + static_cast<size_t>(g) * d;
-    std::fill(o, o + d, 0.f);
-    if (M == -INFINITY) continue;  // nothing visible (every log-weight -inf): zeros, as AttendCausalMl
-    float total = 0.f;
-    for (int c = 0; c < chunks; ++c) {
-      const float m = mls[static_cast<size_t>(c) * G * 2 + 2 * g], l = mls[static_cast<size_t>(c) * G * 2 + 2 * g + 1];
-      if (m == -INFINITY) continue;
-      const float w = std::exp(m - M) * l;
-      total += w;
-      const float* oc = outs + (static_cast<size_t>(c) * G + g) * d;
-      for (int i = 0; i < d; ++i) o[i] += w * oc[i];
-    }
-    for (int i = 0; i < d; ++i) o[i] /= total;
-  }
-}
-
 void AttendCausal(const KvView& kv, const float* q, int T, int G, int q_stride, int n_visible0, float scale,
                   float* out, int out_stride, const TileObserver* obs, int key_tile) {
   if (!obs) return AttendCausalMl(kv, q, T, G, q_stride, n_visible0, scale, out, out_stride, nullptr, key_tile);

@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/attention.h"
+#include "kernels/attention_decode.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
 
@@ -183,6 +183,71 @@ bool AttendOneTiled(const KvView& kv, const float* q, int G, float scale, float*
   (void)kv, (void)q, (void)G, (void)scale, (void)out, (void)scratch, (void)obs;
   return false;
 #endif
+}
+
+int DecodeChunkLength(int n_max, int n_heads, int threads) {
+  const int want = std::max((n_max + kDecodeChunk - 1) / kDecodeChunk,
+                            (2 * std::max(threads, 1) + std::max(n_heads, 1) - 1) / std::max(n_heads, 1));
+  const int L = (n_max + want - 1) / want;
+  return std::clamp((L + 31) / 32 * 32, kMinDecodeChunk, kDecodeChunk);
+}
+
+int DecodeChunks(int n, int L) { return std::max(1, (n + L - 1) / L); }
+
+void MergeChunks(const float* outs, const float* mls, int chunks, int G, int d, float* out) {
+  for (int g = 0; g < G; ++g) {
+    float M = -INFINITY;
+    for (int c = 0; c < chunks; ++c) M = std::max(M, mls[static_cast<size_t>(c) * G * 2 + 2 * g]);
+    float* o = out + static_cast<size_t>(g) * d;
+    std::fill(o, o + d, 0.f);
+    if (M == -INFINITY) continue;  // nothing visible (every log-weight -inf): zeros, as AttendCausalMl
+    float total = 0.f;
+    for (int c = 0; c < chunks; ++c) {
+      const float m = mls[static_cast<size_t>(c) * G * 2 + 2 * g], l = mls[static_cast<size_t>(c) * G * 2 + 2 * g + 1];
+      if (m == -INFINITY) continue;
+      const float w = std::exp(m - M) * l;
+      total += w;
+      const float* oc = outs + (static_cast<size_t>(c) * G + g) * d;
+      for (int i = 0; i < d; ++i) o[i] += w * oc[i];
+    }
+    for (int i = 0; i < d; ++i) o[i] /= total;
+  }
+}
+
+void AttendDecode(ThreadPool& pool, const std::vector<KvView>& heads, const float* q, int G, float scale, float* att) {
+  const int H = static_cast<int>(heads.size());
+  if (H == 0) return;
+  const int d = heads[0].d, gd = G * d;
+  int n_max = 0;
+  for (const KvView& v : heads) n_max = std::max(n_max, v.n);
+  const int L = DecodeChunkLength(n_max, H, pool.size());
+  const int C = DecodeChunks(n_max, L);
+  // The calling thread's buffers, reused by every step; the workers write
+  // through these pointers (a thread_local named inside the loop would be
+  // each worker's own).
+  thread_local std::vector<float> outs_buf, mls_buf;
+  outs_buf.resize(static_cast<size_t>(H) * C * gd);
+  mls_buf.resize(static_cast<size_t>(H) * C * G * 2);
+  float* const outs = outs_buf.data();
+  float* const mls = mls_buf.data();
+  pool.ParallelFor(static_cast<int64_t>(H) * C, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int h = static_cast<int>(i / C), c = static_cast<int>(i % C);
+      const KvView& view = heads[h];
+      if (view.n == 0 || c >= DecodeChunks(view.n, L)) continue;
+      AttendChunk(view, c, L, &q[static_cast<size_t>(h) * gd], G, scale, &outs[static_cast<size_t>(i) * gd],
+                  &mls[static_cast<size_t>(i) * G * 2]);
+    }
+  });
+  for (int h = 0; h < H; ++h) {
+    float* out = att + static_cast<size_t>(h) * gd;
+    if (heads[h].n == 0) {
+      std::fill(out, out + gd, 0.f);
+      continue;
+    }
+    MergeChunks(&outs[static_cast<size_t>(h) * C * gd], &mls[static_cast<size_t>(h) * C * G * 2],
+                DecodeChunks(heads[h].n, L), G, d, out);
+  }
 }
 
 void AttendChunk(const KvView& kv, int c, int L, const float* q, int G, float scale, float* out, float* ml) {

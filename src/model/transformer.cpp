@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "kernels/attention_decode.h"
 #include "kernels/hadamard.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -53,45 +54,13 @@ class Span {
 };
 
 // One decode step of layer l over entries stored quantized, with no tap:
-// each head's entries are cut into chunks (kernels::DecodeChunkLength), the
-// (head, chunk) pairs shared by the threads (SmolLM2's 3 KV heads would
-// leave one of 2 threads idle a third of the time), and each head's chunks
-// merged (kernels::MergeChunks). Each chunk dequantizes a tile of entries
-// once and scores it by GEMM (the f32 path, AttendOne, is the reference
-// kernel and stays as it is).
+// the split decode of kernels/attention_decode.h over the layer's heads.
 void DecodeSplit(kernels::ThreadPool& pool, const kv::KvCache& cache, int l, const float* q, int G, float scale,
                  float* att) {
-  const int Hkv = cache.n_head_kv(), hd = cache.head_dim(), gd = G * hd;
-  int n_max = 0;
-  for (int h = 0; h < Hkv; ++h) n_max = std::max(n_max, cache.head(l, h).size());
-  const int L = kernels::DecodeChunkLength(n_max, Hkv, pool.size());
-  const int C = kernels::DecodeChunks(n_max, L);
-  // The calling thread's buffers, reused by every step; the workers write
-  // through these pointers (a thread_local named inside the loop would be
-  // each worker's own).
-  thread_local std::vector<float> outs_buf, mls_buf;
-  outs_buf.resize(static_cast<size_t>(Hkv) * C * gd);
-  mls_buf.resize(static_cast<size_t>(Hkv) * C * G * 2);
-  float* const outs = outs_buf.data();
-  float* const mls = mls_buf.data();
-  pool.ParallelFor(static_cast<int64_t>(Hkv) * C, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const int h = static_cast<int>(i / C), c = static_cast<int>(i % C);
-      const kernels::KvView view = cache.head(l, h).View();
-      if (c >= kernels::DecodeChunks(view.n, L) || view.n == 0) continue;
-      kernels::AttendChunk(view, c, L, &q[static_cast<size_t>(h) * gd], G, scale, &outs[static_cast<size_t>(i) * gd],
-                           &mls[static_cast<size_t>(i) * G * 2]);
-    }
-  });
-  for (int h = 0; h < Hkv; ++h) {
-    const int n = cache.head(l, h).size();
-    if (n == 0) {
-      std::fill(att + static_cast<size_t>(h) * gd, att + static_cast<size_t>(h + 1) * gd, 0.f);
-      continue;
-    }
-    kernels::MergeChunks(&outs[static_cast<size_t>(h) * C * gd], &mls[static_cast<size_t>(h) * C * G * 2],
-                         kernels::DecodeChunks(n, L), G, hd, att + static_cast<size_t>(h) * gd);
-  }
+  thread_local std::vector<kernels::KvView> views;
+  views.resize(cache.n_head_kv());
+  for (int h = 0; h < cache.n_head_kv(); ++h) views[h] = cache.head(l, h).View();
+  kernels::AttendDecode(pool, views, q, G, scale, att);
 }
 
 }  // namespace
