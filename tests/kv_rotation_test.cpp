@@ -15,6 +15,7 @@
 #include "context_round_trip.h"
 #include "engine/engine_impl.h"
 #include "io/context_file.h"
+#include "kernels/cpu.h"
 #include "kernels/hadamard.h"
 #include "kv/cache.h"
 #include "kvtrim/engine.h"
@@ -49,12 +50,22 @@ std::vector<float> Gaussian(int n, uint32_t seed) {
   return x;
 }
 
+// Runs the enclosed code on one kernel path, the previous one restored after.
+struct PathGuard {
+  explicit PathGuard(kernels::KernelPath p) : old(kernels::SetKernelPath(p)) {}
+  ~PathGuard() { kernels::SetKernelPath(old); }
+  kernels::KernelPath old;
+};
+
 TEST(KvRotation, RotationIsTheDefinitionsOrthogonalMatrix) {
   EXPECT_EQ(kernels::HadamardBlock(64), 64);
   EXPECT_EQ(kernels::HadamardBlock(96), 32);
   EXPECT_EQ(kernels::HadamardBlock(80), 16);
   EXPECT_EQ(kernels::HadamardBlock(8), 8);
+  // Every path this CPU has: the scalar butterfly and the AVX-512 one.
+  for (kernels::KernelPath path : {kernels::KernelPath::kScalar, kernels::BestKernelPath()})
   for (int d : {8, 32, 64, 96, 128}) {
+    const PathGuard guard(path);
     const std::vector<double> R = RotationMatrix(d);
     const int rows = 3;
     std::vector<float> x = Gaussian(rows * d, 7 + d), y = x;
@@ -64,7 +75,7 @@ TEST(KvRotation, RotationIsTheDefinitionsOrthogonalMatrix) {
       for (int i = 0; i < d; ++i) {
         double want = 0;
         for (int j = 0; j < d; ++j) want += R[static_cast<size_t>(i) * d + j] * x[r * d + j];
-        ASSERT_NEAR(y[r * d + i], want, 1e-5) << "d " << d << " row " << r << " entry " << i;
+        ASSERT_NEAR(y[r * d + i], want, 1e-5) << kernels::KernelPathName(path) << " d " << d << " row " << r << " entry " << i;
         n0 += static_cast<double>(x[r * d + i]) * x[r * d + i];
         n1 += static_cast<double>(y[r * d + i]) * y[r * d + i];
       }

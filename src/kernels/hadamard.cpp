@@ -3,7 +3,8 @@
 // Fourier transforms only), and it is a dozen lines.
 #include "kernels/hadamard.h"
 
-#include <immintrin.h>
+#include "kernels/cpu.h"
+#include "kernels/targets.h"
 
 #include <cmath>
 #include <cstdint>
@@ -43,13 +44,13 @@ const float* ScaledSigns(int d, float s) {
   return scaled.data();
 }
 
-#if defined(__AVX512F__)
+#if KVTRIM_X86
 // The butterflies of distance 1, 2, 4 and 8 inside each 16-float vector (a
 // permute and a multiply-add each: lane i becomes x[i ^ h] + s x[i], s = -1
 // where bit h of i is set), then those of distance 16 and up between
 // vectors. b >= 16. (The all-lanes masked permute: GCC 12 warns that the
 // unmasked one's undefined pass-through may be used uninitialized.)
-void FwhtAvx512(float* x, int d, int b) {
+KVTRIM_T_AVX512 void FwhtAvx512(float* x, int d, int b) {
   static const __m512i idx[4] = {
       _mm512_set_epi32(14, 15, 12, 13, 10, 11, 8, 9, 6, 7, 4, 5, 2, 3, 0, 1),
       _mm512_set_epi32(13, 12, 15, 14, 9, 8, 11, 10, 5, 4, 7, 6, 1, 0, 3, 2),
@@ -78,8 +79,11 @@ void FwhtAvx512(float* x, int d, int b) {
 
 // Unnormalized in-place transform of each block of b entries of x [d].
 void Fwht(float* x, int d, int b) {
-#if defined(__AVX512F__)
-  if (b >= 16) return FwhtAvx512(x, d, b);
+#if KVTRIM_X86
+  // Chosen at run time: the CPU has AVX-512 and the scalar path is not forced
+  // (KVTRIM_KERNELS=scalar, kernels/cpu.h: the tests run both).
+  static const bool avx512 = BestKernelPath() == KernelPath::kAvx512;
+  if (b >= 16 && avx512 && ActiveKernelPath() != KernelPath::kScalar) return FwhtAvx512(x, d, b);
 #endif
   for (int o = 0; o < d; o += b)
     for (int h = 1; h < b; h *= 2)
