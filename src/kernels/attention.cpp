@@ -16,18 +16,16 @@
 #include "kernels/ops.h"
 #include "kernels/quant.h"
 
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-
+#include "kernels/targets.h"
+#if KVTRIM_BUILD_AVX2_FMA
 #include "kernels/hsum.h"
-#define KVTRIM_ATT_AVX2 1
 #endif
 
 namespace kvtrim::kernels {
 namespace {
 
 inline float DotF32(const float* a, const float* b, int d) {
-#ifdef KVTRIM_ATT_AVX2
+#ifdef KVTRIM_BUILD_AVX2_FMA
   __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(a), _mm256_loadu_ps(b));
   for (int i = 8; i < d; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
   return Hsum8(acc);
@@ -196,7 +194,7 @@ struct CausalPass {
     float mt = -INFINITY;
     int j = 0;
     const float* b = kv.logw + j0;
-#ifdef KVTRIM_ATT_AVX2
+#ifdef KVTRIM_BUILD_AVX2_FMA
     if (vis >= 8) {
       const __m256 vs = _mm256_set1_ps(scale);
       __m256 vm = _mm256_set1_ps(-INFINITY);

@@ -15,15 +15,12 @@
 #include "kernels/ops.h"
 #include "kernels/quant.h"
 
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#define KVTRIM_DECODE_AVX2 1
-#endif
+#include "kernels/targets.h"
 
 namespace kvtrim::kernels {
 namespace {
 
-#ifdef KVTRIM_DECODE_AVX2
+#ifdef KVTRIM_BUILD_AVX2_FMA
 constexpr int kTile = 32;     // entries per tile
 constexpr int kMaxD = 256;    // head dims the stack buffers hold
 constexpr int kMaxG = 16;     // query heads per KV head
@@ -177,7 +174,7 @@ bool AttendOneAvx2(const KvView& kv, const float* q, int G, float scale, float* 
 
 bool AttendOneTiled(const KvView& kv, const float* q, int G, float scale, float* out, float* scratch,
                     const TileObserver* obs) {
-#ifdef KVTRIM_DECODE_AVX2
+#ifdef KVTRIM_BUILD_AVX2_FMA
   return AttendOneAvx2(kv, q, G, scale, out, scratch, obs);
 #else
   (void)kv, (void)q, (void)G, (void)scale, (void)out, (void)scratch, (void)obs;
@@ -253,7 +250,7 @@ void AttendDecode(ThreadPool& pool, const std::vector<KvView>& heads, const floa
 void AttendChunk(const KvView& kv, int c, int L, const float* q, int G, float scale, float* out, float* ml) {
   const int j0 = c * L, n = std::min(L, kv.n - j0);
   const KvView sub = SubView(kv, j0, n);
-#ifdef KVTRIM_DECODE_AVX2
+#ifdef KVTRIM_BUILD_AVX2_FMA
   if (DecodeAvx2(sub, q, G, scale, out, ml)) return;
 #endif
   AttendCausalMl(sub, q, 1, G, G * kv.d, n - 1, scale, out, G * kv.d, ml);

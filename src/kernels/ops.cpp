@@ -3,10 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
-#if defined(__AVX2__) && defined(KVTRIM_HAVE_SLEEF)
-#include <immintrin.h>
+#include "kernels/targets.h"
+#if KVTRIM_BUILD_AVX2_SLEEF
 #include <sleef.h>  // vectorized expf, 1.0 ULP (Debian libsleef-dev)
-#define KVTRIM_SOFTMAX_AVX2 1
 #endif
 
 namespace kvtrim::kernels {
@@ -32,7 +31,7 @@ void Softmax(float* x, int n) {
 float ExpShiftSum(float* x, int n, float m) {
   float s = 0.f;
   int i = 0;
-#ifdef KVTRIM_SOFTMAX_AVX2
+#ifdef KVTRIM_BUILD_AVX2_SLEEF
   __m256 vm = _mm256_set1_ps(m), vs = _mm256_setzero_ps();
   for (; i + 8 <= n; i += 8) {
     __m256 e = Sleef_expf8_u10avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
@@ -52,7 +51,7 @@ float ExpShiftSum(float* x, int n, float m) {
 
 void SwiGlu(float* a, const float* b, int n) {
   int i = 0;
-#ifdef KVTRIM_SOFTMAX_AVX2
+#ifdef KVTRIM_BUILD_AVX2_SLEEF
   // 8 at a time with SLEEF's expf (1.0 ULP, as libm's): the scalar loop's
   // libm calls were 5% of a Q4_0 decode step (perf, needle v1).
   const __m256 one = _mm256_set1_ps(1.f), neg = _mm256_set1_ps(-0.f);

@@ -5,11 +5,9 @@
 #include <cmath>
 #include <cstring>
 
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-#include <immintrin.h>
-
+#include "kernels/targets.h"
+#if KVTRIM_BUILD_AVX2_F16C
 #include "kernels/hsum.h"
-#define KVTRIM_AVX2 1
 #endif
 
 namespace kvtrim::kernels {
@@ -17,7 +15,7 @@ namespace {
 
 uint16_t Load16(const uint8_t* p) { uint16_t h; std::memcpy(&h, p, 2); return h; }
 
-#ifdef KVTRIM_AVX2
+#ifdef KVTRIM_BUILD_AVX2_F16C
 // 8 int8 -> 8 floats
 inline __m256 I8x8(const uint8_t* p) {
   __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
@@ -82,7 +80,7 @@ float DotBlockRow(GgmlType t, const uint8_t* p, const float* x, int n) {
 }  // namespace
 
 float F16ToF32(uint16_t h) {
-#ifdef KVTRIM_AVX2
+#ifdef KVTRIM_BUILD_AVX2_F16C
   return _cvtsh_ss(h);
 #else
   uint32_t s = (h & 0x8000u) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, u;
@@ -96,7 +94,7 @@ float F16ToF32(uint16_t h) {
 }
 
 uint16_t F32ToF16(float f) {
-#ifdef KVTRIM_AVX2
+#ifdef KVTRIM_BUILD_AVX2_F16C
   return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
 #else
   uint32_t x; std::memcpy(&x, &f, 4);
@@ -130,7 +128,7 @@ size_t RowBytesPadded(GgmlType t, int n) {
   return blocks * tt->block_bytes;
 }
 
-#ifdef KVTRIM_AVX2
+#ifdef KVTRIM_BUILD_AVX2_F16C
 namespace {
 // One vector step of DequantRow and DequantRows: 8 f16 values, one Q8_0
 // block (34 bytes), one Q4_0 block (18 bytes) into floats.
@@ -153,7 +151,7 @@ void DequantRow(GgmlType t, const void* row, float* out, int n) {
   const auto* p = static_cast<const uint8_t*>(row);
   if (IsBlockType(t)) return DequantBlockRow(t, p, out, n);
   int done = 0;  // elements written by the vector paths
-#ifdef KVTRIM_AVX2
+#ifdef KVTRIM_BUILD_AVX2_F16C
   switch (t) {
     case GgmlType::F16:
       for (; done + 8 <= n; done += 8) F16x8Avx2(p + 2 * done, out + done);
@@ -191,7 +189,7 @@ void DequantRow(GgmlType t, const void* row, float* out, int n) {
 }
 
 void DequantRows(GgmlType t, const uint8_t* rows, size_t row_bytes, int n_rows, float* out, int n) {
-#ifdef KVTRIM_AVX2
+#ifdef KVTRIM_BUILD_AVX2_F16C
   if (t == GgmlType::F16 && n % 8 == 0) {
     for (int r = 0; r < n_rows; ++r, rows += row_bytes, out += n)
       for (int i = 0; i < n; i += 8) F16x8Avx2(rows + 2 * i, out + i);
@@ -216,7 +214,7 @@ float DotRow(GgmlType t, const void* row, const float* x, int n) {
   if (IsBlockType(t)) return DotBlockRow(t, p, x, n);
   int i = 0;
   float s = 0.f;
-#ifdef KVTRIM_AVX2
+#ifdef KVTRIM_BUILD_AVX2_F16C
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   switch (t) {
     case GgmlType::F32: {
