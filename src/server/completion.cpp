@@ -108,6 +108,20 @@ bool SendEvent(httplib::DataSink& sink, const std::string& data) {
   return sink.is_writable() && sink.write(ev.data(), ev.size());
 }
 
+// Whether the prompt begins with every one of the tokens t (at least one).
+bool Extends(const std::vector<int>& prompt, const std::vector<int>& t) {
+  return !t.empty() && t.size() <= prompt.size() && std::equal(t.begin(), t.end(), prompt.begin());
+}
+
+// Makes c, a session whose tokens begin the prompt (Extends), the request's
+// context: only the rest of the prompt is prefilled.
+void ContinueFrom(std::shared_ptr<const StoredContext> c, Prepared* p) {
+  p->reused = static_cast<int>(c->session->tokens().size());
+  p->prev = c->last_token;
+  p->context = std::move(c);
+  p->prompt.erase(p->prompt.begin(), p->prompt.begin() + static_cast<std::ptrdiff_t>(p->reused));
+}
+
 // cache_prompt: the longest stored prompt this one begins with becomes the
 // request's context and only the rest is prefilled (its token count
 // returned); with none, the id to store this prompt under is noted.
@@ -120,12 +134,8 @@ int64_t UseCachedPrompt(Server::Impl& im, Prepared* p) {
   if (k > 0) {
     auto c = im.store.Get(ids[k - 1]);
     // The tokens themselves, not only their hash, must match.
-    if (c && c->session->tokens().size() == k && std::equal(p->prompt.begin(), p->prompt.begin() + k,
-                                                             c->session->tokens().begin())) {
-      p->context = c;
-      p->reused = static_cast<int>(k);
-      p->prev = c->last_token;
-      p->prompt.erase(p->prompt.begin(), p->prompt.begin() + static_cast<std::ptrdiff_t>(k));
+    if (c && c->session->tokens().size() == k && Extends(p->prompt, c->session->tokens())) {
+      ContinueFrom(std::move(c), p);
       return static_cast<int64_t>(k);
     }
   }
@@ -138,25 +148,15 @@ int64_t UseCachedPrompt(Server::Impl& im, Prepared* p) {
 // the request's context when this prompt begins with every token it holds
 // and the KV options are the same; only the rest is prefilled.
 bool UseSlotSession(Server::Impl& im, Prepared* p) {
-  std::shared_ptr<Session> held;
-  {
-    std::lock_guard<std::mutex> lk(im.slots_mu);
-    const int slot = p->req.id_slot;
-    if (slot >= 0 && slot < static_cast<int>(im.slot_sessions.size())) held = im.slot_sessions[slot];
-  }
-  if (!held || held->tokens().empty()) return false;
-  const std::vector<int>& t = held->tokens();
-  if (t.size() > p->prompt.size() || !std::equal(t.begin(), t.end(), p->prompt.begin())) return false;
+  const std::shared_ptr<Session> held = im.SlotSession(p->req.id_slot);
+  if (!held || !Extends(p->prompt, held->tokens())) return false;
   if (ContextIdentity(im.engine, held->kv_options()) != ContextIdentity(im.engine, p->kv)) return false;
   auto f = held->Fork(p->kv);
   if (!f.ok()) return false;
   f.value()->impl().UsePool(nullptr);  // the request's fork of it takes the slot's pool
   auto c = StoredFrom(std::move(f.value()), p->kv);
   c->id = "slot-" + std::to_string(p->req.id_slot);
-  p->context = c;
-  p->reused = static_cast<int>(t.size());
-  p->prev = t.back();
-  p->prompt.erase(p->prompt.begin(), p->prompt.begin() + static_cast<std::ptrdiff_t>(t.size()));
+  ContinueFrom(std::move(c), p);
   return true;
 }
 

@@ -73,6 +73,7 @@ struct Server::Impl {
   mutable std::mutex slots_mu;
   std::vector<std::shared_ptr<Session>> slot_sessions;
   void KeepSlotSession(int slot, std::shared_ptr<Session> s);
+  std::shared_ptr<Session> SlotSession(int slot) const;  // null: none kept, or no such slot
   void SlotAction(int slot, const std::string& action, const std::string& body, httplib::Response& res);
   json Slots() const;
   Expected<std::shared_ptr<StoredContext>> LoadStored(const std::string& bytes, const std::string& name);

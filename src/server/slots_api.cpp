@@ -27,15 +27,16 @@ void Server::Impl::KeepSlotSession(int slot, std::shared_ptr<Session> s) {
   if (slot >= 0 && slot < static_cast<int>(slot_sessions.size())) slot_sessions[slot] = std::move(s);
 }
 
+std::shared_ptr<Session> Server::Impl::SlotSession(int slot) const {
+  std::lock_guard<std::mutex> lk(slots_mu);
+  return slot >= 0 && slot < static_cast<int>(slot_sessions.size()) ? slot_sessions[slot] : nullptr;
+}
+
 void Server::Impl::SlotAction(int slot, const std::string& action, const std::string& body, httplib::Response& res) {
   if (slot < 0 || slot >= o.parallel)
     return SendError(res, 400, "no slot " + std::to_string(slot) + " (slots 0 to " + std::to_string(o.parallel - 1) + ")");
   const auto t0 = std::chrono::steady_clock::now();
-  std::shared_ptr<Session> held;
-  {
-    std::lock_guard<std::mutex> lk(slots_mu);
-    held = slot_sessions[slot];
-  }
+  const std::shared_ptr<Session> held = SlotSession(slot);
   if (action == "erase") {
     KeepSlotSession(slot, nullptr);
     const int n = held ? static_cast<int>(held->tokens().size()) : 0;
