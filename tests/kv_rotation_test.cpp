@@ -19,6 +19,7 @@
 #include "kernels/hadamard.h"
 #include "kv/cache.h"
 #include "kvtrim/engine.h"
+#include "kvtrim/eval_report.h"
 #include "test_util.h"
 
 namespace kvtrim {
@@ -114,6 +115,14 @@ TEST(KvRotation, Q4StoresARowWithAnOutlierChannelCloserRotated) {
   }
   std::printf("q4_0 squared error of 16 outlier rows: unrotated %.2f, rotated %.2f\n", err[0], err[1]);
   EXPECT_LT(err[1], 0.5 * err[0]);
+}
+
+TEST(KvRotation, TheEvalReportSaysWhenEntriesAreRotated) {
+  EXPECT_NE(eval::KvStorage("q4_0", "kept", "auto").find("rotated"), std::string::npos);
+  EXPECT_NE(eval::KvStorage("f16", "write", "on").find("rotated"), std::string::npos);
+  EXPECT_EQ(eval::KvStorage("q4_0", "kept", "off").find("rotated"), std::string::npos);
+  EXPECT_EQ(eval::KvStorage("f16", "write", "auto").find("rotated"), std::string::npos);
+  EXPECT_EQ(eval::KvStorage("f32", "kept", "auto").rfind("f32 (the reference", 0), 0u);
 }
 
 std::unique_ptr<Session> Prefilled(const Engine& e, const std::string& quant, const std::string& rotate,

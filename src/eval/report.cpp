@@ -5,6 +5,7 @@
 #include "eval/gnuplot.h"
 #include "eval/method_style.h"
 #include "kvtrim/clock.h"
+#include "kv/compressor.h"
 
 #include <sys/wait.h>
 
@@ -137,8 +138,11 @@ std::string JoinRow(const std::vector<std::string>& row, const std::vector<size_
 }  // namespace
 
 std::string KvStorage(const std::string& quant, const std::string& quant_at, const std::string& rotate) {
-  const bool quantized = quant == "q8_0" || quant == "q4_0";
-  const bool rotated = rotate == "on" || (rotate == "auto" && quantized);
+  KvOptions o;  // the rule the cache follows (kv::RotatesKv), not a copy of it
+  o.rotate = rotate;
+  const Expected<GgmlType> t = kv::ParseKvQuant(quant == "none" ? "f32" : quant);
+  const Expected<bool> r = t.ok() ? kv::RotatesKv(o, t.value()) : Expected<bool>(false);
+  const bool rotated = r.ok() && r.value();
   if ((quant == "f32" || quant == "none") && !rotated)
     return "f32 (the reference: entries computed, compressed and kept in f32)";
   const std::string type = quant == "none" ? "f32" : quant;
