@@ -179,18 +179,28 @@ TEST(Compression, PrefillKeysBeforeRopeRotateIntoTheCache) {
   ASSERT_TRUE(e);
   const auto& c = e->impl().config();
   kv::StatsNeeds needs;
-  needs.prefill_qk = true;
+  needs.prefill_qk = needs.prefill_k = true;
   kv::AttentionStats stats(c.n_layer, c.n_head_kv, c.group(), c.head_dim, needs);
-  kv::KvCache cache(c.n_layer, c.n_head_kv, c.head_dim);
+  // Queries only (AM's reference queries): the same queries, no keys kept.
+  kv::AttentionStats queries(c.n_layer, c.n_head_kv, c.group(), c.head_dim, kv::StatsNeeds{.prefill_qk = true});
+  kv::KvCache cache(c.n_layer, c.n_head_kv, c.head_dim), cache2(c.n_layer, c.n_head_kv, c.head_dim);
   std::vector<int> ids = Prompt(*e);
   std::vector<float> logits;
   ASSERT_TRUE(e->impl().transformer().Forward(e->impl().pool(), cache, ids.data(), static_cast<int>(ids.size()), false, &logits, &stats).ok());
+  const int half = static_cast<int>(ids.size()) / 2;  // in two batches, the second with room reserved
+  ASSERT_TRUE(e->impl().transformer().Forward(e->impl().pool(), cache2, ids.data(), half, false, &logits, &queries).ok());
+  queries.ReserveQueries(ids.size() - half);
+  ASSERT_TRUE(e->impl().transformer().Forward(e->impl().pool(), cache2, ids.data() + half, static_cast<int>(ids.size()) - half,
+                                              false, &logits, &queries).ok());
   const int d = c.head_dim;
   for (int l : {0, c.n_layer - 1})
     for (int h = 0; h < c.n_head_kv; ++h) {
       const kv::HeadStats& hs = stats.head(l, h);
       ASSERT_EQ(hs.k_pre.size(), ids.size() * d);
       ASSERT_EQ(hs.q_rot.size(), ids.size() * c.group() * d);
+      EXPECT_TRUE(queries.head(l, h).k_pre.empty());
+      ASSERT_EQ(queries.head(l, h).q_rot.size(), hs.q_rot.size());
+      for (size_t i = 0; i < hs.q_rot.size(); ++i) ASSERT_NEAR(queries.head(l, h).q_rot[i], hs.q_rot[i], 1e-4) << l << " " << h << " " << i;
       for (size_t i = 0; i < ids.size(); i += 7) {
         std::vector<float> k(hs.k_pre.begin() + i * d, hs.k_pre.begin() + (i + 1) * d), cached(d);
         kernels::Rope(k.data(), 1, d, c.rope_dims, static_cast<int>(i), c.rope_base, c.rope_mode);

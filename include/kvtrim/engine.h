@@ -197,7 +197,7 @@ class Session {
   // starts with its parent's, so an unchanged fork shares its passes).
   uint64_t state_ = NewStateId();
   static uint64_t NewStateId();
-  void ApplyReferencePass(const RefPassResult& r, bool queries, bool reused);
+  void ApplyReferencePass(RefPassResult& r, bool queries, bool reused, bool take);
   void ShareReferencePasses(Session* fork) const;  // the fork starts in this state, sharing its passes
 };
 

@@ -91,17 +91,20 @@ Expected<size_t> Repeat(const model::Transformer& tf, kernels::ThreadPool& pool,
 
 }  // namespace
 
-// Hands a result to the compressor's statistics (copies: the memo keeps its own).
-void Session::ApplyReferencePass(const RefPassResult& r, bool queries, bool reused) {
+// Hands a result to the compressor's statistics: moved when nothing keeps
+// it (`take`), else copied (the memo keeps its own for the other forks).
+void Session::ApplyReferencePass(RefPassResult& r, bool queries, bool reused, bool take) {
   const auto& c = engine_->impl().config();
   for (int l = 0; l < c.n_layer; ++l)
     for (int h = 0; h < c.n_head_kv; ++h) {
       const size_t f = static_cast<size_t>(l) * c.n_head_kv + h;
       kv::HeadStats& into = impl_->compressor_->stats().head(l, h);
-      if (queries) into.q_repeat = r.q_repeat[f];
-      for (const auto& [name, stat] : r.taps[f]) {
+      if (queries) into.q_repeat = take ? std::move(r.q_repeat[f]) : r.q_repeat[f];
+      std::vector<std::string> names;
+      for (const auto& [name, stat] : r.taps[f]) names.push_back(name);
+      for (const std::string& name : names) {
         into.reference.Take(name);
-        into.reference.Add(name, stat->Clone());
+        into.reference.Add(name, take ? r.taps[f].Take(name) : r.taps[f].Find(name)->Clone());
       }
     }
   NotePeak(r.copy_bytes);  // the copy and the cache, both held
@@ -137,7 +140,7 @@ Status Session::RunReferencePass() {
     std::lock_guard<std::mutex> lock(ref_memo_->mu);
     if (ref_memo_->state == state_)
       if (auto it = ref_memo_->results.find(key); it != ref_memo_->results.end()) {
-        ApplyReferencePass(it->second, rp.queries, true);
+        ApplyReferencePass(it->second, rp.queries, true, false);
         return {};
       }
   }
@@ -147,6 +150,7 @@ Status Session::RunReferencePass() {
   needs.prefill_qk = rp.queries;
   needs.taps = rp.taps;
   kv::AttentionStats rep(c.n_layer, c.n_head_kv, c.group(), c.head_dim, needs);
+  rep.ReserveQueries(instr.size() + again.size());
   const auto& tf = engine_->impl().transformer();
   KVTRIM_RETURN_IF_ERROR(tf.Forward(impl_->pool(*engine_), copy, instr.data(), static_cast<int>(instr.size()), false, nullptr));
   Expected<size_t> peak = Repeat(tf, impl_->pool(*engine_), copy, again, static_cast<size_t>(rp.repeat_chunk), ubatch_, rep);
@@ -168,7 +172,7 @@ Status Session::RunReferencePass() {
         }
     }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  ApplyReferencePass(r, rp.queries, false);
+  ApplyReferencePass(r, rp.queries, false, !memo);
   if (memo) {
     std::lock_guard<std::mutex> lock(ref_memo_->mu);
     if (ref_memo_->state != state_) ref_memo_->results.clear(), ref_memo_->state = state_;

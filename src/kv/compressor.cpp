@@ -45,6 +45,7 @@ namespace {
 // Whether statistics collected with `have` serve a policy that needs `want`.
 bool Covers(const StatsNeeds& have, const StatsNeeds& want) {
   return CoversTaps(have.taps, want.taps) && (!want.prefill_qk || have.prefill_qk) &&
+         (!want.prefill_k || have.prefill_k) &&
          (want.query_window == 0 || want.query_window == have.query_window);
 }
 
@@ -54,6 +55,7 @@ Status Merge(StatsNeeds* into, const StatsNeeds& n, const std::string& name) {
   KVTRIM_RETURN_IF_ERROR(MergeTaps(&into->taps, n.taps, name));
   into->query_window = std::max(into->query_window, n.query_window);
   into->prefill_qk |= n.prefill_qk;
+  into->prefill_k |= n.prefill_k;
   return {};
 }
 

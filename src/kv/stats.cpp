@@ -61,15 +61,30 @@ int64_t AttentionStats::ProbsFrom(int layer) const {
   return std::max<int64_t>(first, 0);
 }
 
+namespace {
+
+// Room for n more floats in *v, the capacity at least doubling (as insert
+// does when it must grow), so the batch's rows go in with one reallocation at most.
+void Room(std::vector<float>* v, size_t n) {
+  if (v->capacity() < v->size() + n) v->reserve(std::max(v->size() + n, 2 * v->capacity()));
+}
+
+}  // namespace
+
 void AttentionStats::OnQK(int layer, const float* k_pre, const float* q_rot, int T) {
-  const int d = head_dim_, G = group_;
+  const size_t d = head_dim_, gd = static_cast<size_t>(group_) * head_dim_, n = static_cast<size_t>(T);
   for (int h = 0; h < n_head_kv_; ++h) {
     HeadStats& hs = head(layer, h);
-    for (int t = 0; t < T; ++t) {
-      const float* kr = k_pre + static_cast<size_t>(t) * n_head_kv_ * d + h * d;
+    Room(&hs.q_rot, n * gd);
+    for (size_t t = 0; t < n; ++t) {
+      const float* qr = q_rot + (t * n_head_kv_ + h) * gd;
+      hs.q_rot.insert(hs.q_rot.end(), qr, qr + gd);
+    }
+    if (!needs_.prefill_k) continue;  // only Compactor-style scorers read the keys
+    Room(&hs.k_pre, n * d);
+    for (size_t t = 0; t < n; ++t) {
+      const float* kr = k_pre + (t * n_head_kv_ + h) * d;
       hs.k_pre.insert(hs.k_pre.end(), kr, kr + d);
-      const float* qr = q_rot + static_cast<size_t>(t) * n_head_kv_ * G * d + h * G * d;
-      hs.q_rot.insert(hs.q_rot.end(), qr, qr + G * d);
     }
   }
 }
@@ -111,6 +126,15 @@ void AttentionStats::DropPrefillQK() {
     std::vector<float>().swap(h.q_rot);
     std::vector<float>().swap(h.q_repeat);
     h.reference = TapSet{};
+  }
+}
+
+void AttentionStats::ReserveQueries(size_t tokens) {
+  if (!needs_.prefill_qk) return;
+  const size_t d = head_dim_;
+  for (auto& h : heads_) {
+    h.q_rot.reserve(h.q_rot.size() + tokens * group_ * d);
+    if (needs_.prefill_k) h.k_pre.reserve(h.k_pre.size() + tokens * d);
   }
 }
 

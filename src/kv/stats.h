@@ -17,7 +17,8 @@ namespace kvtrim::kv {
 
 // Which statistics a policy needs; collection costs nothing when off.
 struct StatsNeeds {
-  bool prefill_qk = false;   // Compactor-style scorers
+  bool prefill_qk = false;   // the prefill's rotated queries (AM's reference queries, Compactor)
+  bool prefill_k = false;    // and its pre-RoPE keys (Compactor-style scorers only: 1/G of the queries' bytes)
   int query_window = 0;      // Expected Attention: pre-RoPE queries of the last w positions
   // Per-entry statistics from the tap registry (taps.h), by name and parameter.
   std::vector<TapUse> taps = {};
@@ -60,6 +61,9 @@ class AttentionStats : public AttentionTap {
   // history bits OR-ed, ...).
   void Rebuild(int layer, int h, const std::vector<std::vector<int>>& from);
   void DropPrefillQK();
+  // Room for `tokens` more queries (and keys, when kept) per head: a prefill
+  // that knows its length copies each batch's rows once, with no regrowth.
+  void ReserveQueries(size_t tokens);
   size_t BytesHeld() const;
 
   // AttentionTap

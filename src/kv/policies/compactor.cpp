@@ -232,7 +232,7 @@ PolicyInfo CompactorPolicyInfo() {
           },
           [](const Params& p) {
             return PolicyTraits{.decode_time = false,
-                                .needs = {.prefill_qk = true},
+                                .needs = {.prefill_qk = true, .prefill_k = true},
                                 .protected_entries = static_cast<int>(p.at("protect-first") + p.at("protect-last")),
                                 .scores_entries = true};
           }};
