@@ -193,8 +193,43 @@ TEST_F(ConversationTest, SavedConversationContinuesWhereItStopped) {
   EXPECT_NE(bad.error().message.find("ctx-1"), std::string::npos);
 }
 
+TEST_F(ConversationTest, KvzipRepeatsEachTurnOnly) {
+  // KVzip's pass carries the kept entries' scores, so each turn's pass
+  // repeats what came since the last compression (the last answer and the
+  // turn), not the conversation: the counter ref-pass-tokens grows by
+  // exactly that (the first turn: its prompt after the BOS). The shared
+  // budget holds over every head after each turn's compression.
+  KvOptions kv;
+  kv.policy = "kvzip";
+  kv.budget_tokens = 16;  // below the first turn's 21 tokens: every turn compresses
+  auto c = Make(kv);
+  ASSERT_TRUE(c);
+  auto repeated = [&] {
+    for (const auto& [k, v] : c->session().impl().compressor().counters())
+      if (k == "ref-pass-tokens") return v;
+    return int64_t{0};
+  };
+  const auto& cfg = engine().impl().config();
+  const size_t heads = static_cast<size_t>(cfg.n_layer) * cfg.n_head_kv;
+  size_t covered = 1;  // the BOS is never repeated
+  for (int turn = 0; turn < 4; ++turn) {
+    const int64_t before = repeated();
+    const std::vector<ChatMessage> added{{"user", kTurns[turn]}};
+    auto t = c->TurnTokens(added);
+    ASSERT_TRUE(t.ok());
+    ASSERT_TRUE(c->BeginTurn(added, t.value()).ok());  // prefilled and compressed
+    const size_t fed = c->session().tokens().size();
+    EXPECT_EQ(repeated() - before, static_cast<int64_t>(fed - covered)) << "turn " << turn;
+    EXPECT_LE(c->session().impl().cache().EntriesHeld(), heads * 16) << "turn " << turn;
+    covered = fed;
+    std::vector<int> a = Greedy(c->session(), 6);
+    c->EndTurn(engine().impl().tokenizer().Decode(a), a);
+  }
+  EXPECT_GT(c->session().tokens().size(), 4 * 16u);  // the budget did bind
+}
+
 TEST_F(ConversationTest, RefusesPoliciesThatRepeatTheWholeContext) {
-  for (const char* p : {"kvzip", "am"}) {
+  for (const char* p : {"kvzip-am", "am"}) {
     SessionOptions so;
     so.kv.policy = p;
     so.kv.ratio = 0.5;

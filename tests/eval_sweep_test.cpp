@@ -85,12 +85,13 @@ TEST(EvalSweep, MultiTurnRunsEveryMethodAsAConversation) {
   // niah-multiturn: each method runs the conversation compressed turn by
   // turn (its KV at the question about r of the full cache's), the full
   // cache at ratio 1 exactly as a conversation with no policy; a method that
-  // repeats the whole context (kvzip) is a cell saying why it is not run,
-  // and a ratio razor cannot reach one saying so.
+  // repeats the whole context (am) is a cell saying why it is not run
+  // (kvzip repeats each turn only: it runs), and a ratio razor cannot reach
+  // one saying so.
   auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
   ASSERT_TRUE(e);
   SweepOptions o = Small();
-  o.methods = {"full", "snapkv", "keydiff", "kvzip", "razor"};
+  o.methods = {"full", "snapkv", "keydiff", "kvzip", "am", "razor"};
   o.ratios = {0.5};
   o.tasks = {TaskKind::kMultiTurn};
   o.fidelity = o.fidelity_decode = false;
@@ -98,7 +99,7 @@ TEST(EvalSweep, MultiTurnRunsEveryMethodAsAConversation) {
   o.task.turns = 4;
   auto rep = RunSweep(*e, o);
   ASSERT_TRUE(rep.ok()) << rep.error().message;
-  ASSERT_EQ(rep->cells.size(), 5u);
+  ASSERT_EQ(rep->cells.size(), 6u);
   double full_bytes = 0;
   for (const Cell& c : rep->cells) {
     EXPECT_EQ(c.task, "niah-multiturn");
@@ -106,7 +107,7 @@ TEST(EvalSweep, MultiTurnRunsEveryMethodAsAConversation) {
   }
   ASSERT_GT(full_bytes, 0);
   for (const Cell& c : rep->cells) {
-    if (c.method == "kvzip") {
+    if (c.method == "am") {
       EXPECT_EQ(c.n, 0);
       EXPECT_NE(c.note.find("reference pass"), std::string::npos) << c.note;
     } else if (c.method == "razor") {

@@ -130,6 +130,10 @@ TEST(KvzipPolicy, SharesOneBudgetOverHandMadeHeads) {
   auto [sizes, counters] = run({});
   EXPECT_EQ(sizes, (std::vector<int>{5, 1, 1, 1}));
   EXPECT_EQ(counters, (std::vector<std::pair<std::string, int64_t>>{{"head-min", 1}, {"head-max", 5}}));
+  // --kvzip-floor-share: at least ceil(share x 2) each before the shared
+  // top-k; 1 is the uniform share, 0.5 (one entry) the default floor.
+  EXPECT_EQ(run({{"kvzip-floor-share", 1}}).first, (std::vector<int>{2, 2, 2, 2}));
+  EXPECT_EQ(run({{"kvzip-floor-share", 0.5}}).first, (std::vector<int>{5, 1, 1, 1}));
   auto pol = MakePolicy("kvzip", {});
   ASSERT_TRUE(pol.ok());
   PolicyContext ctx;

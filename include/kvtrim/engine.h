@@ -187,6 +187,11 @@ class Session {
   // The tokens_ a reference pass repeats: [pass_from_, pass_to_) (pass_to_ 0:
   // to the end); a chunked prefill's pass repeats the chunk that just ended.
   size_t pass_from_ = 0, pass_to_ = 0;
+  // tokens_ covered by this session's passes and compressions so far: with a
+  // turn-local policy (ReferencePass::turn_local, KVzip's carried scores) a
+  // later prefill's pass starts here, not at the first token. 0 on a fork or
+  // a loaded context (its policy carries no scores): the whole context again.
+  size_t passed_to_ = 0;
   // Reference passes already run on this session's state, shared with its
   // forks: a fork that compresses before changing anything reuses the pass
   // another fork ran (an eval runs one pass per context, not per ratio).

@@ -22,11 +22,12 @@ constexpr const char* kAnswerMark = "\x1d\x1ekvtrim-answer\x1e\x1d";
 
 Status CheckPolicy(const Session& s) {
   const kv::Compressor& c = s.impl().compressor();
-  if (c.policy().traits().reference_pass.repeat)
+  const kv::ReferencePass& rp = c.policy().traits().reference_pass;
+  if (rp.repeat && !rp.turn_local)
     return MakeError("policy '" + c.options().policy +
                      "' runs a reference pass over the whole context whenever it compresses, and a conversation "
                      "compresses after every turn: the pass would repeat the whole conversation each turn (use a "
-                     "policy without one: snapkv, h2o, tova, streaming, ...)");
+                     "policy without one, or kvzip, whose pass repeats each turn only: snapkv, h2o, tova, ...)");
   return {};
 }
 

@@ -29,6 +29,7 @@ struct Session::RefPassResult {
   std::vector<kv::TapSet> taps;               // per head, over the entries held before the pass
   double seconds = 0;                         // what the pass took
   size_t copy_bytes = 0;                      // the cache copy it held
+  size_t tokens = 0;                          // tokens repeated
 };
 
 struct Session::RefPassMemo {
@@ -108,7 +109,7 @@ void Session::ApplyReferencePass(RefPassResult& r, bool queries, bool reused, bo
       }
     }
   NotePeak(r.copy_bytes);  // the copy and the cache, both held
-  impl_->compressor_->AddReferenceTiming(r.seconds, prefill_s_, reused);
+  impl_->compressor_->AddReferenceTiming(r.seconds, prefill_s_, reused, static_cast<int64_t>(r.tokens));
 }
 
 Status Session::RunReferencePass() {
@@ -141,6 +142,7 @@ Status Session::RunReferencePass() {
     if (ref_memo_->state == state_)
       if (auto it = ref_memo_->results.find(key); it != ref_memo_->results.end()) {
         ApplyReferencePass(it->second, rp.queries, true, false);
+        passed_to_ = to;
         return {};
       }
   }
@@ -157,6 +159,7 @@ Status Session::RunReferencePass() {
   if (!peak.ok()) return peak.error();
   RefPassResult r;
   r.copy_bytes = *peak;
+  r.tokens = again.size();
   r.q_repeat.resize(static_cast<size_t>(c.n_layer) * c.n_head_kv);
   r.taps.resize(r.q_repeat.size());
   for (int l = 0; l < c.n_layer; ++l)
@@ -173,6 +176,7 @@ Status Session::RunReferencePass() {
     }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ApplyReferencePass(r, rp.queries, false, !memo);
+  passed_to_ = to;  // scored up to here (a pass skipped as nothing is evicted scores nothing)
   if (memo) {
     std::lock_guard<std::mutex> lock(ref_memo_->mu);
     if (ref_memo_->state != state_) ref_memo_->results.clear(), ref_memo_->state = state_;

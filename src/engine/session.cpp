@@ -261,9 +261,14 @@ Status Session::Prefill(const std::vector<int>& tokens) {
   const size_t chunk = opts_.kv.prefill_chunk > 0 ? static_cast<size_t>(opts_.kv.prefill_chunk) : tokens.size();
   const size_t first = tokens_.size() - tokens.size();  // this prompt's first token in tokens_
   pass_from_ = pass_to_ = 0;  // one chunk: a reference pass repeats every token, as ever
+  // A turn-local pass after an earlier compression: only what came since
+  // (the answer decoded and this prompt), the entries kept keeping their scores.
+  const bool turn_local = impl_->compressor_->policy().traits().reference_pass.turn_local && passed_to_ > 0;
+  if (turn_local) pass_from_ = std::min(passed_to_, first), pass_to_ = tokens_.size();
   for (size_t c0 = 0; c0 < tokens.size(); c0 += chunk) {
     const size_t n = std::min(chunk, tokens.size() - c0);
-    if (chunk < tokens.size()) pass_from_ = first + c0, pass_to_ = first + c0 + n;  // chunked: its chunk only
+    if (chunk < tokens.size())  // chunked: its chunk only (the first from where the last pass ended)
+      pass_from_ = turn_local && c0 == 0 ? pass_from_ : first + c0, pass_to_ = first + c0 + n;
     impl_->compressor_->BeginChunk(position() + static_cast<int64_t>(n), c0 == 0, chunk < tokens.size() ? position() : -1);
     KVTRIM_RETURN_IF_ERROR(ForwardPrompt(tokens.data() + c0, n));
     if (c0 + n == tokens.size()) break;  // the last chunk: Compress() takes it

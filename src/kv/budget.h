@@ -42,6 +42,7 @@ struct Spec {
   Kind kind = Kind::kUniform;
   double pyramid_beta = 20;   // kPyramid: top layer b (2 - 1/beta), bottom b / beta
   int shared_floor = 1;       // kShared: entries every head keeps at least
+  double shared_floor_share = 0;  // kShared: and at least this share of the uniform per-head budget (AdaKV's safeguard)
   std::vector<char> whole;    // kCastes: [n_layer * n_head_kv], 1 = kept whole
   int caste_budget = -1;      // kCastes: every other head's budget; < 0: nothing compressed
 };

@@ -309,7 +309,9 @@ void Compressor::PrepareShared(const KvCache& cache, int64_t n, kernels::ThreadP
   for (int l = 0; l < n_layer_; ++l)
     for (EntryScores& e : LayerScores(cache, l, Phase::kPrefill, pool)) scores.push_back(std::move(e.score));
   const int64_t total = std::max<int64_t>(1, base) * n_layer_ * n_head_kv_;
-  shared_ = budget::SharedTopK(scores, total, spec.shared_floor);
+  // The floor: a share of the uniform budget (at most all of it), or entries.
+  const int64_t share_floor = static_cast<int64_t>(std::ceil(std::clamp(spec.shared_floor_share, 0.0, 1.0) * base));
+  shared_ = budget::SharedTopK(scores, total, static_cast<int>(std::max<int64_t>(spec.shared_floor, share_floor)));
 }
 
 std::vector<std::pair<std::string, int64_t>> Compressor::counters() const {
@@ -322,6 +324,7 @@ std::vector<std::pair<std::string, int64_t>> Compressor::counters() const {
   if (ref_pass_s_ >= 0) {
     c.emplace_back("ref-pass-us", std::llround(ref_pass_s_ * 1e6));
     c.emplace_back("prefill-us", std::llround(prefill_s_ * 1e6));
+    c.emplace_back("ref-pass-tokens", ref_pass_tokens_);
     if (reused_pass_s_ > 0) c.emplace_back("ref-pass-reused-us", std::llround(reused_pass_s_ * 1e6));
     // Either interval spanning fewer than kMinClockSteps steps of the
     // wall clock (20 ms on some machines) is below its resolution: say so.

@@ -111,10 +111,12 @@ class Compressor {
   // reused: the pass was another fork's (Session's memo), not run here; its
   // time is still charged (counter ref-pass-reused-us: what Compress() did
   // not spend on it, for callers timing Compress themselves).
-  void AddReferenceTiming(double pass_s, double prefill_s, bool reused = false) {
+  // tokens: how many the pass repeated (counter ref-pass-tokens, summed).
+  void AddReferenceTiming(double pass_s, double prefill_s, bool reused = false, int64_t tokens = 0) {
     ref_pass_s_ = std::max(ref_pass_s_, 0.0) + pass_s;
     prefill_s_ = prefill_s;
     if (reused) reused_pass_s_ += pass_s;
+    ref_pass_tokens_ += tokens;
   }
   double reused_pass_seconds() const { return reused_pass_s_; }
 
@@ -196,6 +198,7 @@ class Compressor {
   RopeSpec rope_;
   std::vector<float> out_gram_;
   double ref_pass_s_ = -1, prefill_s_ = 0, reused_pass_s_ = 0;
+  int64_t ref_pass_tokens_ = 0;
   std::atomic<int64_t> evicted_{0};
   int64_t chunk_from_ = -1;  // BeginChunk's, -1 outside a prefill in several chunks
 };

@@ -102,6 +102,11 @@ struct ReferencePass {
   // queries read the held entries, not the earlier chunks' repeats (KVzip's
   // chunked scoring; fewer keys a query, the same scored entries).
   int repeat_chunk = 0;
+  // The pass may repeat only the tokens added since the last compression
+  // (a conversation's turn): the policy keeps every kept entry's score from
+  // the passes before (KVzip's carried scores), so what an earlier pass
+  // repeated need not be repeated again.
+  bool turn_local = false;
 };
 
 // Per-entry scores of one head (--head-budget adaptive, KVzip's shared budget).

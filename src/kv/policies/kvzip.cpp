@@ -81,30 +81,25 @@ Plan KvzipPolicy::Select(const PolicyContext& ctx, const std::vector<double>& sc
   return Plan::Keep(KeepTop(score, std::vector<bool>(score.size(), false), ctx.budget));
 }
 
+// The kept entries' scores go on with them (a later chunk's or turn's pass
+// repeats only its own tokens: ReferencePass::turn_local).
 Plan KvzipPolicy::Compress(const PolicyContext& ctx) {
   const std::vector<double> score = Combined(ctx);
   Plan plan = Select(ctx, score);
-  if (std::vector<double>* carried = Carried(ctx); carried && !carried->empty()) {  // chunked: scores go on
-    std::vector<double> kept;
-    kept.reserve(plan.keep.size());
-    for (int i : plan.keep) kept.push_back(score[i]);
-    *carried = std::move(kept);
-  }
+  std::vector<double> kept;
+  kept.reserve(plan.keep.size());
+  for (int i : plan.keep) kept.push_back(score[i]);
+  *Carried(ctx) = std::move(kept);
   return plan;
 }
 
 // The chunk's reconstruction has run: every entry's score so far.
-void KvzipPolicy::EndChunk(const PolicyContext& ctx) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);  // sized once, before any head reads it
-    const size_t heads = static_cast<size_t>(ctx.n_layer) * ctx.n_head_kv;
-    if (carried_.size() < heads) carried_.resize(heads);
-  }
-  std::vector<double> s = Combined(ctx);
-  *Carried(ctx) = s.empty() ? std::vector<double>{0.0} : std::move(s);  // non-empty: marks a chunked prefill
-}
+void KvzipPolicy::EndChunk(const PolicyContext& ctx) { *Carried(ctx) = Combined(ctx); }
 
+// Sized once for every head, whichever head's thread comes first (call_once
+// makes the sizing visible to all of them before any reads it).
 std::vector<double>* KvzipPolicy::Carried(const PolicyContext& ctx) {
+  std::call_once(sized_, [&] { carried_.resize(static_cast<size_t>(ctx.n_layer) * ctx.n_head_kv); });
   const size_t i = static_cast<size_t>(ctx.layer) * ctx.n_head_kv + ctx.head;
   return i < carried_.size() ? &carried_[i] : nullptr;
 }
@@ -120,6 +115,8 @@ std::vector<double> KvzipPolicy::Combined(const PolicyContext& ctx) {
 std::vector<ParamSpec> KvzipParams() {
   return {{"kvzip-per-head", 0, "a fixed share per KV head instead of one budget shared by all heads", 0, 1, {}, true},
           {"kvzip-floor", 1, "entries every KV head keeps at least under the shared budget", 1, 1e6},
+          Real({"kvzip-floor-share", 0,
+                "and at least this share of its uniform budget (0-1; AdaKV's safeguard: the rest by the shared top-k)", 0, 1}),
           {"kvzip-pass-chunk", 256,
            "reconstruction: tokens repeated per rewind of its copy, each chunk reading the held entries and its own "
            "repeat only (0: the whole range at once)",
@@ -140,10 +137,12 @@ std::function<PolicyTraits(const Params&)> KvzipTraits(bool plus) {
     t.reference_pass.taps = {plus ? kMaxProbOverHTap : kMaxProbTap};
     t.reference_pass.output_weights = plus;
     t.reference_pass.repeat_chunk = static_cast<int>(p.at("kvzip-pass-chunk"));
+    t.reference_pass.turn_local = true;  // the kept entries' scores are carried (KvzipPolicy::Compress)
     t.stream_blocker = "";  // each chunk's reconstruction scores what the chunk's compression weighs
     if (p.at("kvzip-per-head") < 0.5) {
       t.budget.kind = budget::Kind::kShared;
       t.budget.shared_floor = static_cast<int>(p.at("kvzip-floor"));
+      t.budget.shared_floor_share = p.at("kvzip-floor-share");
     }
     t.costly = plus;  // not in the default eval sweep (name it): its cells match kvzip's cost
     return t;

@@ -106,6 +106,7 @@ PolicyInfo KvzipAmPolicyInfo() {
           [](const Params& p) {
             PolicyTraits t = KvzipTraits(false)(p);
             t.reference_pass.queries = true;  // AM's reference queries from the same pass
+            t.reference_pass.turn_local = false;  // the fit reads the whole block's queries
             t.needs.prefill_qk = true;        // and the prefill's own
             t.costly = true;
             return t;

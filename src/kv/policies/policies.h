@@ -39,10 +39,10 @@ class KvzipPolicy : public Policy {
 
  private:
   bool plus_;
-  std::mutex mu_;
-  // Chunked prefill: per head (l * n_head_kv + h), the largest
-  // reconstruction score of its first entries (those kept from earlier
-  // chunks), in store order; empty outside a chunked prefill.
+  std::once_flag sized_;
+  // Per head (l * n_head_kv + h), the largest reconstruction score of its
+  // first entries (those kept by an earlier chunk's or turn's compression),
+  // in store order; sized at the first chunk's end or compression.
   std::vector<std::vector<double>> carried_;
 
   std::vector<double>* Carried(const PolicyContext& ctx);
