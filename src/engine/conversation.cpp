@@ -26,8 +26,8 @@ Status CheckPolicy(const Session& s) {
   if (rp.repeat && !rp.turn_local)
     return MakeError("policy '" + c.options().policy +
                      "' runs a reference pass over the whole context whenever it compresses, and a conversation "
-                     "compresses after every turn: the pass would repeat the whole conversation each turn (use a "
-                     "policy without one, or kvzip, whose pass repeats each turn only: snapkv, h2o, tova, ...)");
+                     "compresses after every turn: the pass would repeat the whole conversation each turn (use "
+                     "kvzip, whose pass repeats each turn only, or a policy without one: snapkv, h2o, tova, ...)");
   return {};
 }
 

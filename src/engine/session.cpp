@@ -264,11 +264,11 @@ Status Session::Prefill(const std::vector<int>& tokens) {
   // A turn-local pass after an earlier compression: only what came since
   // (the answer decoded and this prompt), the entries kept keeping their scores.
   const bool turn_local = impl_->compressor_->policy().traits().reference_pass.turn_local && passed_to_ > 0;
-  if (turn_local) pass_from_ = std::min(passed_to_, first), pass_to_ = tokens_.size();
+  const size_t from0 = turn_local ? std::min(passed_to_, first) : first;  // the first chunk's pass starts here
+  if (turn_local) pass_from_ = from0, pass_to_ = tokens_.size();
   for (size_t c0 = 0; c0 < tokens.size(); c0 += chunk) {
     const size_t n = std::min(chunk, tokens.size() - c0);
-    if (chunk < tokens.size())  // chunked: its chunk only (the first from where the last pass ended)
-      pass_from_ = turn_local && c0 == 0 ? pass_from_ : first + c0, pass_to_ = first + c0 + n;
+    if (chunk < tokens.size()) pass_from_ = c0 == 0 ? from0 : first + c0, pass_to_ = first + c0 + n;  // chunked: its chunk only
     impl_->compressor_->BeginChunk(position() + static_cast<int64_t>(n), c0 == 0, chunk < tokens.size() ? position() : -1);
     KVTRIM_RETURN_IF_ERROR(ForwardPrompt(tokens.data() + c0, n));
     if (c0 + n == tokens.size()) break;  // the last chunk: Compress() takes it

@@ -61,27 +61,15 @@ int64_t AttentionStats::ProbsFrom(int layer) const {
   return std::max<int64_t>(first, 0);
 }
 
-namespace {
-
-// Room for n more floats in *v, the capacity at least doubling (as insert
-// does when it must grow), so the batch's rows go in with one reallocation at most.
-void Room(std::vector<float>* v, size_t n) {
-  if (v->capacity() < v->size() + n) v->reserve(std::max(v->size() + n, 2 * v->capacity()));
-}
-
-}  // namespace
-
 void AttentionStats::OnQK(int layer, const float* k_pre, const float* q_rot, int T) {
   const size_t d = head_dim_, gd = static_cast<size_t>(group_) * head_dim_, n = static_cast<size_t>(T);
   for (int h = 0; h < n_head_kv_; ++h) {
     HeadStats& hs = head(layer, h);
-    Room(&hs.q_rot, n * gd);
-    for (size_t t = 0; t < n; ++t) {
+    for (size_t t = 0; t < n; ++t) {  // into the room ReserveQueries made, where the caller knew the length
       const float* qr = q_rot + (t * n_head_kv_ + h) * gd;
       hs.q_rot.insert(hs.q_rot.end(), qr, qr + gd);
     }
     if (!needs_.prefill_k) continue;  // only Compactor-style scorers read the keys
-    Room(&hs.k_pre, n * d);
     for (size_t t = 0; t < n; ++t) {
       const float* kr = k_pre + (t * n_head_kv_ + h) * d;
       hs.k_pre.insert(hs.k_pre.end(), kr, kr + d);
