@@ -15,8 +15,8 @@
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
 
-#include "server/context_backend.h"
 
 namespace kvtrim::server::test_redis {
 
@@ -57,12 +57,26 @@ struct RedisServer {
       ::_exit(127);
     }
     for (int i = 0; i < 200; ++i) {  // up within 10 s
-      if (OpenRedisBackend(url).ok()) return;
+      if (Ready()) return;
       int st = 0;
       if (::waitpid(pid, &st, WNOHANG) == pid) break;  // exited: not installed
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     pid = -1;
+  }
+  // Answers PING with PONG: accepting connections is not enough, since a
+  // server restarted on a persisted directory answers "-LOADING" to every
+  // command until it has read its append-only file back.
+  bool Ready() const {
+    redisContext* c = redisConnect("127.0.0.1", port);
+    bool ok = false;
+    if (c && !c->err) {
+      auto* r = static_cast<redisReply*>(redisCommand(c, "PING"));
+      ok = r && r->type == REDIS_REPLY_STATUS && std::string(r->str, r->len) == "PONG";
+      if (r) freeReplyObject(r);
+    }
+    if (c) redisFree(c);
+    return ok;
   }
   void Stop() {
     if (pid > 0) {
