@@ -1,9 +1,8 @@
 // The KV in the asked type from the first token (KvOptions::quant_at
 // "write"): a prefill in one batch stores exactly what an f32 prefill
 // quantized afterwards stores (the batch attends its own rows in f32), a
-// prefill in several batches stays close to it, the peak follows the type,
-// and the split decode kernel for quantized entries (chunks merged) gives
-// the output of the reference decode kernel over the same entries.
+// prefill in several batches stays close to it, the peak follows the type
+// (the decode kernels over stored entries: attention_decode_test.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,8 +10,6 @@
 
 #include "engine/engine_impl.h"
 #include "kernels/attention.h"
-#include "kernels/attention_decode.h"
-#include "kernels/ref/attention_ref.h"
 #include "kernels/quant.h"
 #include "kv/cache.h"
 #include "kv/compressor.h"
@@ -158,73 +155,6 @@ TEST(KvWriteType, AnUnknownQuantizationPointIsAnError) {
   auto s = Session::Create(*e, so);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().message.find("'later'"), std::string::npos) << s.error().message;
-}
-
-// How heads are cut for the threads: every thread gets two chunks or more
-// where the entries allow it, chunks stay within [128, 1024] and multiples of 32.
-TEST(KvWriteType, DecodeChunksShareTheHeadsAmongTheThreads) {
-  EXPECT_EQ(kernels::DecodeChunkLength(8000, 3, 2), 1024);  // 8 chunks a head
-  EXPECT_EQ(kernels::DecodeChunks(8000, 1024), 8);
-  EXPECT_EQ(kernels::DecodeChunkLength(800, 3, 2), 416);  // 2 a head: 6 for 2 threads
-  EXPECT_EQ(kernels::DecodeChunks(800, 416), 2);
-  EXPECT_EQ(kernels::DecodeChunkLength(800, 1, 4), 128);  // 8 wanted: 100 each, raised to the minimum
-  EXPECT_EQ(kernels::DecodeChunks(800, 128), 7);
-  EXPECT_EQ(kernels::DecodeChunkLength(100, 8, 2), 128);
-  EXPECT_EQ(kernels::DecodeChunks(100, 128), 1);
-  EXPECT_EQ(kernels::DecodeChunks(0, 128), 1);
-}
-
-// The decode kernels over stored entries against the float64 reference
-// (kernels/ref) over the same entries dequantized, with log-weights (one
-// entry with none), for every storage type: the split decode (chunks
-// merged), and AttendOne with a tap (its probabilities too).
-TEST(KvWriteType, DecodeKernelsEqualTheFloat64Reference) {
-  const int d = 64, G = 3;
-  std::mt19937 rng(5);
-  std::normal_distribution<float> nd;
-  std::vector<float> q(G * d);
-  for (float& x : q) x = nd(rng);
-  for (int n : {1, 700, 2 * kernels::kDecodeChunk + 300}) {
-    for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0}) {
-      kv::HeadStore h(d, t);
-      std::vector<float> k(d), v(d);
-      for (int j = 0; j < n; ++j) {
-        for (float& x : k) x = nd(rng);
-        for (float& x : v) x = nd(rng);
-        h.Append(k.data(), v.data(), j, j % 7 == 0 ? -1.5f : 0.f);
-      }
-      if (n > 1) h.set_logw(n / 2, -INFINITY);  // an entry with no weight
-      std::vector<std::vector<float>> keys(n, std::vector<float>(d)), values(n, std::vector<float>(d));
-      std::vector<float> logw(n);
-      for (int j = 0; j < n; ++j) h.ReadKey(j, keys[j].data()), h.ReadValue(j, values[j].data()), logw[j] = h.logw(j);
-      std::vector<std::vector<double>> ref(G), ref_p(G);
-      for (int g = 0; g < G; ++g)
-        ref[g] = kernels::ref::Attend(std::vector<float>(q.begin() + g * d, q.begin() + (g + 1) * d), keys, values,
-                                      logw, 0.125, &ref_p[g]);
-      const int L = kernels::DecodeChunkLength(n, 3, 2);
-      const int C = kernels::DecodeChunks(n, L);
-      std::vector<float> outs(static_cast<size_t>(C) * G * d), mls(static_cast<size_t>(C) * G * 2), out(G * d);
-      for (int c = 0; c < C; ++c)
-        kernels::AttendChunk(h.View(), c, L, q.data(), G, 0.125f, &outs[static_cast<size_t>(c) * G * d],
-                             &mls[static_cast<size_t>(c) * G * 2]);
-      kernels::MergeChunks(outs.data(), mls.data(), C, G, d, out.data());
-      std::vector<float> one(G * d), scratch(static_cast<size_t>(G) * n);
-      int tiles = 0;
-      kernels::TileObserver obs = [&](const kernels::ProbTile& tile) {
-        ++tiles;
-        for (int g = 0; g < G; ++g)
-          for (int j = 0; j < n; ++j) ASSERT_NEAR(tile.Row(0, g)[j], ref_p[g][j], 1e-6) << n << " g" << g << " j" << j;
-      };
-      kernels::AttendOne(h.View(), q.data(), G, 0.125f, one.data(), scratch.data(), &obs);
-      EXPECT_EQ(tiles, 1);
-      for (int g = 0; g < G; ++g)
-        for (int i = 0; i < d; ++i) {
-          const double want = ref[g][i], tol = 2e-5 + 2e-5 * std::fabs(want);
-          ASSERT_NEAR(out[g * d + i], want, tol) << "split, n " << n << " type " << static_cast<int>(t) << " " << i;
-          ASSERT_NEAR(one[g * d + i], want, tol) << "one, n " << n << " type " << static_cast<int>(t) << " " << i;
-        }
-    }
-  }
 }
 
 }  // namespace KVTRIM_TEST_UNIQUE

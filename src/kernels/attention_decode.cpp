@@ -12,6 +12,7 @@
 #include <cmath>
 
 #include "kernels/attention_decode.h"
+#include "kernels/attention_decode_avx512.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
 
@@ -250,6 +251,7 @@ void AttendDecode(ThreadPool& pool, const std::vector<KvView>& heads, const floa
 void AttendChunk(const KvView& kv, int c, int L, const float* q, int G, float scale, float* out, float* ml) {
   const int j0 = c * L, n = std::min(L, kv.n - j0);
   const KvView sub = SubView(kv, j0, n);
+  if (DecodeAvx512Active() && DecodeChunkAvx512(sub, q, G, scale, out, ml)) return;
 #ifdef KVTRIM_BUILD_AVX2_FMA
   if (DecodeAvx2(sub, q, G, scale, out, ml)) return;
 #endif

@@ -1,0 +1,26 @@
+// The AVX-512 decode chunk kernel (attention_decode_avx512.cpp), chosen at
+// run time by AttendChunk where the CPU has AVX-512 (and KVTRIM_KERNELS
+// does not ask for less).
+#pragma once
+
+#include "kernels/attention.h"
+
+namespace kvtrim::kernels {
+
+// True where the CPU and the build have the kernel (AVX-512 F/BW/VL/VNNI
+// and Sleef's exp) and KVTRIM_KERNELS (or SetKernelPath) has not asked for
+// a lower path.
+bool DecodeAvx512Active();
+// True where DecodeChunkAvx512 multiplies keys of this type and head size
+// in int8 by the query quantized per block of 32 (scale amax / 127, codes
+// rounded to nearest, the scale kept in f32): q8_0 and q4_0 with d 64, 128
+// or 256 on an AVX512-VNNI build. The scores are then those of that query.
+bool DecodeQueryInt8(GgmlType type, int d);
+// One decode step over every entry of kv, as AttendChunk documents it (out
+// [G, d] normalized over kv, ml [G * 2] the score maxima and softmax sums).
+// False (nothing written) for what it does not handle: a type other than
+// F32, F16, Q8_0 or Q4_0, d not a multiple of 32 or above 256, G above 16,
+// or f32 tail rows.
+bool DecodeChunkAvx512(const KvView& kv, const float* q, int G, float scale, float* out, float* ml);
+
+}  // namespace kvtrim::kernels
