@@ -56,10 +56,12 @@ void BM_AttendOne(benchmark::State& st) {
 BENCHMARK(BM_AttendOne)->ArgsProduct({{1024, 8192}, {0, 1, 8, 2}});
 
 // The same step as decode runs it for quantized entries (one thread here):
-// chunks (DecodeChunkLength for 3 heads on 2 threads), tiles dequantized once,
-// the chunks merged. Args as BM_AttendOne.
+// chunks (DecodeChunkLength for 3 heads on 2 threads), the chunks merged
+// (the AVX-512 kernel where the CPU has it; KVTRIM_KERNELS=avx2 for the
+// AVX2 one). Args: entries, KV type as BM_AttendOne, query heads per KV
+// head (3 SmolLM2-135M, 7 Qwen2.5-0.5B).
 void BM_AttendChunks(benchmark::State& st) {
-  const int n = static_cast<int>(st.range(0)), d = 64, G = 3;
+  const int n = static_cast<int>(st.range(0)), d = 64, G = static_cast<int>(st.range(2));
   auto type = static_cast<GgmlType>(st.range(1));
   kv::HeadStore h(d, type);
   for (int j = 0; j < n; ++j) h.Append(Rand(d, j).data(), Rand(d, j + 7).data(), j, 0.f);
@@ -73,7 +75,38 @@ void BM_AttendChunks(benchmark::State& st) {
   }
   st.SetBytesProcessed(st.iterations() * static_cast<int64_t>(2 * n * h.row_bytes()));
 }
-BENCHMARK(BM_AttendChunks)->ArgsProduct({{1024, 8192}, {0, 1, 8, 2}});
+BENCHMARK(BM_AttendChunks)->ArgsProduct({{1024, 8192}, {0, 1, 8, 2}, {3, 7}});
+
+// The same step over heads read from memory, not from the caches, as a
+// decode at depth reads them: 90 heads (SmolLM2's 30 layers x 3 KV heads)
+// of n entries each, one after the other (at 8192 entries q8_0, 200 MB).
+// Args as BM_AttendOne; one thread.
+void BM_AttendChunksFromMemory(benchmark::State& st) {
+  const int n = static_cast<int>(st.range(0)), d = 64, G = 3, heads = 90;
+  auto type = static_cast<GgmlType>(st.range(1));
+  std::vector<kv::HeadStore> hs;
+  hs.reserve(heads);
+  auto k = Rand(d, 1), v = Rand(d, 2);
+  for (int h = 0; h < heads; ++h) {
+    hs.emplace_back(d, type);
+    for (int j = 0; j < n; ++j) {
+      k[j % d] += 0.5f, v[(j + h) % d] -= 0.5f;  // rows differ without an RNG call each
+      hs.back().Append(k.data(), v.data(), j, 0.f);
+    }
+  }
+  auto q = Rand(G * d, 3);
+  const int L = DecodeChunkLength(n, 3, 2), C = DecodeChunks(n, L);
+  std::vector<float> out(G * d), outs(static_cast<size_t>(C) * G * d), mls(static_cast<size_t>(C) * G * 2);
+  for (auto _ : st) {
+    for (const kv::HeadStore& h : hs) {
+      for (int c = 0; c < C; ++c) AttendChunk(h.View(), c, L, q.data(), G, 0.17f, &outs[c * G * d], &mls[c * G * 2]);
+      MergeChunks(outs.data(), mls.data(), C, G, d, out.data());
+      benchmark::DoNotOptimize(out.data());
+    }
+  }
+  st.SetBytesProcessed(st.iterations() * static_cast<int64_t>(heads) * 2 * n * hs[0].row_bytes());
+}
+BENCHMARK(BM_AttendChunksFromMemory)->ArgsProduct({{4096}, {1, 8, 2}})->Unit(benchmark::kMillisecond);
 
 // A [768 x 256] weight matrix (needle's FFN shape) times T tokens on one
 // thread. Args: type, T, path (0 scalar, 1 AVX2, 2 AVX-512; 3 = the float path
