@@ -19,7 +19,7 @@ bool DecodeQueryInt8(GgmlType type, int d);
 // One decode step over every entry of kv, as AttendChunk documents it (out
 // [G, d] normalized over kv, ml [G * 2] the score maxima and softmax sums).
 // False (nothing written) for what it does not handle: a type other than
-// F32, F16, Q8_0 or Q4_0, d not a multiple of 32 or above 256, G above 16,
+// F32, F16, Q8_0 or Q4_0, d other than 32, 64, 96, 128 or 256, G above 16,
 // or f32 tail rows.
 bool DecodeChunkAvx512(const KvView& kv, const float* q, int G, float scale, float* out, float* ml);
 
