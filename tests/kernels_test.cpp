@@ -9,6 +9,7 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
+#include "kernels/row_ops.h"
 #include "kernels/ref/attention_ref.h"
 #include "kernels/ref/quant_ref.h"
 #include "kv/cache.h"
@@ -79,8 +80,29 @@ TEST_P(QuantKernels, DotDequantAxpyMatchReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, QuantKernels,
-                         ::testing::Combine(::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0),
+                         ::testing::Combine(::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0,
+                                                              GgmlType::BF16),
                                             ::testing::Values(8, 32, 64, 96, 256, 1000)));
+
+// The row table (row_ops.h): the types only read (weights) have no
+// quantizer, and QuantizeRow leaves their rows as they were; a type with no
+// entry dequantizes to nothing and dots to 0, never reading the row.
+TEST(Quant, RowTableWritesOnlyTheStoredTypes) {
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0})
+    EXPECT_NE(RowOpsOf(t).quantize, nullptr) << static_cast<int>(t);
+  for (GgmlType t : {GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
+                     GgmlType::Q5_K, GgmlType::Q6_K}) {
+    EXPECT_EQ(RowOpsOf(t).quantize, nullptr) << static_cast<int>(t);
+    std::vector<uint8_t> row(RowBytesPadded(t, 256), 0xAB);
+    std::vector<float> x(256, 1.f);
+    QuantizeRow(t, x.data(), row.data(), 256);
+    for (uint8_t b : row) ASSERT_EQ(b, 0xAB) << static_cast<int>(t);
+  }
+  std::vector<float> out(4, 7.f), x(4, 1.f);
+  DequantRow(static_cast<GgmlType>(4), nullptr, out.data(), 4);  // 4: a retired ggml type
+  for (float v : out) EXPECT_EQ(v, 7.f);
+  EXPECT_EQ(DotRow(static_cast<GgmlType>(4), nullptr, x.data(), 4), 0.f);
+}
 
 TEST(MatMul, GemmAndGemvAgreeWithScalar) {
   std::mt19937 rng(3);

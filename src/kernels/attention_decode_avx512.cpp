@@ -81,6 +81,17 @@ constexpr int TileEntries() {
   return NK <= 4 ? 64 : NK <= 8 ? 32 : 16;
 }
 
+// From part [g][e][16] (the lane products of w entries with each query
+// head) to s [g][16]: the lanes summed, times scale, plus the log-weights
+// (entries from w on: -inf).
+inline void FinishScores16(const KvView& kv, int j0, int w, int G, __m512 vscale, float* part, float* s, int ld) {
+  for (int g = 0; g < G; ++g)
+    for (int r = w; r < 16; ++r) _mm512_store_ps(part + (g * 16 + r) * 16, _mm512_setzero_ps());
+  const __mmask16 valid = static_cast<__mmask16>(w >= 16 ? 0xFFFF : (1u << w) - 1);
+  const __m512 b = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), valid, kv.logw + j0);
+  for (int g = 0; g < G; ++g) _mm512_store_ps(s + g * ld, _mm512_fmadd_ps(Reduce16(part + g * 256), vscale, b));
+}
+
 // s [g][16]: the scores of entries [j0, j0 + 16) of the tile for every
 // query head (entries from w on: -inf), b their log-weights. Two keys at a
 // time where the registers hold both (twice the FMA chains in flight).
@@ -119,11 +130,7 @@ void Scores16(const KvView& kv, int j0, int w, const float* q, int G, __m512 vsc
       _mm512_store_ps(part + (g * 16 + e) * 16, acc);
     }
   }
-  for (int g = 0; g < G; ++g)
-    for (int r = w; r < 16; ++r) _mm512_store_ps(part + (g * 16 + r) * 16, _mm512_setzero_ps());
-  const __mmask16 valid = static_cast<__mmask16>(w >= 16 ? 0xFFFF : (1u << w) - 1);
-  const __m512 b = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), valid, kv.logw + j0);
-  for (int g = 0; g < G; ++g) _mm512_store_ps(s + g * ld, _mm512_fmadd_ps(Reduce16(part + g * 256), vscale, b));
+  FinishScores16(kv, j0, w, G, vscale, part, s, ld);
 }
 
 #ifdef __AVX512VNNI__
@@ -203,11 +210,7 @@ void Scores16Int8(const KvView& kv, int j0, int w, const QueryInt8& Q, int G, __
       _mm512_store_ps(part + (g * 16 + e) * 16, acc);
     }
   }
-  for (int g = 0; g < G; ++g)
-    for (int r = w; r < 16; ++r) _mm512_store_ps(part + (g * 16 + r) * 16, _mm512_setzero_ps());
-  const __mmask16 valid = static_cast<__mmask16>(w >= 16 ? 0xFFFF : (1u << w) - 1);
-  const __m512 b = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), valid, kv.logw + j0);
-  for (int g = 0; g < G; ++g) _mm512_store_ps(s + g * ld, _mm512_fmadd_ps(Reduce16(part + g * 256), vscale, b));
+  FinishScores16(kv, j0, w, G, vscale, part, s, ld);
 }
 #endif
 

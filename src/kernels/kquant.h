@@ -1,7 +1,8 @@
 // Block dequantizers for the ggml types Q4_1, Q5_0, Q5_1 (32 elements) and the
 // K-quants Q2_K..Q6_K (256 elements): one block into a float buffer. Used by
-// DequantRow/DotRow/AxpyRow in quant.cpp (decode dots one block at a time from a
-// stack buffer; prefill dequantizes row blocks for the GEMM).
+// the row table (row_ops.cpp, behind DequantRow, DotRow and AxpyRow: decode
+// dots one block at a time from a stack buffer; prefill dequantizes row
+// blocks for the GEMM).
 #pragma once
 #include <cstddef>
 #include <cstdint>

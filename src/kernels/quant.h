@@ -1,5 +1,7 @@
 // Row kernels over ggml block formats: dequantize, dot with a float vector,
-// axpy, quantize. Every kernel has a scalar twin in kernels/ref/ used by tests.
+// axpy, quantize, each looking the type up once in the per-type table
+// (row_ops.h, where the kernels are). Every kernel has a scalar twin in
+// kernels/ref/ used by tests.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -19,8 +21,8 @@ size_t RowBytesPadded(GgmlType t, int n);
 
 void DequantRow(GgmlType t, const void* row, float* out, int n);
 // n_rows consecutive rows (row_bytes apart) into out [n_rows, n]: DequantRow
-// per row, with the type's dispatch hoisted out of the loop for F16,
-// Q8_0 and Q4_0 (a tile of KV entries: kernels/attention_decode.cpp).
+// per row, with the type's dispatch hoisted out of the row loop (a tile of
+// KV entries: kernels/attention_decode.cpp).
 void DequantRows(GgmlType t, const uint8_t* rows, size_t row_bytes, int n_rows, float* out, int n);
 float DotRow(GgmlType t, const void* row, const float* x, int n);
 // y += a * row
