@@ -1,9 +1,10 @@
 // Decode attention over entries stored in another type than f32, in one
 // home: each KV head's entries cut into chunks, the (head, chunk) pairs
 // shared by the threads (SmolLM2's 3 KV heads would leave one of 2 threads
-// idle a third of the time), a chunk's tiles of entries dequantized once
-// and scored by hand-written AVX2 (attention_decode.cpp), the chunks of a
-// head merged by their score maxima and softmax sums. The f32 cache and
+// idle a third of the time), a chunk computed by the AVX-512 kernel
+// (attention_decode_avx512.h) or the AVX2 one (attention_decode.cpp: tiles
+// of entries dequantized once), the chunks of a head merged by their score
+// maxima and softmax sums. The f32 cache and
 // taps keep AttendOne (attention.h), the reference kernel.
 #pragma once
 #include <vector>
@@ -29,9 +30,11 @@ int DecodeChunkLength(int n_max, int n_heads, int threads);
 // Chunks of length L that cover n entries: ceil(n / L), at least 1.
 int DecodeChunks(int n, int L);
 // One decode step over chunk c of length L of a head (the entries of
-// SubView(kv, c * L, ...)), attention_decode.cpp: an online softmax over
-// tiles of 32 entries dequantized once (AVX2; elsewhere AttendCausalMl with
-// T = 1), so out [G, d] is normalized over the chunk and ml [G * 2] holds
+// SubView(kv, c * L, ...)): an online softmax over tiles of entries (the
+// AVX-512 kernel where DecodeAvx512Active, else tiles of 32 dequantized once
+// on AVX2, else AttendCausalMl with T = 1; q8_0/q4_0 keys in int8 against
+// the quantized query where DecodeQueryInt8), so out [G, d] is normalized
+// over the chunk and ml [G * 2] holds
 // each row's score max and softmax sum. Writes no probabilities (a tap
 // needs AttendOne).
 void AttendChunk(const KvView& kv, int c, int L, const float* q, int G, float scale, float* out, float* ml);

@@ -1,15 +1,15 @@
 // The AVX-512 decode chunk kernel (attention_decode_avx512.cpp), chosen at
-// run time by AttendChunk where the CPU has AVX-512 (and KVTRIM_KERNELS
-// does not ask for less).
+// run time by AttendChunk in builds for an AVX-512 CPU (and when
+// KVTRIM_KERNELS does not ask for less).
 #pragma once
 
 #include "kernels/attention.h"
 
 namespace kvtrim::kernels {
 
-// True where the CPU and the build have the kernel (AVX-512 F/BW/VL/VNNI
-// and Sleef's exp) and KVTRIM_KERNELS (or SetKernelPath) has not asked for
-// a lower path.
+// True where the build has the kernel (it targets AVX-512 BW and F16C, as
+// -march=native does on such a CPU, and has Sleef's exp) and KVTRIM_KERNELS
+// (or SetKernelPath) has not asked for a lower path.
 bool DecodeAvx512Active();
 // True where DecodeChunkAvx512 multiplies keys of this type and head size
 // in int8 by the query quantized per block of 32 (scale amax / 127, codes
