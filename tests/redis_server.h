@@ -17,7 +17,6 @@
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 
-
 namespace kvtrim::server::test_redis {
 
 // A free loopback port (bound, read, released).

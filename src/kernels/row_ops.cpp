@@ -42,28 +42,43 @@ inline __m256 I8Lane(__m256i v, int k) {  // k-th group of 8 int8 of a 32-byte v
   if (k & 1) h = _mm_srli_si128(h, 8);
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(h));
 }
-// One vector step of a row's dequantization: 8 f16 values, one Q8_0 block
-// (34 bytes), one Q4_0 block (18 bytes) into floats.
+// One vector step of an f16 row's dequantization: 8 values into floats.
 inline void F16x8Avx2(const uint8_t* p, float* out) {
   _mm256_storeu_ps(out, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
-inline void Q80BlockAvx2(const uint8_t* blk, float* out) {
-  const __m256 d = _mm256_set1_ps(F16ToF32(Load16(blk)));
-  for (int k = 0; k < 4; ++k) _mm256_storeu_ps(out + 8 * k, _mm256_mul_ps(d, I8x8(blk + 2 + 8 * k)));
-}
-inline void Q40BlockAvx2(const uint8_t* blk, float* out) {
-  const __m256 d = _mm256_set1_ps(F16ToF32(Load16(blk)));
-  const __m256i q = Q4Unpack(blk + 2);
-  for (int k = 0; k < 4; ++k) _mm256_storeu_ps(out + 8 * k, _mm256_mul_ps(d, I8Lane(q, k)));
-}
 #endif
 
-// Scalar value of element j of a quantized block (tails and padded rows).
-inline float Q80At(const uint8_t* blk, int j) { return F16ToF32(Load16(blk)) * static_cast<int8_t>(blk[2 + j]); }
-inline float Q40At(const uint8_t* blk, int j) {
-  int q = j < 16 ? (blk[2 + j] & 0xF) : (blk[2 + j - 16] >> 4);
-  return F16ToF32(Load16(blk)) * (q - 8);
-}
+// The 32-value block types the KV is stored in, Q8_0 (34 bytes: f16 scale,
+// 32 int8 codes) and Q4_0 (18 bytes: f16 scale, value j in the low nibble of
+// byte j, j + 16 in its high one, offset 8): a block's bytes, its element j
+// (tails and padded rows), and (AVX2) its 32 codes as four vectors of 8
+// floats, unscaled. Dequantization and the dot are written once for both.
+template <GgmlType T>
+struct Block32;
+template <>
+struct Block32<GgmlType::Q8_0> {
+  static constexpr int kBytes = 34;
+  static float At(const uint8_t* blk, int j) { return F16ToF32(Load16(blk)) * static_cast<int8_t>(blk[2 + j]); }
+#ifdef KVTRIM_BUILD_AVX2_F16C
+  static void Codes(const uint8_t* blk, __m256* c) {
+    for (int k = 0; k < 4; ++k) c[k] = I8x8(blk + 2 + 8 * k);
+  }
+#endif
+};
+template <>
+struct Block32<GgmlType::Q4_0> {
+  static constexpr int kBytes = 18;
+  static float At(const uint8_t* blk, int j) {
+    int q = j < 16 ? (blk[2 + j] & 0xF) : (blk[2 + j - 16] >> 4);
+    return F16ToF32(Load16(blk)) * (q - 8);
+  }
+#ifdef KVTRIM_BUILD_AVX2_F16C
+  static void Codes(const uint8_t* blk, __m256* c) {
+    const __m256i q = Q4Unpack(blk + 2);
+    for (int k = 0; k < 4; ++k) c[k] = I8Lane(q, k);
+  }
+#endif
+};
 
 // ---- F32
 
@@ -142,44 +157,56 @@ void QuantizeBf16(const float* x, uint8_t* p, int n) {
   }
 }
 
-// ---- Q8_0
+// ---- Q8_0 and Q4_0: dequantization and the dot (Block32)
 
-inline void DequantQ80Inline(const uint8_t* p, float* out, int n) {
+template <GgmlType T>
+inline void DequantB32Inline(const uint8_t* p, float* out, int n) {
+  using B = Block32<T>;
   int b = 0;
 #ifdef KVTRIM_BUILD_AVX2_F16C
-  for (; (b + 1) * kQK <= n; ++b) Q80BlockAvx2(p + 34 * b, out + b * kQK);
+  for (; (b + 1) * kQK <= n; ++b) {
+    const uint8_t* blk = p + B::kBytes * b;
+    const __m256 d = _mm256_set1_ps(F16ToF32(Load16(blk)));
+    __m256 c[4];
+    B::Codes(blk, c);
+    for (int k = 0; k < 4; ++k) _mm256_storeu_ps(out + b * kQK + 8 * k, _mm256_mul_ps(d, c[k]));
+  }
 #endif
   for (; b * kQK < n; ++b) {
-    const uint8_t* blk = p + 34 * b;
-    float d = F16ToF32(Load16(blk));
+    const uint8_t* blk = p + B::kBytes * b;
     int m = std::min(kQK, n - b * kQK);
-    for (int j = 0; j < m; ++j) out[b * kQK + j] = d * static_cast<int8_t>(blk[2 + j]);
+    for (int j = 0; j < m; ++j) out[b * kQK + j] = B::At(blk, j);
   }
 }
-void DequantQ80(const uint8_t* p, float* out, int n) { DequantQ80Inline(p, out, n); }
+template <GgmlType T>
+void DequantB32(const uint8_t* p, float* out, int n) { DequantB32Inline<T>(p, out, n); }
 
-float DotQ80(const uint8_t* p, const float* x, int n) {
+template <GgmlType T>
+float DotB32(const uint8_t* p, const float* x, int n) {
+  using B = Block32<T>;
 #ifdef KVTRIM_BUILD_AVX2_F16C
   __m256 acc0 = _mm256_setzero_ps();
   int b = 0;
   for (; (b + 1) * kQK <= n; ++b) {
-    const uint8_t* blk = p + 34 * b;
+    const uint8_t* blk = p + B::kBytes * b;
     const float* xb = x + b * kQK;
-    __m256 bs = _mm256_mul_ps(I8x8(blk + 2), _mm256_loadu_ps(xb));
-    bs = _mm256_fmadd_ps(I8x8(blk + 10), _mm256_loadu_ps(xb + 8), bs);
-    bs = _mm256_fmadd_ps(I8x8(blk + 18), _mm256_loadu_ps(xb + 16), bs);
-    bs = _mm256_fmadd_ps(I8x8(blk + 26), _mm256_loadu_ps(xb + 24), bs);
+    __m256 c[4];
+    B::Codes(blk, c);
+    __m256 bs = _mm256_mul_ps(c[0], _mm256_loadu_ps(xb));
+    for (int k = 1; k < 4; ++k) bs = _mm256_fmadd_ps(c[k], _mm256_loadu_ps(xb + 8 * k), bs);
     acc0 = _mm256_fmadd_ps(_mm256_set1_ps(F16ToF32(Load16(blk))), bs, acc0);
   }
   float s = Hsum8(acc0);
-  for (int j = b * kQK; j < n; ++j) s += Q80At(p + 34 * b, j - b * kQK) * x[j];
+  for (int j = b * kQK; j < n; ++j) s += B::At(p + B::kBytes * b, j - b * kQK) * x[j];
   return s;
 #else
   float s = 0.f;
-  for (int i = 0; i < n; ++i) s += Q80At(p + 34 * (i / kQK), i % kQK) * x[i];
+  for (int i = 0; i < n; ++i) s += B::At(p + B::kBytes * (i / kQK), i % kQK) * x[i];
   return s;
 #endif
 }
+
+// ---- Q8_0 and Q4_0: quantization (ggml rounding)
 
 void QuantizeQ80(const float* x, uint8_t* p, int n) {
   for (int b = 0; b * kQK < n; ++b) {
@@ -195,45 +222,6 @@ void QuantizeQ80(const float* x, uint8_t* p, int n) {
       blk[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::lround(v)));
     }
   }
-}
-
-// ---- Q4_0
-
-inline void DequantQ40Inline(const uint8_t* p, float* out, int n) {
-  int b = 0;
-#ifdef KVTRIM_BUILD_AVX2_F16C
-  for (; (b + 1) * kQK <= n; ++b) Q40BlockAvx2(p + 18 * b, out + b * kQK);
-#endif
-  for (; b * kQK < n; ++b) {
-    const uint8_t* blk = p + 18 * b;
-    int m = std::min(kQK, n - b * kQK);
-    for (int j = 0; j < m; ++j) out[b * kQK + j] = Q40At(blk, j);
-  }
-}
-void DequantQ40(const uint8_t* p, float* out, int n) { DequantQ40Inline(p, out, n); }
-
-float DotQ40(const uint8_t* p, const float* x, int n) {
-#ifdef KVTRIM_BUILD_AVX2_F16C
-  __m256 acc0 = _mm256_setzero_ps();
-  int b = 0;
-  for (; (b + 1) * kQK <= n; ++b) {
-    const uint8_t* blk = p + 18 * b;
-    const float* xb = x + b * kQK;
-    __m256i q = Q4Unpack(blk + 2);
-    __m256 bs = _mm256_mul_ps(I8Lane(q, 0), _mm256_loadu_ps(xb));
-    bs = _mm256_fmadd_ps(I8Lane(q, 1), _mm256_loadu_ps(xb + 8), bs);
-    bs = _mm256_fmadd_ps(I8Lane(q, 2), _mm256_loadu_ps(xb + 16), bs);
-    bs = _mm256_fmadd_ps(I8Lane(q, 3), _mm256_loadu_ps(xb + 24), bs);
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(F16ToF32(Load16(blk))), bs, acc0);
-  }
-  float s = Hsum8(acc0);
-  for (int j = b * kQK; j < n; ++j) s += Q40At(p + 18 * b, j - b * kQK) * x[j];
-  return s;
-#else
-  float s = 0.f;
-  for (int i = 0; i < n; ++i) s += Q40At(p + 18 * (i / kQK), i % kQK) * x[i];
-  return s;
-#endif
 }
 
 void QuantizeQ40(const float* x, uint8_t* p, int n) {
@@ -317,8 +305,10 @@ constexpr RowOps BlockOps() {
 constexpr RowOps kF32{DequantF32, DequantRowsOf<DequantF32>, DotF32, QuantizeF32};
 constexpr RowOps kF16{DequantF16, DequantRowsOf<DequantF16Inline>, DotF16, QuantizeF16};
 constexpr RowOps kBf16{DequantBf16, DequantRowsOf<DequantBf16>, DotBf16, QuantizeBf16};
-constexpr RowOps kQ80{DequantQ80, DequantRowsOf<DequantQ80Inline>, DotQ80, QuantizeQ80};
-constexpr RowOps kQ40{DequantQ40, DequantRowsOf<DequantQ40Inline>, DotQ40, QuantizeQ40};
+constexpr RowOps kQ80{DequantB32<GgmlType::Q8_0>, DequantRowsOf<DequantB32Inline<GgmlType::Q8_0>>,
+                      DotB32<GgmlType::Q8_0>, QuantizeQ80};
+constexpr RowOps kQ40{DequantB32<GgmlType::Q4_0>, DequantRowsOf<DequantB32Inline<GgmlType::Q4_0>>,
+                      DotB32<GgmlType::Q4_0>, QuantizeQ40};
 constexpr RowOps kQ41 = BlockOps<GgmlType::Q4_1>(), kQ50 = BlockOps<GgmlType::Q5_0>(),
                  kQ51 = BlockOps<GgmlType::Q5_1>(), kQ2K = BlockOps<GgmlType::Q2_K>(),
                  kQ3K = BlockOps<GgmlType::Q3_K>(), kQ4K = BlockOps<GgmlType::Q4_K>(),
