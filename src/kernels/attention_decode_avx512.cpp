@@ -147,6 +147,14 @@ struct QueryInt8 {
   alignas(64) float qscale[kMaxG16][4][16];
 };
 
+// The calling thread's quantized query: one for every instantiation of
+// the kernel (a thread_local inside the template would be one per type and
+// head size, each in every thread's static TLS).
+QueryInt8& ThreadQuery() {
+  thread_local QueryInt8 q;
+  return q;
+}
+
 template <GgmlType T>
 void QuantizeQuery(const float* q, int G, int d, QueryInt8& Q) {
   constexpr int offset = T == GgmlType::Q8_0 ? 128 : 8;
@@ -275,9 +283,11 @@ void DecodeTiles(const KvView& kv, const float* q, int G, float scale, float* ou
   std::fill(out, out + G * d, 0.f);
   const __m512 vscale = _mm512_set1_ps(scale);
 #ifdef __AVX512VNNI__
-  thread_local QueryInt8 qbuf;
-  QueryInt8* qi = &qbuf;
-  if constexpr (kInt8) QuantizeQuery<T>(q, G, d, *qi);
+  QueryInt8* qi = nullptr;
+  if constexpr (kInt8) {
+    qi = &ThreadQuery();
+    QuantizeQuery<T>(q, G, d, *qi);
+  }
 #endif
   for (int j0 = 0; j0 < kv.n; j0 += kT) {
     const int w = std::min(kT, kv.n - j0), nv = (w + 15) / 16;
