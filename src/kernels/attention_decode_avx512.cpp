@@ -348,7 +348,8 @@ bool DecodeOfType(const KvView& kv, const float* q, int G, float scale, float* o
 
 bool DecodeQueryInt8(GgmlType type, int d) {
 #if defined(KVTRIM_DECODE_AVX512) && defined(__AVX512VNNI__)
-  return DecodeAvx512Active() && (type == GgmlType::Q8_0 || type == GgmlType::Q4_0) && d % 64 == 0 &&
+  // the head sizes DecodeOfType's int8 switch takes
+  return DecodeAvx512Active() && (type == GgmlType::Q8_0 || type == GgmlType::Q4_0) &&
          (d == 64 || d == 128 || d == 256);
 #else
   (void)type, (void)d;
