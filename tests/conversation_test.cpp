@@ -2,10 +2,12 @@
 // text against the whole transcript formatted at once; a full-cache
 // conversation answering each turn exactly as one session fed the whole
 // transcript; a budgeted one never holding more than budget + the turn's
-// tokens; a saved one continuing where it stopped; policies it refuses.
+// tokens; a saved one continuing where it stopped; Attention Matching
+// compacting each turn once, the newest held whole; policies it refuses.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "chat_templates.h"
@@ -228,18 +230,120 @@ TEST_F(ConversationTest, KvzipRepeatsEachTurnOnly) {
   EXPECT_GT(c->session().tokens().size(), 4 * 16u);  // the budget did bind
 }
 
-TEST_F(ConversationTest, RefusesPoliciesThatRepeatTheWholeContext) {
-  for (const char* p : {"kvzip-am", "am"}) {
-    SessionOptions so;
-    so.kv.policy = p;
-    so.kv.ratio = 0.5;
-    auto c = Conversation::Create(engine(), so);
-    ASSERT_FALSE(c.ok()) << p;
-    EXPECT_NE(c.error().message.find("reference pass"), std::string::npos) << c.error().message;
+// A head's entries before logical position `to`: positions, log-weights,
+// keys and values as read back (the entries a later turn must not touch).
+struct Entries {
+  std::vector<int32_t> pos;
+  std::vector<float> logw, kv;
+  bool operator==(const Entries&) const = default;
+};
+Entries Before(const kv::HeadStore& h, size_t to) {
+  Entries e;
+  std::vector<float> row(static_cast<size_t>(h.head_dim()));
+  for (int i = 0; i < h.size() && static_cast<size_t>(h.pos(i)) < to; ++i) {
+    e.pos.push_back(h.pos(i));
+    e.logw.push_back(h.logw(i));
+    h.ReadKey(i, row.data());
+    e.kv.insert(e.kv.end(), row.begin(), row.end());
+    h.ReadValue(i, row.data());
+    e.kv.insert(e.kv.end(), row.begin(), row.end());
   }
-  auto c = Make(KvOptions{});
+  return e;
+}
+
+int64_t Counter(const Conversation& c, const std::string& name) {
+  for (const auto& [k, v] : c.session().impl().compressor().counters())
+    if (k == name) return v;
+  return 0;
+}
+
+TEST_F(ConversationTest, AmCompactsEachTurnOnceHoldingTheNewest) {
+  // Attention Matching lags a turn: a turn's prompt is held whole while it
+  // is answered; the next turn's pass repeats that prompt and its answer
+  // (nothing else: the BOS never, the first turn nothing) and compacts them
+  // to their share, ceil(r c) entries for the c tokens before the newest
+  // turn in all (a rounding entry per turn at most above it); what an
+  // earlier turn compacted is never touched again, bit for bit.
+  KvOptions kv;
+  kv.policy = "am";
+  kv.ratio = 0.25;
+  auto c = Make(kv);
   ASSERT_TRUE(c);
-  EXPECT_FALSE(c->TurnTokens({}).ok());
+  const auto& cfg = engine().impl().config();
+  std::vector<Entries> kept(static_cast<size_t>(cfg.n_layer) * cfg.n_head_kv);
+  size_t prev_first = 0;
+  for (int turn = 0; turn < 5; ++turn) {
+    const int64_t r0 = Counter(*c, "ref-pass-tokens");
+    const std::vector<ChatMessage> added{{"user", kTurns[turn % 4]}};
+    auto t = c->TurnTokens(added);
+    ASSERT_TRUE(t.ok());
+    const size_t first = c->session().tokens().size();  // the turn's first token
+    ASSERT_TRUE(c->BeginTurn(added, t.value()).ok());
+    const size_t end = c->session().tokens().size();
+    EXPECT_EQ(Counter(*c, "ref-pass-tokens") - r0, turn == 0 ? 0 : static_cast<int64_t>(first - std::max<size_t>(prev_first, 1)))
+        << "turn " << turn;
+    for (int l = 0; l < cfg.n_layer; ++l)
+      for (int h = 0; h < cfg.n_head_kv; ++h) {
+        const kv::HeadStore& hs = c->session().impl().cache().head(l, h);
+        const Entries now = Before(hs, first);
+        const int compacted = static_cast<int>(now.pos.size());
+        ASSERT_EQ(static_cast<size_t>(hs.size() - compacted), end - first) << "turn " << turn;  // held whole
+        for (int i = compacted; i < hs.size(); ++i) EXPECT_EQ(static_cast<size_t>(hs.pos(i)), first + (i - compacted));
+        EXPECT_LE(compacted, static_cast<int>(std::ceil(0.25 * first)) + turn) << "turn " << turn;
+        if (turn > 0) {
+          EXPECT_GT(compacted, 0) << "turn " << turn;
+        }
+        Entries& was = kept[static_cast<size_t>(l) * cfg.n_head_kv + h];
+        EXPECT_TRUE(Before(hs, prev_first) == was) << "layer " << l << " head " << h << " turn " << turn;
+        was = now;
+      }
+    prev_first = first;
+    std::vector<int> a = Greedy(c->session(), 6);
+    c->EndTurn(engine().impl().tokenizer().Decode(a), a);
+  }
+}
+
+TEST_F(ConversationTest, SavedAmConversationContinuesAsInMemory) {
+  // Where the held turn begins is saved with the conversation: a loaded one
+  // compacts the same entries at its next turn as the one kept in memory,
+  // and answers the same.
+  KvOptions kv;
+  kv.policy = "am";
+  kv.ratio = 0.25;
+  auto a = Make(kv);
+  ASSERT_TRUE(a);
+  Turn(*a, kTurns[0], 12);
+  Turn(*a, kTurns[1], 12);
+  auto b = Conversation::Load(engine(), a->Bytes(), "saved", SessionOptions{});
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  EXPECT_EQ(b.value()->session().compressed_to(), a->session().compressed_to());
+  EXPECT_GT(a->session().compressed_to(), 0u);
+  EXPECT_EQ(Turn(*b.value(), kTurns[2], 12), Turn(*a, kTurns[2], 12));
+  const auto& cfg = engine().impl().config();
+  for (int l = 0; l < cfg.n_layer; ++l)
+    for (int h = 0; h < cfg.n_head_kv; ++h)
+      EXPECT_EQ(b.value()->session().impl().cache().head(l, h).positions(),
+                a->session().impl().cache().head(l, h).positions())
+          << "layer " << l << " head " << h;
+}
+
+TEST_F(ConversationTest, RefusesPoliciesThatRepeatTheWholeContext) {
+  SessionOptions so;
+  so.kv.policy = "kvzip-am";
+  so.kv.ratio = 0.5;
+  auto c = Conversation::Create(engine(), so);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("reference pass"), std::string::npos) << c.error().message;
+  // am compacts each turn once: a ratio, never a token budget.
+  so.kv.policy = "am";
+  EXPECT_TRUE(Conversation::Create(engine(), so).ok());
+  so.kv.budget_tokens = 64;
+  auto b = Conversation::Create(engine(), so);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.error().message.find("--kv-ratio"), std::string::npos) << b.error().message;
+  auto f = Make(KvOptions{});
+  ASSERT_TRUE(f);
+  EXPECT_FALSE(f->TurnTokens({}).ok());
 }
 
 }  // namespace KVTRIM_TEST_UNIQUE

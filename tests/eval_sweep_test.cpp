@@ -85,13 +85,14 @@ TEST(EvalSweep, MultiTurnRunsEveryMethodAsAConversation) {
   // niah-multiturn: each method runs the conversation compressed turn by
   // turn (its KV at the question about r of the full cache's), the full
   // cache at ratio 1 exactly as a conversation with no policy; a method that
-  // repeats the whole context (am) is a cell saying why it is not run
-  // (kvzip repeats each turn only: it runs), and a ratio razor cannot reach
-  // one saying so.
+  // repeats the whole context (kvzip-am) is a cell saying why it is not run
+  // (kvzip repeats each turn only, am each turn once, a turn late: they run;
+  // am holds the question's turn whole, above r), and a ratio razor cannot
+  // reach one saying so.
   auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
   ASSERT_TRUE(e);
   SweepOptions o = Small();
-  o.methods = {"full", "snapkv", "keydiff", "kvzip", "am", "razor"};
+  o.methods = {"full", "snapkv", "keydiff", "kvzip", "am", "kvzip-am", "razor"};
   o.ratios = {0.5};
   o.tasks = {TaskKind::kMultiTurn};
   o.fidelity = o.fidelity_decode = false;
@@ -99,7 +100,7 @@ TEST(EvalSweep, MultiTurnRunsEveryMethodAsAConversation) {
   o.task.turns = 4;
   auto rep = RunSweep(*e, o);
   ASSERT_TRUE(rep.ok()) << rep.error().message;
-  ASSERT_EQ(rep->cells.size(), 6u);
+  ASSERT_EQ(rep->cells.size(), 7u);
   double full_bytes = 0;
   for (const Cell& c : rep->cells) {
     EXPECT_EQ(c.task, "niah-multiturn");
@@ -108,6 +109,10 @@ TEST(EvalSweep, MultiTurnRunsEveryMethodAsAConversation) {
   ASSERT_GT(full_bytes, 0);
   for (const Cell& c : rep->cells) {
     if (c.method == "am") {
+      EXPECT_EQ(c.n, 2) << c.note;
+      EXPECT_GT(c.kv_bytes / full_bytes, 0.5);  // r of the turns before the question, and the question's whole
+      EXPECT_LT(c.kv_bytes / full_bytes, 0.8);
+    } else if (c.method == "kvzip-am") {
       EXPECT_EQ(c.n, 0);
       EXPECT_NE(c.note.find("reference pass"), std::string::npos) << c.note;
     } else if (c.method == "razor") {

@@ -305,8 +305,10 @@ TEST_F(ConversationApiTest, ErrorsNameTheProblem) {
   Say(c, "e", "Hello.", 2, {{"kv", "snapkv"}, {"kv_budget", 40}});
   json r = Say(c, "e", "Again.", 2, {{"kv", "h2o"}}, 400);  // its KV options are fixed
   EXPECT_NE(r["error"]["message"].get<std::string>().find("existing conversation"), std::string::npos);
-  r = Say(c, "f", "Hello.", 2, {{"kv", "am"}, {"kv_ratio", 0.5}}, 400);
+  r = Say(c, "f", "Hello.", 2, {{"kv", "kvzip-am"}, {"kv_ratio", 0.5}}, 400);
   EXPECT_NE(r["error"]["message"].get<std::string>().find("reference pass"), std::string::npos);
+  r = Say(c, "f", "Hello.", 2, {{"kv", "am"}, {"kv_budget", 40}}, 400);  // am: a ratio, not a token budget
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("--kv-ratio"), std::string::npos);
   Say(c, "bad id!", "Hello.", 2, json::object(), 400);
   Say(c, "g", "Hello.", 2, {{"context_id", "ctx-1"}}, 400);
   EXPECT_EQ(c.Get("/v1/conversations/nobody")->status, 404);

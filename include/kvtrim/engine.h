@@ -1,5 +1,6 @@
 // Public API: load a model (Engine), run a sequence on it (Session).
 #pragma once
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -149,6 +150,15 @@ class Session {
   // Starts peak_kv_bytes() afresh from the bytes held now (a conversation's
   // peak per turn).
   void ResetPeak();
+  // A conversation's session: with a policy that lags a turn
+  // (kv::ReferencePass::turn_lag, Attention Matching) each prompt is held
+  // whole through Compress() and compacted at the next one, so a turn is
+  // answered from its own words. compressed_to() is where the held tokens
+  // begin (tokens_ before it were compressed, or passed over by a turn-local
+  // reference pass); a conversation saves it and restores it on load.
+  void set_hold_newest_turn(bool on) { hold_newest_ = on; }
+  size_t compressed_to() const { return passed_to_; }
+  void set_compressed_to(size_t n) { passed_to_ = std::min(n, tokens_.size()); }
   // The library's inside: the cache, its compressor, the thread pool it runs
   // on (src/engine/engine_impl.h; opaque here).
   struct Impl;
@@ -192,6 +202,7 @@ class Session {
   // later prefill's pass starts here, not at the first token. 0 on a fork or
   // a loaded context (its policy carries no scores): the whole context again.
   size_t passed_to_ = 0;
+  bool hold_newest_ = false;  // set_hold_newest_turn
   // Reference passes already run on this session's state, shared with its
   // forks: a fork that compresses before changing anything reuses the pass
   // another fork ran (an eval runs one pass per context, not per ratio).

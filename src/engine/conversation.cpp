@@ -27,16 +27,30 @@ Status CheckPolicy(const Session& s) {
     return MakeError("policy '" + c.options().policy +
                      "' runs a reference pass over the whole context whenever it compresses, and a conversation "
                      "compresses after every turn: the pass would repeat the whole conversation each turn (use "
-                     "kvzip, whose pass repeats each turn only, or a policy without one: snapkv, h2o, tova, ...)");
+                     "am or kvzip, whose passes repeat each turn only, or a policy without one: snapkv, h2o, "
+                     "tova, ...)");
+  // A lagging policy compacts each turn once, to its share of the budget,
+  // and never revisits it: only a ratio gives every turn a share that stays
+  // its share as the conversation grows (a token budget's would shrink).
+  if (rp.turn_lag && c.options().budget_tokens > 0)
+    return MakeError("policy '" + c.options().policy +
+                     "' compacts each turn once to its share of the budget and never revisits it: in a "
+                     "conversation give it a ratio (--kv-ratio, or kv_ratio in a request), not a token budget");
   return {};
 }
 
+bool LagsATurn(const Session& s) { return s.impl().compressor().policy().traits().reference_pass.turn_lag; }
+
 json NoteJson(const std::vector<ChatMessage>& messages, const std::vector<int>& pending, int turns, size_t fed,
-              size_t peak) {
+              size_t peak, const Session& s) {
   json m = json::array();
   for (const auto& x : messages) m.push_back({{"role", x.role}, {"content", x.content}});
-  return json{{"kind", "kvtrim conversation"}, {"messages", m}, {"pending", pending}, {"turns", turns},
-              {"fed_before_answer", fed}, {"kv_bytes_peak", peak}};
+  json j{{"kind", "kvtrim conversation"}, {"messages", m}, {"pending", pending}, {"turns", turns},
+         {"fed_before_answer", fed}, {"kv_bytes_peak", peak}};
+  // A lagging policy's held turn: where it begins (its entries are not yet
+  // compacted; the next turn compacts from there, as it would have in memory).
+  if (LagsATurn(s)) j["compressed_to"] = s.compressed_to();
+  return j;
 }
 
 }  // namespace
@@ -63,6 +77,7 @@ Expected<std::unique_ptr<Conversation>> Conversation::Create(const Engine& engin
   std::unique_ptr<Conversation> c(new Conversation());
   c->engine_ = &engine;
   c->session_ = std::move(s.value());
+  c->session_->set_hold_newest_turn(true);
   return c;
 }
 
@@ -88,6 +103,7 @@ Expected<std::unique_ptr<Conversation>> Conversation::FromSession(const Engine& 
     return fail("not a conversation (its note is not one)");
   std::unique_ptr<Conversation> c(new Conversation());
   c->engine_ = &engine;
+  size_t compressed_to = 0;
   try {
     for (const auto& m : note.at("messages"))
       c->messages_.push_back({m.at("role").get<std::string>(), m.at("content").get<std::string>()});
@@ -95,15 +111,18 @@ Expected<std::unique_ptr<Conversation>> Conversation::FromSession(const Engine& 
     c->turns_ = note.at("turns").get<int>();
     c->fed_before_answer_ = note.at("fed_before_answer").get<size_t>();
     c->peak_ = note.value("kv_bytes_peak", size_t{0});
+    compressed_to = note.value("compressed_to", size_t{0});
   } catch (const json::exception& e) {
     return fail(std::string("its conversation note is malformed: ") + e.what());
   }
   const int vocab = engine.impl().tokenizer().vocab_size();
   for (int t : c->pending_)
     if (t < 0 || t >= vocab) return fail("a pending token id is outside the vocabulary");
-  if (c->turns_ < 0 || c->fed_before_answer_ > s->tokens().size())
+  if (c->turns_ < 0 || c->fed_before_answer_ > s->tokens().size() || compressed_to > s->tokens().size())
     return fail("its conversation note does not match its tokens");
   c->session_ = std::move(s);
+  c->session_->set_hold_newest_turn(true);
+  if (LagsATurn(*c->session_)) c->session_->set_compressed_to(compressed_to);
   KVTRIM_RETURN_IF_ERROR(CheckPolicy(*c->session_));
   return c;
 }
@@ -163,7 +182,7 @@ void Conversation::EndTurn(const std::string& answer, const std::vector<int>& sa
 }
 
 void Conversation::NoteOnSession() const {
-  session_->set_context_note(NoteJson(messages_, pending_, turns_, fed_before_answer_, peak_).dump());
+  session_->set_context_note(NoteJson(messages_, pending_, turns_, fed_before_answer_, peak_, *session_).dump());
 }
 
 std::string Conversation::Bytes() const {

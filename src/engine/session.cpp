@@ -263,13 +263,33 @@ Status Session::Prefill(const std::vector<int>& tokens) {
   pass_from_ = pass_to_ = 0;  // one chunk: a reference pass repeats every token, as ever
   // A turn-local pass after an earlier compression: only what came since
   // (the answer decoded and this prompt), the entries kept keeping their scores.
-  const bool turn_local = impl_->compressor_->policy().traits().reference_pass.turn_local && passed_to_ > 0;
+  // In a conversation a lagging policy holds this prompt's last chunk whole
+  // (set_hold_newest_turn): its pass and compression stop where that chunk begins.
+  const kv::ReferencePass& rp = impl_->compressor_->policy().traits().reference_pass;
+  const bool lag = hold_newest_ && rp.turn_lag;
+  const bool turn_local = rp.turn_local && (passed_to_ > 0 || lag);
   const size_t from0 = turn_local ? std::min(passed_to_, first) : first;  // the first chunk's pass starts here
   if (turn_local) pass_from_ = from0, pass_to_ = tokens_.size();
+  // The reference queries are this prompt's and its pass's: the last answer's
+  // decode queries go (a conversation loaded from its store has none: it
+  // compacts as the one kept in memory would).
+  if (lag) impl_->compressor_->stats().DropPrefillQK();
   for (size_t c0 = 0; c0 < tokens.size(); c0 += chunk) {
     const size_t n = std::min(chunk, tokens.size() - c0);
+    const bool last = c0 + n == tokens.size();
     if (chunk < tokens.size()) pass_from_ = c0 == 0 ? from0 : first + c0, pass_to_ = first + c0 + n;  // chunked: its chunk only
-    impl_->compressor_->BeginChunk(position() + static_cast<int64_t>(n), c0 == 0, chunk < tokens.size() ? position() : -1);
+    // The chunk's first position (PolicyContext::chunk_from): a turn-local
+    // policy's first chunk starts where the last compression stopped (Attention
+    // Matching compacts only what came since, its earlier entries kept).
+    const int64_t chunk_from = c0 == 0 && turn_local ? static_cast<int64_t>(from0)
+                               : chunk < tokens.size() ? position()
+                                                       : -1;
+    const int64_t hold_from = lag && last ? static_cast<int64_t>(first + c0) : -1;
+    if (lag && last) {  // the pass repeats what comes before the held chunk (nothing: an empty range, not 0 = all)
+      pass_to_ = first + c0;
+      if (pass_to_ <= pass_from_) pass_from_ = pass_to_ = tokens_.size();
+    }
+    impl_->compressor_->BeginChunk(position() + static_cast<int64_t>(n), c0 == 0, chunk_from, hold_from);
     KVTRIM_RETURN_IF_ERROR(ForwardPrompt(tokens.data() + c0, n));
     if (c0 + n == tokens.size()) break;  // the last chunk: Compress() takes it
     if (impl_->compressor_->policy().traits().prefill_time) KVTRIM_RETURN_IF_ERROR(RunReferencePass());

@@ -339,6 +339,7 @@ Status Compressor::CompressHead(KvCache& cache, int layer, int h, Phase phase, i
   PolicyContext ctx = Context(cache, layer, h, phase);
   ctx.budget = budget;
   if (phase == Phase::kPrefill && chunk_from_ >= 0) ctx.chunk_from = chunk_from_, ctx.budget_len = budget_len;
+  if (phase == Phase::kPrefill) ctx.hold_from = hold_from_;
   Plan plan = policy_->Compress(ctx);
   if (plan.noop) return {};
   KVTRIM_RETURN_IF_ERROR(ValidatePlan(plan, hs.size(), hs.head_dim()));
@@ -416,8 +417,9 @@ Status Compressor::CompressLayers(KvCache& cache, int l0, int l1, int64_t n_budg
   return {};
 }
 
-void Compressor::BeginChunk(int64_t chunk_end, bool first, int64_t chunk_from) {
+void Compressor::BeginChunk(int64_t chunk_end, bool first, int64_t chunk_from, int64_t hold_from) {
   chunk_from_ = chunk_from;
+  hold_from_ = hold_from;
   stats_->SetPromptEnd(chunk_end);
   if (!first) stats_->StartChunk();
 }
@@ -452,7 +454,7 @@ Status Compressor::CompressChunk(KvCache& cache, int64_t prompt_end, kernels::Th
 
 void Compressor::FinishPrefill(KvCache& cache) {
   auto t0 = std::chrono::steady_clock::now();
-  chunk_from_ = -1;
+  chunk_from_ = hold_from_ = -1;
   stats_->DropPrefillQK();
   cache.Convert(quant_, rotate_);  // evict first, then quantize what stays
   compress_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

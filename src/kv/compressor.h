@@ -129,7 +129,8 @@ class Compressor {
   // chunk_from: the chunk's first logical position when the prompt is
   // prefilled in more than one chunk, -1 for a single chunk
   // (PolicyContext::chunk_from, until FinishPrefill).
-  void BeginChunk(int64_t chunk_end, bool first, int64_t chunk_from = -1);
+  // hold_from: the first logical position held whole (PolicyContext::hold_from).
+  void BeginChunk(int64_t chunk_end, bool first, int64_t chunk_from = -1, int64_t hold_from = -1);
   // After every chunk of a chunked prefill but the last: each head over its
   // budget for the whole prompt (logical length prompt_end) is brought back
   // within it (Policy::EndChunk on every head first), then the chunk's
@@ -201,6 +202,7 @@ class Compressor {
   int64_t ref_pass_tokens_ = 0;
   std::atomic<int64_t> evicted_{0};
   int64_t chunk_from_ = -1;  // BeginChunk's, -1 outside a prefill in several chunks
+  int64_t hold_from_ = -1;   // BeginChunk's, -1 but in a conversation's turn
 };
 
 }  // namespace kvtrim::kv

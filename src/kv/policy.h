@@ -71,6 +71,10 @@ struct PolicyContext {
   // the budget (Attention Matching) reads them.
   int64_t chunk_from = -1;
   int64_t budget_len = 0;
+  // A conversation's newest turn, held whole until the next compression
+  // (ReferencePass::turn_lag): entries at logical positions >= hold_from are
+  // kept as they are and the budget is for the positions before it; -1: none.
+  int64_t hold_from = -1;
 };
 
 // What prefill-time compression is asked to reach, for policies that plan
@@ -107,6 +111,13 @@ struct ReferencePass {
   // the passes before (KVzip's carried scores), so what an earlier pass
   // repeated need not be repeated again.
   bool turn_local = false;
+  // With turn_local, in a conversation (Session::set_hold_newest_turn): a
+  // turn's own tokens are held whole while it is answered, and repeated and
+  // compressed with the next turn (PolicyContext::hold_from). For a policy
+  // whose compressed entries serve the reference queries, not the next
+  // token's local context (Attention Matching: the turn being answered,
+  // compacted, loses the words the answer continues from).
+  bool turn_lag = false;
 };
 
 // Per-entry scores of one head (--head-budget adaptive, KVzip's shared budget).

@@ -40,6 +40,11 @@ PolicyTraits AmTraits(const Params& p) {
   t.reference_pass.past_context = p.at("am-repeat-past-ctx") >= 0.5;
   t.reference_pass.on_policy = repeat && onpolicy;
   t.reference_pass.repeat_chunk = static_cast<int>(p.at("am-pass-chunk"));
+  // After a first compression (a conversation's next turn, a continued
+  // session) only what came since is repeated and compacted, to its share;
+  // the entries compacted before stay as they are (as a prompt's chunks).
+  t.reference_pass.turn_local = repeat && !onpolicy;
+  t.reference_pass.turn_lag = t.reference_pass.turn_local;  // a compacted turn would answer from fitted values
   t.stream_blocker = repeat && onpolicy ? "--am-onpolicy re-runs the repeat pass layer by layer over the whole context"
                                         : "";
   return t;
@@ -47,23 +52,27 @@ PolicyTraits AmTraits(const Params& p) {
 
 }  // namespace
 
-// The entries this call compacts and how many they keep. One-shot: every
-// entry, to the head's budget. A prompt prefilled in chunks: the entries of
-// the chunk being compressed (positions >= chunk_from, the last ones held),
-// to the chunk's share of the budget, ceil(B c1 / N) - ceil(B c0 / N) for the
-// chunk [c0, c1) of a prompt ending at N; the entries compacted with the
-// chunks before stay as they are (METHODS.md section 4's chunked compaction,
-// each chunk with its own reference queries).
+// The entries this call compacts, [from, to), and how many they keep.
+// One-shot: every entry, to the head's budget. A prompt prefilled in chunks:
+// the entries of the chunk being compressed (positions >= chunk_from, the
+// last ones held), to the chunk's share of the budget, ceil(B c1 / N) -
+// ceil(B c0 / N) for the chunk [c0, c1) of a prompt ending at N; the entries
+// compacted with the chunks before stay as they are (METHODS.md section 4's
+// chunked compaction, each chunk with its own reference queries). In a
+// conversation the newest turn (positions >= hold_from) is held whole: c1 is
+// where it starts, and it is compacted with the next turn.
 struct CompactRange {
-  int from = 0, t = 0;
+  int from = 0, to = 0, t = 0;
 };
 
 CompactRange RangeToCompact(const PolicyContext& ctx) {
-  if (ctx.chunk_from < 0 || ctx.budget_len <= 0) return {0, ctx.budget};
+  const int to = AmHoldStart(ctx);
+  if (ctx.chunk_from < 0 || ctx.budget_len <= 0) return {0, to, ctx.budget};
   auto share = [&](int64_t c) {
     return static_cast<int>(std::ceil(static_cast<double>(ctx.budget) * std::min(c, ctx.budget_len) / ctx.budget_len - 1e-9));
   };
-  return {AmChunkStart(ctx), std::max(0, share(ctx.logical_len) - share(ctx.chunk_from))};
+  const int64_t c1 = ctx.hold_from >= 0 ? std::min(ctx.hold_from, ctx.logical_len) : ctx.logical_len;
+  return {std::min(AmChunkStart(ctx), to), to, std::max(0, share(c1) - share(ctx.chunk_from))};
 }
 
 Plan AmPolicy::Compress(const PolicyContext& ctx) {
@@ -71,7 +80,7 @@ Plan AmPolicy::Compress(const PolicyContext& ctx) {
   const int n = s.size();
   if (ctx.budget <= 0) return {};
   const CompactRange range = RangeToCompact(ctx);
-  const int span = n - range.from;
+  const int span = range.to - range.from;
   Plan plan;
   plan.noop = false;
   for (int i = 0; i < range.from; ++i) plan.keep.push_back(i);  // compacted with earlier chunks
@@ -87,6 +96,7 @@ Plan AmPolicy::Compress(const PolicyContext& ctx) {
     if (t <= 0) continue;
     AmCompactBlock(s, range.from + c0, range.from + c1, Q, t, *c_, nullptr, counters_.get(), &plan);
   }
+  for (int i = range.to; i < n; ++i) plan.keep.push_back(i);  // the turn held whole
   return plan;
 }
 

@@ -428,6 +428,13 @@ int AmChunkStart(const PolicyContext& ctx) {
   return from;
 }
 
+int AmHoldStart(const PolicyContext& ctx) {
+  int to = ctx.store->size();
+  if (ctx.hold_from < 0) return to;
+  while (to > 0 && ctx.store->pos(to - 1) >= ctx.hold_from) --to;
+  return to;
+}
+
 void AmCompactBlock(const HeadStore& s, int i0, int i1, const MatrixXf& Q, int t, const AmConfig& c,
                     const std::vector<double>* rank_scores, AmFitCounters* counters, Plan* plan) {
   MatrixXf K, V;

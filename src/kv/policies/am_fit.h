@@ -85,6 +85,10 @@ class AmFitCounters {
 // the last ones held) in a prompt prefilled in chunks; 0 otherwise.
 int AmChunkStart(const PolicyContext& ctx);
 
+// The first entry of a conversation's newest turn, held whole (positions >=
+// hold_from, the last ones held); the head's size without a hold.
+int AmHoldStart(const PolicyContext& ctx);
+
 // Entries [i0, i1) of the head fitted to t entries (AmFitBlock, the same
 // rank_scores, indexed from i0) and appended to the plan; the fit counted.
 void AmCompactBlock(const HeadStore& s, int i0, int i1, const Eigen::MatrixXf& Q, int t, const AmConfig& c,
