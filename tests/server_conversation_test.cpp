@@ -210,6 +210,27 @@ TEST_F(ConversationApiTest, IdleConversationsBeyondTheBoundAreReadBack) {
   std::filesystem::remove_all(dir);
 }
 
+// Without a store nothing can be set aside: at most --conversations-in-memory
+// conversations exist; one more is a 503 naming the bound, over either
+// route, while the ones held go on; deleting one makes room.
+TEST_F(ConversationApiTest, WithoutAStoreTheBoundRefusesNewConversations) {
+  ServerOptions o;
+  o.conversations_in_memory = 2;
+  TestServer ts(engine(), o);
+  auto c = ts.Client();
+  const json kv{{"kv", "snapkv"}, {"kv_budget", 40}};
+  Say(c, "a", kTurns[0], 4, kv);
+  Say(c, "b", kTurns[0], 4, kv);
+  json r = Say(c, "c", kTurns[0], 4, kv, 503);
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("--conversations-in-memory"), std::string::npos) << r.dump();
+  r = Post(c, "/v1/conversations", json{{"id", "c"}}, 503);
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("--context-store"), std::string::npos) << r.dump();
+  EXPECT_EQ(Say(c, "a", kTurns[1], 4)["kvtrim"]["conversation"]["turns"], 2);  // the ones held go on
+  EXPECT_EQ(c.Delete("/v1/conversations/b")->status, 200);
+  EXPECT_EQ(Say(c, "c", kTurns[0], 4, kv)["kvtrim"]["conversation"]["turns"], 1);
+  EXPECT_EQ(json::parse(c.Get("/v1/conversations")->body)["data"].size(), 2u);
+}
+
 TEST_F(ConversationApiTest, RedisStoppedMidRunIsA503ThenServiceResumes) {
   const std::string dir = ::testing::TempDir() + "kvtrim-conv-redis-" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);

@@ -26,7 +26,8 @@ struct ServerOptions {
   uint64_t context_store_disk_bytes = 0;  // a directory's bound (0: none), LRU
   // With a context store: at most this many conversations kept in memory,
   // the least recently used idle ones dropped (read back from the store
-  // when next named). Without one every conversation stays in memory.
+  // when next named). Without one, at most this many conversations: a new
+  // one beyond it is refused (503) until one is deleted.
   int conversations_in_memory = 64;
   int ctx = 0;              // context length of every session (0: the model's)
   size_t max_body_bytes = size_t{64} << 20;  // a request body over this is refused (413)

@@ -53,6 +53,8 @@ void ConversationStore::UseBackend(std::unique_ptr<ContextBackend> backend, Load
   in_memory_ = static_cast<size_t>(std::max(1, in_memory));
 }
 
+void ConversationStore::LimitInMemory(int in_memory) { in_memory_ = static_cast<size_t>(std::max(1, in_memory)); }
+
 size_t ConversationStore::size() {
   std::lock_guard<std::mutex> lk(mu_);
   return map_.size();
@@ -96,6 +98,11 @@ Expected<std::shared_ptr<ConversationEntry>> ConversationStore::Create(const std
   }
   KVTRIM_RETURN_IF_ERROR(CheckContextId("conversation id", id));
   if (map_.count(id)) return MakeError("conversation '" + id + "' exists");
+  if (!backend_ && in_memory_ > 0 && map_.size() >= in_memory_)
+    return MakeUnavailable(std::to_string(map_.size()) +
+                           " conversations are held in memory, the server's bound (--conversations-in-memory), and "
+                           "without a context store none can be set aside: delete one that has ended (DELETE "
+                           "/v1/conversations/ID), or run the server with --context-store to keep more");
   if (backend_) {
     auto had = backend_->Read(id);
     if (!had.ok()) return had.error();

@@ -63,6 +63,10 @@ class ConversationStore {
   // turn is stored, the least recently used ones no request holds are
   // dropped from memory (Find reads them back).
   void UseBackend(std::unique_ptr<ContextBackend> backend, Loader load, int in_memory);
+  // Without a backend nothing can be dropped: at most `in_memory`
+  // conversations exist, and Create refuses one more (kUnavailable, naming
+  // the bound and the ways out) until one is deleted.
+  void LimitInMemory(int in_memory);
   bool durable() const { return backend_ != nullptr; }
   size_t size();  // conversations in memory
 
@@ -86,7 +90,7 @@ class ConversationStore {
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<ConversationEntry>> map_;
   std::list<std::string> lru_;  // ids in map_, most recently used first
-  size_t in_memory_ = 0;        // 0: unbounded
+  size_t in_memory_ = 0;        // 0: unbounded (with a backend: kept loaded; without: in all)
   void Touch(const std::string& id);  // under mu_: to the front of lru_
   void Trim();                        // under mu_: drop idle ones beyond in_memory_
   int64_t next_id_ = 1;

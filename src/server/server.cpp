@@ -299,6 +299,8 @@ Expected<std::unique_ptr<Server>> Server::Create(const Engine& engine, const Ser
         std::move(cb.value()),
         [&im](const std::string& bytes, const std::string& name) { return im.LoadConversation(bytes, name); },
         o.conversations_in_memory);
+  } else {
+    im.convs.LimitInMemory(o.conversations_in_memory);
   }
   im.Routes();
   // Enough connection threads that every decoding and queued request has one,

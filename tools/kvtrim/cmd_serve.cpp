@@ -134,8 +134,9 @@ Command AddServe(CLI::App& app) {
       ->capture_default_str()
       ->check(NonNegative());
   sub->add_option("--conversations-in-memory", o->conversations_in_memory,
-                  "With --context-store: conversations kept in memory at most, the least recently used idle ones "
-                  "dropped and read back from the store when next named")
+                  "Conversations kept in memory at most: with --context-store the least recently used idle ones "
+                  "are dropped and read back from the store when next named; without one a new conversation "
+                  "beyond it is refused (503) until one is deleted")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   AddCtxFlag(sub, &o->ctx, "Context length of every session (0: the model's; past its trained context with RoPE "
