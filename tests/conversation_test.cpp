@@ -85,6 +85,13 @@ class ConversationTest : public ::testing::Test {
     kv.budget_tokens = budget;
     return Make(kv);
   }
+  // Attention Matching at `ratio` of the tokens seen.
+  static std::unique_ptr<Conversation> Am(double ratio) {
+    KvOptions kv;
+    kv.policy = "am";
+    kv.ratio = ratio;
+    return Make(kv);
+  }
   static std::unique_ptr<Conversation> Make(const KvOptions& kv) {
     SessionOptions so;
     so.kv = kv;
@@ -264,10 +271,7 @@ TEST_F(ConversationTest, AmCompactsEachTurnOnceHoldingTheNewest) {
   // to their share, ceil(r c) entries for the c tokens before the newest
   // turn in all (a rounding entry per turn at most above it); what an
   // earlier turn compacted is never touched again, bit for bit.
-  KvOptions kv;
-  kv.policy = "am";
-  kv.ratio = 0.25;
-  auto c = Make(kv);
+  auto c = Am(0.25);
   ASSERT_TRUE(c);
   const auto& cfg = engine().impl().config();
   std::vector<Entries> kept(static_cast<size_t>(cfg.n_layer) * cfg.n_head_kv);
@@ -307,10 +311,7 @@ TEST_F(ConversationTest, SavedAmConversationContinuesAsInMemory) {
   // Where the held turn begins is saved with the conversation: a loaded one
   // compacts the same entries at its next turn as the one kept in memory,
   // and answers the same.
-  KvOptions kv;
-  kv.policy = "am";
-  kv.ratio = 0.25;
-  auto a = Make(kv);
+  auto a = Am(0.25);
   ASSERT_TRUE(a);
   Turn(*a, kTurns[0], 12);
   Turn(*a, kTurns[1], 12);
