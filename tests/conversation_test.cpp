@@ -307,6 +307,37 @@ TEST_F(ConversationTest, AmCompactsEachTurnOnceHoldingTheNewest) {
   }
 }
 
+TEST_F(ConversationTest, AmTurnsPrefilledInChunksHoldTheirLastChunk) {
+  // With --prefill-chunk a turn's chunks but the last are compacted as they
+  // stream in (the first with what the last turn held); only the last chunk
+  // is held whole while the turn is answered.
+  KvOptions kv;
+  kv.policy = "am";
+  kv.ratio = 0.25;
+  kv.prefill_chunk = 8;
+  auto c = Make(kv);
+  ASSERT_TRUE(c);
+  const auto& cfg = engine().impl().config();
+  for (int turn = 0; turn < 4; ++turn) {
+    const std::vector<ChatMessage> added{{"user", kTurns[turn]}};
+    auto t = c->TurnTokens(added);
+    ASSERT_TRUE(t.ok());
+    const size_t first = c->session().tokens().size();
+    ASSERT_TRUE(c->BeginTurn(added, t.value()).ok());
+    const size_t end = c->session().tokens().size();
+    const size_t held_from = first + (t.value().size() - 1) / 8 * 8;  // the last chunk's first token
+    for (int l = 0; l < cfg.n_layer; ++l)
+      for (int h = 0; h < cfg.n_head_kv; ++h) {
+        const kv::HeadStore& hs = c->session().impl().cache().head(l, h);
+        const int before = static_cast<int>(Before(hs, held_from).pos.size());
+        ASSERT_EQ(static_cast<size_t>(hs.size() - before), end - held_from) << "turn " << turn;
+        EXPECT_LE(before, static_cast<int>(std::ceil(0.25 * held_from)) + 8 * (turn + 1)) << "turn " << turn;
+      }
+    std::vector<int> a = Greedy(c->session(), 6);
+    c->EndTurn(engine().impl().tokenizer().Decode(a), a);
+  }
+}
+
 TEST_F(ConversationTest, SavedAmConversationContinuesAsInMemory) {
   // Where the held turn begins is saved with the conversation: a loaded one
   // compacts the same entries at its next turn as the one kept in memory,
