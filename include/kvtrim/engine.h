@@ -1,6 +1,5 @@
 // Public API: load a model (Engine), run a sequence on it (Session).
 #pragma once
-#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -158,7 +157,7 @@ class Session {
   // reference pass); a conversation saves it and restores it on load.
   void set_hold_newest_turn(bool on) { hold_newest_ = on; }
   size_t compressed_to() const { return passed_to_; }
-  void set_compressed_to(size_t n) { passed_to_ = std::min(n, tokens_.size()); }
+  void set_compressed_to(size_t n);  // at most the tokens held
   // The library's inside: the cache, its compressor, the thread pool it runs
   // on (src/engine/engine_impl.h; opaque here).
   struct Impl;

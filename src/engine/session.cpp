@@ -250,6 +250,8 @@ Status Session::ForwardPrompt(const int* tokens, size_t count) {
   return {};
 }
 
+void Session::set_compressed_to(size_t n) { passed_to_ = std::min(n, tokens_.size()); }
+
 Status Session::Prefill(const std::vector<int>& tokens) {
   KVTRIM_RETURN_IF_ERROR(CheckRoom(tokens.size()));
   KVTRIM_RETURN_IF_ERROR(CheckTokens(tokens.data(), tokens.size()));
