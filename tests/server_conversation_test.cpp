@@ -223,6 +223,7 @@ TEST_F(ConversationApiTest, WithoutAStoreTheBoundRefusesNewConversations) {
   Say(c, "b", kTurns[0], 4, kv);
   json r = Say(c, "c", kTurns[0], 4, kv, 503);
   EXPECT_NE(r["error"]["message"].get<std::string>().find("--conversations-in-memory"), std::string::npos) << r.dump();
+  EXPECT_EQ(r["error"]["message"].get<std::string>().find("conversation store"), std::string::npos) << r.dump();
   r = Post(c, "/v1/conversations", json{{"id", "c"}}, 503);
   EXPECT_NE(r["error"]["message"].get<std::string>().find("--context-store"), std::string::npos) << r.dump();
   EXPECT_EQ(Say(c, "a", kTurns[1], 4)["kvtrim"]["conversation"]["turns"], 2);  // the ones held go on

@@ -37,7 +37,8 @@ Expected<Server::Impl::TurnPlan> Server::Impl::PlanTurn(const CompletionRequest&
     auto made = convs.Create(r.conversation, std::move(c.value()));
     if (!made.ok()) {
       auto again = convs.Find(r.conversation);  // another request created it meanwhile
-      if (!again.ok() || !again.value()) return fail(503, "conversation store: " + made.error().message);
+      if (!again.ok() || !again.value())
+        return fail(503, (convs.durable() ? "conversation store: " : "") + made.error().message);
       e = again.value();
     } else {
       e = made.value();
