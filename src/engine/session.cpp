@@ -293,7 +293,7 @@ Status Session::Prefill(const std::vector<int>& tokens) {
     }
     impl_->compressor_->BeginChunk(position() + static_cast<int64_t>(n), c0 == 0, chunk_from, hold_from);
     KVTRIM_RETURN_IF_ERROR(ForwardPrompt(tokens.data() + c0, n));
-    if (c0 + n == tokens.size()) break;  // the last chunk: Compress() takes it
+    if (last) break;  // the last chunk: Compress() takes it
     if (impl_->compressor_->policy().traits().prefill_time) KVTRIM_RETURN_IF_ERROR(RunReferencePass());
     KVTRIM_RETURN_IF_ERROR(impl_->compressor_->CompressChunk(*impl_->cache_, end, &impl_->pool(*engine_)));
     NotePeak();

@@ -421,18 +421,21 @@ void AppendFit(const AmBlockFit& f, int base, Plan* plan) {
 
 }  // namespace
 
-int AmChunkStart(const PolicyContext& ctx) {
-  if (ctx.chunk_from < 0) return 0;
-  int from = ctx.store->size();
-  while (from > 0 && ctx.store->pos(from - 1) >= ctx.chunk_from) --from;
-  return from;
+namespace {
+
+// The first entry of the head's trailing run at positions >= pos.
+int TrailingFrom(const HeadStore& s, int64_t pos) {
+  int i = s.size();
+  while (i > 0 && s.pos(i - 1) >= pos) --i;
+  return i;
 }
 
+}  // namespace
+
+int AmChunkStart(const PolicyContext& ctx) { return ctx.chunk_from < 0 ? 0 : TrailingFrom(*ctx.store, ctx.chunk_from); }
+
 int AmHoldStart(const PolicyContext& ctx) {
-  int to = ctx.store->size();
-  if (ctx.hold_from < 0) return to;
-  while (to > 0 && ctx.store->pos(to - 1) >= ctx.hold_from) --to;
-  return to;
+  return ctx.hold_from < 0 ? ctx.store->size() : TrailingFrom(*ctx.store, ctx.hold_from);
 }
 
 void AmCompactBlock(const HeadStore& s, int i0, int i1, const MatrixXf& Q, int t, const AmConfig& c,
