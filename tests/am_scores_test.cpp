@@ -2,7 +2,9 @@
 // sums: the masses, full outputs, RMS ranking scores and stored scores of a
 // block with non-zero log-weights, copies of a key and a query count that
 // is not a multiple of the pass's row block; and the attention columns the
-// fit reads against the exponentials of the stored scores.
+// fit reads against the exponentials of the stored scores; the same pass
+// with its products in bf16 against float64 sums of the rounded operands,
+// and the setting that asks for it reaching a policy.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +12,8 @@
 #include <vector>
 
 #include "head_reference.h"
+#include "kv/cache.h"
+#include "kv/compressor.h"
 #include "kv/numerics/eigen.h"
 #include "kv/policies/am_scores.h"
 
@@ -102,6 +106,63 @@ TEST(AmScores, ColumnsAreTheExponentialsOfTheStoredScores) {
     EXPECT_EQ(cols.S(u), S.col(rep[u]));
   }
   EXPECT_EQ(cols.computed(), 4);
+}
+
+// x rounded to bf16 (round to nearest even) by Eigen's type: an independent rounding.
+MatrixXf RoundBf16(const MatrixXf& x) {
+  return x.unaryExpr([](float v) { return static_cast<float>(Eigen::bfloat16(v)); });
+}
+
+TEST(AmScores, Bf16PassMatchesFloat64SumsOfRoundedOperands) {
+  if (!AmScoresBf16(32)) GTEST_SKIP() << "no AVX512-BF16 on this CPU: the scores stay f32";
+  // The scores are the float64 products of the rounded queries and keys (a
+  // product of two bf16 numbers is exact in float; 32 of them summed in
+  // float); the masses, ranking and shifts follow from those scores exactly
+  // as in f32. The outputs multiply the exponentials rounded to bf16 (a
+  // relative error of at most 2^-9 each) by the rounded values: within
+  // 2^-9 max|v| of the float64 outputs of the rounded values.
+  Block b = MakeBlock();
+  const MatrixXd S = RoundBf16(b.Q).cast<double>() * RoundBf16(b.K).cast<double>().transpose();
+  MatrixXf stored(300, 70);
+  const AmScores r = AmScoresPass(b.Q, b.K, b.V, b.b0, b.of, b.nu, true, stored, true);
+  EXPECT_LT((stored.cast<double>() - S).cwiseAbs().maxCoeff(), 1e-6 * S.cwiseAbs().maxCoeff());
+  // Not the f32 products: the unrounded scores differ by far more.
+  const MatrixXd S32 = b.Q.cast<double>() * b.K.cast<double>().transpose();
+  EXPECT_GT((stored.cast<double>() - S32).cwiseAbs().maxCoeff(), 1e-4 * S32.cwiseAbs().maxCoeff());
+  b.V = RoundBf16(b.V);
+  ExpectMatches(b, S, r, 1e-4, std::ldexp(1.0, -9) * b.V.cwiseAbs().maxCoeff());
+}
+
+// A policy that records whether its context allowed bf16 products.
+class Bf16Probe : public Policy {
+ public:
+  explicit Bf16Probe(bool* seen) : seen_(seen) {}
+  Plan Compress(const PolicyContext& ctx) override {
+    *seen_ = ctx.bf16_products;
+    return Plan::Keep({0});
+  }
+
+ private:
+  bool* seen_;
+};
+
+TEST(AmScores, Bf16AttentionSettingReachesThePolicy) {
+  // `pass` (the default) and `all` allow the reference computations' bf16
+  // products, `off` keeps them f32.
+  for (const auto& [setting, want] : std::vector<std::pair<std::string, bool>>{{"pass", true}, {"all", true}, {"off", false}}) {
+    bool seen = !want;
+    KvOptions o;
+    o.ratio = 0.5;
+    o.bf16_attention = setting;
+    auto c = Compressor::CreateFor(std::make_unique<Bf16Probe>(&seen), o, 1, 1, 1, 4);
+    ASSERT_TRUE(c.ok()) << c.error().message;
+    KvCache cache(1, 1, 4);
+    const std::vector<float> row(4, 0.5f);
+    for (int i = 0; i < 4; ++i) cache.head(0, 0).Append(row.data(), row.data(), i, 0.f);
+    cache.AdvanceLogical(4);
+    ASSERT_TRUE(c.value()->CompressPrefill(cache).ok());
+    EXPECT_EQ(seen, want) << setting;
+  }
 }
 
 }  // namespace

@@ -162,7 +162,10 @@ Expected<std::unique_ptr<Compressor>> Compressor::CreateFor(std::unique_ptr<Poli
   auto rot = RotatesKv(o, q.value());
   if (!rot.ok()) return rot.error();
   std::unique_ptr<Compressor> c(new Compressor());
+  auto tiles = Bf16TilesOf(o);
+  if (!tiles.ok()) return tiles.error();
   c->rotate_ = rot.value();
+  c->bf16_products_ = tiles.value().pass;
   c->o_ = o;
   c->policy_ = std::move(policy);
 #if !defined(NDEBUG) || defined(KVTRIM_CHECK_FINITE)
@@ -273,6 +276,7 @@ PolicyContext Compressor::Context(const KvCache& cache, int layer, int h, Phase 
   ctx.all_stats = stats_.get();
   ctx.logical_len = cache.logical_length();
   ctx.rope = &rope_;
+  ctx.bf16_products = bf16_products_;
   const size_t block = static_cast<size_t>(group_) * head_dim_ * head_dim_;
   if (out_gram_.size() == block * n_layer_ * n_head_kv_) {  // this head's G query heads are consecutive
     ctx.out_gram = out_gram_.data() + (static_cast<size_t>(layer) * n_head_kv_ + h) * block;

@@ -188,6 +188,7 @@ class Compressor {
   StatsNeeds needs_;
   GgmlType quant_ = GgmlType::F32;
   bool rotate_ = false;  // the kept entries stored rotated (RotatesKv)
+  bool bf16_products_ = false;  // Bf16TilesOf(o).pass: PolicyContext::bf16_products
   bool check_finite_ = false;
   int n_layer_ = 0, n_head_kv_ = 0, group_ = 1, head_dim_ = 0;
   double compress_s_ = 0;

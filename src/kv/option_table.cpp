@@ -89,8 +89,9 @@ const std::vector<KvOptionSpec>& KvOptionTable() {
                  "prefill_chunk"),
       PerRequest({"bf16-attention",
                   "Prefill attention's tile products (Q K^T, P V) in bf16 with f32 sums where the CPU has "
-                  "AVX512-BF16 (else f32): pass (only the reference pass of am, kvzip and kvzip-am, whose scores "
-                  "rank entries), all (the prefill too), off (f32 everywhere); decode stays f32",
+                  "AVX512-BF16 (else f32): pass (only the reference computations of am, kvzip and kvzip-am, whose "
+                  "scores rank entries: the reference pass and am's fit scores), all (the prefill too), off (f32 "
+                  "everywhere); decode stays f32",
                   &KvOptions::bf16_attention, S::kAll, -kAny, kAny, {"pass", "all", "off"}},
                  "bf16_attention"),
       {"check-finite",

@@ -75,6 +75,10 @@ struct PolicyContext {
   // (ReferencePass::turn_lag): entries at logical positions >= hold_from are
   // kept as they are and the budget is for the positions before it; -1: none.
   int64_t hold_from = -1;
+  // The reference computations' products (Attention Matching's scores) may
+  // run in bf16, as the reference pass's tiles (KvOptions::bf16_attention
+  // "pass" or "all"; the policy still checks that the CPU has them).
+  bool bf16_products = false;
 };
 
 // What prefill-time compression is asked to reach, for policies that plan

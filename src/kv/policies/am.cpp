@@ -89,12 +89,14 @@ Plan AmPolicy::Compress(const PolicyContext& ctx) {
     return plan;
   }
   const Eigen::MatrixXf Q = AmReferenceQueries(ctx, *c_);
-  for (int c0 = 0; c0 < span; c0 += c_->chunk) {  // blocks compacted independently
-    const int c1 = std::min(span, c0 + c_->chunk);
+  AmConfig c = *c_;
+  c.bf16 = ctx.bf16_products;
+  for (int c0 = 0; c0 < span; c0 += c.chunk) {  // blocks compacted independently
+    const int c1 = std::min(span, c0 + c.chunk);
     const int t = static_cast<int>(std::ceil(static_cast<double>(range.t) * c1 / span - 1e-9)) -
                   static_cast<int>(std::ceil(static_cast<double>(range.t) * c0 / span - 1e-9));
     if (t <= 0) continue;
-    AmCompactBlock(s, range.from + c0, range.from + c1, Q, t, *c_, nullptr, counters_.get(), &plan);
+    AmCompactBlock(s, range.from + c0, range.from + c1, Q, t, c, nullptr, counters_.get(), &plan);
   }
   for (int i = range.to; i < n; ++i) plan.keep.push_back(i);  // the turn held whole
   return plan;

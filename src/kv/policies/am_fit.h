@@ -36,6 +36,7 @@ struct AmConfig {
   // fits only the dropped entries' mass on top, so no pick is dropped.
   bool weight_floor = false;
   bool fit_weights = true;   // fit the log-weights (else each pick keeps its own cardinality)
+  bool bf16 = false;         // the scores' products in bf16 (AmScoresPass; PolicyContext::bf16_products)
 };
 
 // Reference queries [M, d] (float, as the cache holds them), scaled by

@@ -5,13 +5,18 @@
 // times; over blocks of kRows queries the products, exponentials and sums
 // run in the core's cache and S is written once, and only the columns the
 // fit tries (about half of them) are exponentiated again. Nothing here is
-// hand-written numerics: Eigen's GEMMs and the Sleef exp of numerics/vexp.h.
+// hand-written numerics: Eigen's GEMMs (or the reference pass's bf16 tiles)
+// and the Sleef exp of numerics/vexp.h.
 #include "kv/policies/am_scores.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
+#include <optional>
 #include <utility>
+#include <vector>
 
+#include "kernels/attention_bf16.h"
 #include "kv/numerics/vexp.h"
 
 namespace kvtrim::kv {
@@ -23,6 +28,8 @@ using Eigen::VectorXf;
 namespace {
 
 constexpr int kRows = 128;  // query rows a block: [kRows, n] floats, 1 MiB at n = 2,048
+
+using RowMatrixXf = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 // The sum over the block's rows of (W_qu / m(q))^2 per distinct key, added to *rms.
 void AddRms(const MatrixXf& E, const VectorXd& safe, const std::vector<int>& of, int nu, MatrixXf* W, VectorXf* rms) {
@@ -36,19 +43,76 @@ void AddRms(const MatrixXf& E, const VectorXd& safe, const std::vector<int>& of,
   *rms += W->colwise().squaredNorm().transpose();
 }
 
+// The products of the bf16 path (kernels/attention_bf16.h), each computed
+// transposed so that the tiles write the column-major blocks the rest of
+// the pass reads: the block's scores E^T = K Q_b^T (the keys as the tiles'
+// rows, the block's queries as their panel) and its outputs Y_b^T = V^T E^T
+// (V^T's rows against the exponentials as the panel). The keys are packed
+// once for every block; V^T's rows are rounded as the tiles read them.
+class Bf16Products {
+ public:
+  Bf16Products(const MatrixXf& K, const MatrixXf& V)
+      : n_(static_cast<int>(K.rows())), d_(static_cast<int>(K.cols())), Vt_(V.transpose()),
+        kp_(static_cast<size_t>(n_) * d_ / 2), pp_(static_cast<size_t>(d_) * ((n_ + 1) / 2)) {
+    const RowMatrixXf Kr = K;
+    kernels::PackRowsBf16(Kr.data(), n_, d_, d_, kp_.data());
+  }
+  // E [b, n] (column-major) = Q_b K^T. The tiles' panels are a multiple of
+  // 32 wide: a block of another size (the last one) is padded with zero
+  // queries, their rows dropped.
+  void Scores(const MatrixXf& Q, int i0, int b, MatrixXf* E) {
+    const int bp = Padded(b);
+    RowMatrixXf Qb = RowMatrixXf::Zero(bp, d_);
+    Qb.topRows(b) = Q.middleRows(i0, b);
+    qpanel_.resize(kernels::Bf16KeyPanelWords(bp, d_));
+    kernels::PackKeysBf16(Qb.data(), bp, d_, qpanel_.data());
+    MatrixXf& out = bp == b ? *E : pad_;
+    out.resize(bp, n_);
+    kernels::ScoresBf16(kp_.data(), n_, qpanel_.data(), bp, d_, out.data(), bp);
+    if (bp != b) *E = pad_.topRows(b);
+  }
+  // Yb [b, d] = E V, from E's exponentials [b, n].
+  void Outputs(const MatrixXf& E, MatrixXf* Yb) {
+    const int b = static_cast<int>(E.rows()), bp = Padded(b);
+    const float* e = E.data();
+    if (bp != b) {
+      pad_.setZero(bp, n_);
+      pad_.topRows(b) = E;
+      e = pad_.data();
+    }
+    epanel_.resize(kernels::Bf16ValuePanelWords(n_, bp));
+    kernels::PackValuesBf16(e, n_, bp, epanel_.data());  // E^T's rows: an entry's bp exponentials
+    Yt_.setZero(d_, bp);
+    kernels::AccumulatePvBf16(Vt_.data(), d_, n_, epanel_.data(), n_, bp, Yt_.data(), bp, pp_.data());
+    *Yb = Yt_.leftCols(b).transpose();
+  }
+
+ private:
+  static int Padded(int b) { return (b + 31) / 32 * 32; }
+  int n_, d_;
+  RowMatrixXf Vt_, Yt_;  // [d, n]; [d, b]
+  MatrixXf pad_;         // a padded block's scores or exponentials
+  std::vector<uint32_t> kp_, pp_, qpanel_, epanel_;
+};
+
 }  // namespace
 
+bool AmScoresBf16(int head_dim) { return kernels::HasBf16Tiles() && kernels::Bf16TileDim(head_dim); }
+
 AmScores AmScoresPass(const MatrixXf& Q, const MatrixXf& K, const MatrixXf& V, const VectorXd& b0,
-                      const std::vector<int>& of, int nu, bool rank, Eigen::Ref<MatrixXf> S) {
+                      const std::vector<int>& of, int nu, bool rank, Eigen::Ref<MatrixXf> S, bool bf16) {
   const int M = static_cast<int>(Q.rows()), n = static_cast<int>(K.rows());
   const bool plain_b = (b0.array() == 0.0).all();  // fresh entries (a prefill's): S + b0 is S
   const Eigen::RowVectorXf b0f = b0.cast<float>().transpose();
   AmScores r{VectorXf(M), VectorXd(M), VectorXd(M), Eigen::MatrixXd(M, V.cols()), VectorXf()};
   if (rank) r.rms = VectorXf::Zero(nu);
+  std::optional<Bf16Products> tiles;
+  if (bf16 && AmScoresBf16(static_cast<int>(K.cols()))) tiles.emplace(K, V);
   MatrixXf E, Yb, W;  // [b, n] scores then their exponentials; [b, d]; [b, nu]
   for (int i0 = 0; i0 < M; i0 += kRows) {
     const int b = std::min(kRows, M - i0);
-    E.noalias() = Q.middleRows(i0, b) * K.transpose();
+    if (tiles) tiles->Scores(Q, i0, b, &E);
+    else E.noalias() = Q.middleRows(i0, b) * K.transpose();
     S.middleRows(i0, b) = E;
     // s_q: the largest score with or without the entries' own b, so neither
     // the target nor a candidate column can overflow.
@@ -61,7 +125,8 @@ AmScores AmScoresPass(const MatrixXf& Q, const MatrixXf& K, const MatrixXf& V, c
     VectorXd m = VectorXd::Zero(b);
     for (int j = 0; j < n; ++j) m += E.col(j).cast<double>();
     const VectorXd safe = m.cwiseMax(std::numeric_limits<double>::min());
-    Yb.noalias() = E * V;
+    if (tiles) tiles->Outputs(E, &Yb);
+    else Yb.noalias() = E * V;
     r.Y.middleRows(i0, b) = Yb.cast<double>().array().colwise() / safe.array();
     r.shift_f.segment(i0, b) = sh;
     r.mass.segment(i0, b) = m;

@@ -29,9 +29,17 @@ struct AmScores {
 // [n, d], log-weights b0 [n]; of[i] the distinct key of entry i (nu of
 // them). Scores in float, sums over keys in double. The scores q.k (before
 // b0) go to S [M, n] (sized by the caller), for the columns the fit reads.
+// bf16 (where kernels::HasBf16Tiles and Bf16TileDim(d); else ignored): the
+// two products, Q K^T and the exponentials times V, in the bf16 tiles of
+// kernels/attention_bf16.h (operands rounded to bf16, f32 sums), the
+// reference pass's arithmetic; the masses, the ranking and every column the
+// fit reads come from the same stored scores, so the fit stays consistent
+// with its targets.
 AmScores AmScoresPass(const Eigen::MatrixXf& Q, const Eigen::MatrixXf& K, const Eigen::MatrixXf& V,
                       const Eigen::VectorXd& b0, const std::vector<int>& of, int nu, bool rank,
-                      Eigen::Ref<Eigen::MatrixXf> S);
+                      Eigen::Ref<Eigen::MatrixXf> S, bool bf16 = false);
+// Whether AmScoresPass(..., bf16 = true) runs its products in bf16 here.
+bool AmScoresBf16(int head_dim);
 
 // The attention columns of distinct keys, A_qu = row_scale_q exp(S_qu - s_q)
 // (float, as the pass's exponentials), from the scores S [M, n] (every

@@ -54,8 +54,10 @@ Plan KvzipAmPolicy::Select(const PolicyContext& ctx, const std::vector<double>& 
   for (int i = 0; i < from; ++i)
     if (kept_in[i]) plan.keep.push_back(i);  // fitted with its own chunk, or kept whole
   std::optional<Eigen::MatrixXf> Q;
-  for (int c0 = from; c0 < n; c0 += c_.chunk) {
-    const int c1 = std::min(n, c0 + c_.chunk);
+  AmConfig c = c_;
+  c.bf16 = ctx.bf16_products;
+  for (int c0 = from; c0 < n; c0 += c.chunk) {
+    const int c1 = std::min(n, c0 + c.chunk);
     int t = 0;
     for (int i = c0; i < c1; ++i) t += kept_in[i];
     if (t == c1 - c0 || t == 0) {  // nothing to fit: kept whole, or dropped whole
@@ -64,7 +66,7 @@ Plan KvzipAmPolicy::Select(const PolicyContext& ctx, const std::vector<double>& 
     }
     if (!Q) Q = AmReferenceQueries(ctx, c_);
     const std::vector<double> block(score.begin() + c0, score.begin() + c1);
-    AmCompactBlock(s, c0, c1, *Q, t, c_, &block, &counters_, &plan);
+    AmCompactBlock(s, c0, c1, *Q, t, c, &block, &counters_, &plan);
   }
   return plan;
 }
