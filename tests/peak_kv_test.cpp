@@ -64,6 +64,29 @@ TEST(PeakKv, AReferencePassHoldsTheCacheAndItsCopy) {
   EXPECT_LE(s->impl().cache().BytesUsed(), kHeads * 100 * kEntryBytes + kHeads * kEntryBytes);  // one shared budget
 }
 
+TEST(PeakKv, ReservedRoomTakesEveryBatchWithoutMovingTheHead) {
+  // A prompt reserves its length once (KvCache::ReserveMore); each batch's
+  // own exact reservation (Transformer::AppendAndAttend's) then finds the
+  // room: no head moves to a fresh buffer, and the capacity is what the
+  // entries use.
+  kv::KvCache c(2, 2, 8);
+  c.ReserveMore(64);
+  std::vector<const uint8_t*> at;
+  for (int l = 0; l < 2; ++l)
+    for (int h = 0; h < 2; ++h) at.push_back(c.head(l, h).key_row(0));
+  const std::vector<float> row(8, 0.25f);
+  for (int b = 0; b < 8; ++b)
+    for (int l = 0, f = 0; l < 2; ++l)
+      for (int h = 0; h < 2; ++h, ++f) {
+        kv::HeadStore& hs = c.head(l, h);
+        hs.Reserve(hs.size() + 8);
+        for (int t = 0; t < 8; ++t) hs.Append(row.data(), row.data(), 8 * b + t, 0.f);
+        EXPECT_EQ(hs.key_row(0), at[f]) << "batch " << b;
+      }
+  EXPECT_EQ(c.BytesHeld(), c.BytesUsed());
+  EXPECT_EQ(c.BytesUsed(), 4 * 64 * kEntryBytes);
+}
+
 }  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim

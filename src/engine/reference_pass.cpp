@@ -73,6 +73,7 @@ Expected<size_t> Repeat(const model::Transformer& tf, kernels::ThreadPool& pool,
   std::vector<int> size0;
   for (int l = 0; l < work.n_layer(); ++l)
     for (int h = 0; h < work.n_head_kv(); ++h) size0.push_back(work.head(l, h).size());
+  work.ReserveMore(static_cast<int>(std::min(step, again.size())));  // one allocation, rewinds keep it
   size_t peak = work.BytesHeld();
   for (size_t s0 = 0; s0 < again.size(); s0 += step) {
     if (s0 > 0) {  // rewind: the next chunk repeats right after the instruction

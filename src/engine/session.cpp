@@ -230,6 +230,7 @@ Status Session::CheckRoom(size_t n) const {
 Status Session::ForwardPrompt(const int* tokens, size_t count) {
   const auto t0 = std::chrono::steady_clock::now();
   if (impl_->compressor_->tap()) impl_->compressor_->stats().ReserveQueries(count);
+  impl_->cache_->ReserveMore(static_cast<int>(count));  // one allocation, not one per ubatch
   for (size_t i = 0; i < count; i += ubatch_) {
     int n = static_cast<int>(std::min<size_t>(ubatch_, count - i));
     if (opts_.kv.quality > 0) {  // every row's logits, for NLL(c)

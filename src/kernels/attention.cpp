@@ -15,6 +15,7 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
+#include "kernels/scratch.h"
 
 #include "kernels/targets.h"
 #if KVTRIM_BUILD_AVX2_FMA
@@ -77,6 +78,18 @@ using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMa
 using CMap = Eigen::Map<const RowMat, 0, Eigen::OuterStride<>>;
 using MMap = Eigen::Map<RowMat, 0, Eigen::OuterStride<>>;
 
+// The key (0) and value (1) panels of the bf16 tiles: this thread's, kept
+// between calls. A call (one head's block of queries) packs every tile its
+// block sees, up to the whole cache; fresh panels per call were allocated,
+// zeroed and faulted in every time (most of a one-shot 8k reference pass's
+// time went to page faults, memset and memmove). One CausalPass at a time
+// per thread uses them. Their size is bounded by the longest pass: 2 x n x
+// d bytes each.
+ScratchVector<uint32_t>& ThreadPanel(int which) {
+  thread_local ScratchVector<uint32_t> panels[2];
+  return panels[which];
+}
+
 // One head's causal pass, tiled over keys (flash-attention style, on the
 // CPU): for a block of query rows, every key tile [j0, j0 + bk) the block can
 // see is scored by a GEMM, scaled, given its log-weights and masked, and its
@@ -96,8 +109,10 @@ struct CausalPass {
   // key tile's key and value panels, packed once per call and repacked only
   // when a later block sees more of the tile (its width in k_w, v_w).
   bool bf16 = false;
-  std::vector<uint32_t> qp, pp, kp, vp;
-  std::vector<int> k_w, v_w;
+  std::vector<uint32_t> qp, pp;
+  ScratchVector<uint32_t>& kp = ThreadPanel(0);
+  ScratchVector<uint32_t>& vp = ThreadPanel(1);
+  std::vector<int> k_w, v_w;  // this call's packed widths: every tile is packed on first use
 
   // Scratch sized for blocks of up to T queries (decode: T = 1, G rows).
   CausalPass(const KvView& v, int g, int nv0, float sc, int tile, int T)
@@ -157,7 +172,7 @@ struct CausalPass {
 
   // The bf16 key (keys) or value panel of the tile at j0, at least w wide.
   const uint32_t* Panel(const uint8_t* base, const float* tail, int j0, int w, bool keys) {
-    std::vector<uint32_t>& panel = keys ? kp : vp;
+    ScratchVector<uint32_t>& panel = keys ? kp : vp;
     std::vector<int>& width = keys ? k_w : v_w;
     const size_t t = static_cast<size_t>(j0 / bk);
     const size_t words = keys ? Bf16KeyPanelWords(bk, d) : Bf16ValuePanelWords(bk, d);

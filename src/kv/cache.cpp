@@ -220,6 +220,10 @@ void KvCache::Convert(GgmlType type, bool rotated) {
   rotated_ = rotated;
 }
 
+void KvCache::ReserveMore(int tokens) {
+  for (auto& h : heads_) h.Reserve(h.size() + std::max(tokens, 0));
+}
+
 size_t KvCache::BytesHeld() const {
   size_t s = 0;
   for (const auto& h : heads_) s += h.BytesHeld();

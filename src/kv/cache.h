@@ -101,6 +101,13 @@ class KvCache {
   int64_t logical_length() const { return n_logical_; }
   void AdvanceLogical(int n) { n_logical_ += n; }
 
+  // Room for `tokens` more entries in every head, allocated at once. A
+  // prompt or a reference pass appends in batches of a ubatch, and each
+  // batch reserves exactly its own rows: without this every batch moved the
+  // whole head into a fresh buffer (a one-shot 16k pass copied and faulted
+  // in tens of gigabytes). The capacity is what the appends reach anyway.
+  void ReserveMore(int tokens);
+
   // Bytes the cache holds now, and what a full F32 cache of the logical
   // length would hold (keys + values + positions + log-weights).
   size_t BytesHeld() const;
