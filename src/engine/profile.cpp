@@ -48,6 +48,7 @@ Expected<ModelProfile> ProfileModel(const Engine& engine, const ProfileOptions& 
   kv::ProbeScorer scorer(c.n_layer, c.n_head_kv, c.group(), K);
   std::vector<float> logits;
   const int ubatch = 512;
+  cache.ReserveMore(static_cast<int>(seq.size()));  // one allocation, not one per ubatch
   for (size_t i = 0; i < seq.size(); i += ubatch) {
     const int n = static_cast<int>(std::min<size_t>(ubatch, seq.size() - i));
     KVTRIM_RETURN_IF_ERROR(engine.impl().transformer().Forward(engine.impl().pool(), cache, seq.data() + i, n, false, &logits, &scorer));

@@ -323,6 +323,7 @@ Expected<std::vector<float>> Session::ForwardAll(const std::vector<int>& tokens)
   all.reserve(tokens.size() * V);
   std::vector<float> part;
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+  impl_->cache_->ReserveMore(static_cast<int>(tokens.size()));  // one allocation, not one per ubatch
   for (size_t i = 0; i < tokens.size(); i += ubatch_) {
     int n = static_cast<int>(std::min<size_t>(ubatch_, tokens.size() - i));
     KVTRIM_RETURN_IF_ERROR(engine_->impl().transformer().Forward(impl_->pool(*engine_), *impl_->cache_, tokens.data() + i, n, true, &part,
