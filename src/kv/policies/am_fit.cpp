@@ -301,8 +301,15 @@ MatrixXf AmReferenceQueries(const PolicyContext& ctx, const AmConfig& c) {
   }
   MatrixXf Q(rows.size(), d);  // [M, d]
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  for (size_t r = 0; r < rows.size(); ++r)
-    for (int k = 0; k < d; ++k) Q(r, k) = static_cast<float>(rows[r][k] * scale);
+  // Blocks of rows, a column at a time: the column-major writes stay
+  // sequential (row by row they strode M floats each, 2% of a 135M-shape
+  // prefill's time at 4,096 queries).
+  constexpr size_t kBlock = 128;
+  for (size_t r0 = 0; r0 < rows.size(); r0 += kBlock) {
+    const size_t r1 = std::min(rows.size(), r0 + kBlock);
+    for (int k = 0; k < d; ++k)
+      for (size_t r = r0; r < r1; ++r) Q(static_cast<Eigen::Index>(r), k) = static_cast<float>(rows[r][k] * scale);
+  }
   return Q;
 }
 
