@@ -11,7 +11,7 @@ turn's peak KV bytes, prefill and decode ms. Writes DIR/turns.csv,
 DIR/summary.json and DIR/turns.png (gnuplot).
 
   python3 bench/conversation_turns.py --kvtrim build/kvtrim -m MODEL --out DIR \
-      --turns 200 --budget 2048 --policy snapkv [--store]
+      --turns 200 --budget 2048 --policy snapkv [--store] [--ctx N]
 """
 import argparse, json, os, statistics, subprocess, sys, tempfile
 
@@ -29,6 +29,8 @@ WORDS = ("river mill stone bridge lantern orchard meadow harbour signal winter c
 
 def start(a, port, log, store):
     cmd = [a.kvtrim, "serve", "-m", a.model, "--port", str(port), "-t", str(a.threads)]
+    if a.ctx:
+        cmd += ["-c", str(a.ctx)]
     if store:
         cmd += ["--context-store", store]
     return wait_healthy(subprocess.Popen(cmd, stderr=log, stdout=log), port, cmd)
@@ -49,7 +51,7 @@ def run(a, label, kv):
             r, ms = call(port, "POST", "/v1/chat/completions", body)
             c, x = r["kvtrim"]["conversation"], r["kvtrim"]
             rows.append(dict(mode=label, turn=t, wall_ms=round(ms, 2), prefill_ms=x["prefill_ms"],
-                             decode_ms=x["decode_ms"], tokens=c["tokens"], entries=c["entries"], kv_bytes=c["kv_bytes"],
+                             decode_ms=x["decode_ms"], tokens=c["tokens"], rope_position=c["rope_position"], entries=c["entries"], kv_bytes=c["kv_bytes"],
                              kv_bytes_held=c["kv_bytes_held"], kv_bytes_peak_turn=c["kv_bytes_peak_turn"],
                              kv_bytes_full=c["kv_bytes_full"], rss_kib=rss_kib(p.pid),
                              turn_tokens=r["usage"]["prompt_tokens"] + r["usage"]["completion_tokens"]))
@@ -73,6 +75,10 @@ def summarize(rows, budget_entries_per_head, heads, bytes_per_entry):
              wall_ms_min_10_on=min(walls), wall_ms_max_10_on=max(walls),
              peak_kv_max=max(r["kv_bytes_peak_turn"] for r in rows),
              tokens_last=rows[-1]["tokens"], rss_kib_first=rows[0]["rss_kib"], rss_kib_last=rows[-1]["rss_kib"])
+    if "rope_position" in rows[0]:  # re-bases: turns whose RoPE position fell
+        pos = [int(r["rope_position"]) for r in rows]
+        s["rope_position_max"] = max(pos)
+        s["rebases"] = sum(1 for a, b in zip(pos, pos[1:]) if b < a)
     if budget_entries_per_head:
         # The bound: budget + the turn's tokens per head, at the allocation's
         # growth step (max(16, n / 16) rows) above it.
@@ -117,6 +123,8 @@ def main():
     ap.add_argument("--budget", type=int, default=2048)
     ap.add_argument("--policy", default="snapkv")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--ctx", type=int, default=0,
+                    help="the server's -c: a conversation past it is re-based (docs/server.md)")
     ap.add_argument("--store", action="store_true", help="serve with a directory --context-store")
     ap.add_argument("--heads", type=int, default=0,
                     help="n_layer * n_head_kv of the model (0: the full run's entries / tokens after turn 1)")

@@ -209,6 +209,7 @@ TEST(ExpectedAttentionPolicy, EvictsTheScalarReferencesLowestScores) {
   ctx.stats = &st;
   ctx.budget = budget;
   ctx.logical_len = n;
+  ctx.rope_len = n;
   ctx.rope = &rope;
   auto pol = MakePolicy("expected-attention", {{"ea-window", 8}, {"ea-horizon", 16}, {"ea-sinks", sinks}});
   ASSERT_TRUE(pol.ok());

@@ -21,7 +21,7 @@ inline std::vector<int> KeepOf(const std::string& name, const kv::Params& p, con
   ctx.stats = st;
   ctx.all_stats = all;
   ctx.budget = budget;
-  ctx.logical_len = h.size();
+  ctx.logical_len = ctx.rope_len = h.size();
   kv::Plan plan = pol.value()->Compress(ctx);
   EXPECT_FALSE(plan.noop);
   return plan.keep;

@@ -80,6 +80,28 @@ TEST_F(ConversationApiTest, TurnsAreTheLibrarysConversation) {
   EXPECT_EQ(json::parse(g->body)["messages"].size(), 8u);
 }
 
+TEST_F(ConversationApiTest, ConversationGoesOnPastTheContextLength) {
+  // A 160-token context: every turn fits, their sum does not; the server
+  // re-bases the conversation's positions instead of answering 400.
+  ServerOptions o;
+  o.ctx = 160;
+  TestServer ts(engine(), o);
+  auto c = ts.Client();
+  json last;
+  for (int t = 0; t < 16; ++t) {
+    const json extra = t == 0 ? json{{"kv", "snapkv"}, {"kv_budget", 40}} : json::object();
+    last = Say(c, "long", kTurns[t % 3], 8, extra);
+    const json& conv = last["kvtrim"]["conversation"];
+    EXPECT_LE(conv["rope_position"].get<int64_t>(), 160) << "turn " << t;
+  }
+  const json& conv = last["kvtrim"]["conversation"];
+  EXPECT_GT(conv["tokens"].get<int64_t>(), 2 * 160);
+  EXPECT_LT(conv["rope_position"].get<int64_t>(), conv["tokens"].get<int64_t>());
+  // A turn that cannot fit even re-based: 400, naming the context length.
+  json r = Say(c, "long", "Again.", 200, json::object(), 400);
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("context length"), std::string::npos);
+}
+
 TEST_F(ConversationApiTest, TwoConversationsNeverSeeEachOthersTurns) {
   ServerOptions o;
   o.parallel = 2;

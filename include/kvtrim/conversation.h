@@ -42,8 +42,10 @@ class Conversation {
   Expected<std::vector<int>> TurnTokens(const std::vector<ChatMessage>& added) const;
   // Prefills `tokens` (TurnTokens(added)) and compresses; the answer is
   // then sampled on session(), fed back as Generate does (every sampled
-  // token but the last).
-  Status BeginTurn(const std::vector<ChatMessage>& added, const std::vector<int>& tokens);
+  // token but the last). First, when the turn and `answer_room` tokens of
+  // answer would pass the context length, the session is re-based
+  // (Session::MakeRoom), so a conversation goes on past it.
+  Status BeginTurn(const std::vector<ChatMessage>& added, const std::vector<int>& tokens, size_t answer_room = 0);
   // A scripted answer instead of a sampled one (an evaluation's dialogue):
   // its tokens are fed, then the turn ends with it.
   Status ForceAnswer(const std::string& answer);

@@ -139,6 +139,16 @@ class Session {
   const std::vector<float>& logits() const { return logits_; }
   const std::vector<int>& tokens() const { return tokens_; }  // every token appended so far
   int64_t position() const;  // logical length of the cache
+  // The next token's RoPE position: position() until a re-base, less after.
+  int64_t rope_position() const;
+  // Room for n more tokens within the context length (a conversation's
+  // next turn and its answer). When they would pass it the held entries are
+  // re-based (src/kv/rope_map.h): the newest quarter of the context keeps its
+  // distances, everything older is squashed into the quarter before it, and
+  // the keys are rotated to match, so the RoPE length falls to half the
+  // context (less when n needs more). Nothing is dropped; positions() stay
+  // token indices. An error when n alone does not fit.
+  Status MakeRoom(size_t n);
   int ctx() const { return ctx_; }
   int bos() const;
   int eos() const;

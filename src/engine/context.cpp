@@ -108,6 +108,20 @@ Status CheckIdentity(const json& have, const json& want) {
   return {};
 }
 
+// The header's `rope_map` (absent: never re-based).
+Expected<kv::RopeMap> RopeMapFromJson(const json& m, int64_t length) {
+  if (!m.contains("rope_map")) return kv::RopeMap();
+  const json& a = m.at("rope_map");
+  std::vector<kv::RopeMap::Point> pts;
+  if (!a.is_array()) return MakeError("its rope_map is not an array");
+  for (const json& p : a) {
+    if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number())
+      return MakeError("its rope_map holds a point that is not [token index, position]");
+    pts.push_back({p[0].get<double>(), p[1].get<double>()});
+  }
+  return kv::RopeMap::FromPoints(std::move(pts), length);
+}
+
 }  // namespace
 
 std::string Session::ContextBytes() const {
@@ -119,6 +133,11 @@ std::string Session::ContextBytes() const {
   img.meta["kv_type"] = TypeName(impl_->cache_->type());
   img.meta["kv_rotation"] = impl_->cache_->rotated() ? kRotationName : "none";
   img.meta["logical_length"] = impl_->cache_->logical_length();
+  if (!impl_->cache_->rope_map().identity()) {  // re-based (kv/rope_map.h): [token index, RoPE position] points
+    json pts = json::array();
+    for (const kv::RopeMap::Point& p : impl_->cache_->rope_map().points()) pts.push_back({p.x, p.y});
+    img.meta["rope_map"] = pts;
+  }
   img.meta["chosen_ratio"] = chosen_ratio_;
   if (!note_.empty()) img.meta["note"] = note_;
   img.tokens.assign(tokens_.begin(), tokens_.end());
@@ -167,9 +186,12 @@ Expected<std::unique_ptr<Session>> Session::LoadContextBytes(const Engine& engin
   if (!s.ok()) return fail(s.error().message);
   Session& ses = *s.value();
   const int64_t n = m.value("logical_length", int64_t{-1});
-  if (n < 0 || n > ses.ctx_ || static_cast<int64_t>(img->tokens.size()) != n)
+  auto rope_map = RopeMapFromJson(m, n);
+  if (!rope_map.ok()) return fail(rope_map.error().message);
+  if (n < 0 || n - rope_map->shift() > ses.ctx_ || static_cast<int64_t>(img->tokens.size()) != n)
     return fail("its " + std::to_string(img->tokens.size()) + " tokens (logical length " + std::to_string(n) +
-                ") do not fit the context length " + std::to_string(ses.ctx_));
+                ", RoPE length " + std::to_string(n - rope_map->shift()) + ") do not fit the context length " +
+                std::to_string(ses.ctx_));
   // An empty context (a conversation stored before its first turn) has no logits yet.
   if (static_cast<int>(img->logits.size()) != (n > 0 ? c.vocab : 0) && !(n == 0 && img->logits.empty()))
     return fail("its logits are not of the vocabulary's size");
@@ -188,6 +210,7 @@ Expected<std::unique_ptr<Session>> Session::LoadContextBytes(const Engine& engin
   ses.impl_->cache_ =
       std::make_unique<kv::KvCache>(c.n_layer, c.n_head_kv, c.head_dim, t.value(), rotation == kRotationName);
   ses.impl_->cache_->set_bf16_tiles(bf16);
+  ses.impl_->cache_->set_rope_map(std::move(rope_map.value()));
   if (img->row_bytes != ses.impl_->cache_->head(0, 0).row_bytes()) return fail("its rows are not of the head's size");
   KVTRIM_RETURN_IF_ERROR(ses.CheckTokens(img->tokens.data(), img->tokens.size()));
   for (size_t i = 0; i < img->heads.size(); ++i) {

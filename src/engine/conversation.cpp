@@ -152,8 +152,10 @@ Expected<std::vector<int>> Conversation::TurnTokens(const std::vector<ChatMessag
   return out;
 }
 
-Status Conversation::BeginTurn(const std::vector<ChatMessage>& added, const std::vector<int>& tokens) {
+Status Conversation::BeginTurn(const std::vector<ChatMessage>& added, const std::vector<int>& tokens,
+                               size_t answer_room) {
   if (tokens.empty()) return MakeError("a turn needs at least one token");
+  KVTRIM_RETURN_IF_ERROR(session_->MakeRoom(tokens.size() + answer_room));
   session_->ResetPeak();
   KVTRIM_RETURN_IF_ERROR(session_->Prefill(tokens));
   KVTRIM_RETURN_IF_ERROR(session_->Compress());

@@ -127,7 +127,7 @@ Status Session::RunReferencePass() {
   std::vector<int> again(tokens_.begin() + static_cast<std::ptrdiff_t>(std::min(from, to)),
                          tokens_.begin() + static_cast<std::ptrdiff_t>(to));
   // Within the model's trained context unless the policy asks for all of it.
-  const int64_t room = c.ctx - position() - static_cast<int64_t>(instr.size());
+  const int64_t room = c.ctx - rope_position() - static_cast<int64_t>(instr.size());
   if (!rp.past_context) again.resize(static_cast<size_t>(std::clamp<int64_t>(room, 0, again.size())));
   if (again.empty()) return {};
   KVTRIM_RETURN_IF_ERROR(kv::CheckTaps(rp.taps));

@@ -220,8 +220,8 @@ Status Session::CheckTokens(const int* t, size_t n) const {
 }
 
 Status Session::CheckRoom(size_t n) const {
-  if (position() + static_cast<int64_t>(n) > ctx_) {
-    return MakeError("sequence of " + std::to_string(position() + static_cast<int64_t>(n)) +
+  if (rope_position() + static_cast<int64_t>(n) > ctx_) {
+    return MakeError("sequence of " + std::to_string(rope_position() + static_cast<int64_t>(n)) +
                      " tokens exceeds the context length of " + std::to_string(ctx_));
   }
   return {};

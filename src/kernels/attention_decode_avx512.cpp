@@ -11,6 +11,19 @@
 // transpose-and-add tree, no horizontal sum per product); a tile of up to
 // 64 entries shares one softmax step a head; its values are widened once
 // into an L1 buffer that the G heads' P.V reads in f32.
+//
+// GCC 12's intrinsics write their unused pass-through operands as
+// `__m512 __Y = __Y;` (_mm512_undefined_*), and inlined here it warns
+// "'__Y' may be used uninitialized" inside avx512fintrin.h (GCC bug 105593,
+// fixed in GCC 13). The header is included first, its false positive
+// silenced, and the file is compiled alone (CMakeLists.txt), so no other
+// file's include of the header comes before this one.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
 #include "kernels/attention_decode_avx512.h"
 
 #include <algorithm>

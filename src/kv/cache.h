@@ -6,10 +6,12 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "io/ggml_types.h"
 #include "kernels/attention.h"
+#include "kv/rope_map.h"
 
 namespace kvtrim::kv {
 
@@ -100,6 +102,11 @@ class KvCache {
   // Tokens ever appended (positions of new tokens start here).
   int64_t logical_length() const { return n_logical_; }
   void AdvanceLogical(int n) { n_logical_ += n; }
+  // Where the keys sit in RoPE positions (kv/rope_map.h): the identity
+  // until a re-base; new tokens rotate at rope_length().
+  const RopeMap& rope_map() const { return rope_map_; }
+  void set_rope_map(RopeMap m) { rope_map_ = std::move(m); }
+  int64_t rope_length() const { return n_logical_ - rope_map_.shift(); }
 
   // Room for `tokens` more entries in every head, allocated at once. A
   // prompt or a reference pass appends in batches of a ubatch, and each
@@ -134,6 +141,7 @@ class KvCache {
   bool rotated_ = false;
   bool bf16_tiles_ = false;
   int64_t n_logical_ = 0;
+  RopeMap rope_map_;
   std::vector<HeadStore> heads_;
 };
 

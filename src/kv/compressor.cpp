@@ -275,6 +275,7 @@ PolicyContext Compressor::Context(const KvCache& cache, int layer, int h, Phase 
   ctx.stats = &stats_->head(layer, h);
   ctx.all_stats = stats_.get();
   ctx.logical_len = cache.logical_length();
+  ctx.rope_len = cache.rope_length();
   ctx.rope = &rope_;
   ctx.bf16_products = bf16_products_;
   const size_t block = static_cast<size_t>(group_) * head_dim_ * head_dim_;

@@ -59,6 +59,7 @@ struct PolicyContext {
   const AttentionStats* all_stats = nullptr;
   int budget = 0;                          // entries this head may keep
   int64_t logical_len = 0;
+  int64_t rope_len = 0;                    // the next token's RoPE position (logical_len until a re-base)
   const RopeSpec* rope = nullptr;          // the model's RoPE (Compressor::SetRope), may be null
   // For a policy whose reference pass asks (ReferencePass::output_weights):
   // the group's G blocks M_g = W_o,g^T W_o,g [G][hd][hd] of this head's

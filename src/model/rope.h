@@ -37,6 +37,11 @@ class Rope {
   void ApplyTable(float* x, int n_heads, int head_dim, const float* cs) const;
   // The angle of pair i at position pos.
   double Theta(int i, int pos) const;
+  // Turns n_heads rotated heads by `delta` positions (fractional allowed:
+  // the angle is linear in the position), without the cos/sin scale: a key
+  // Apply rotated at p becomes the one Apply would rotate at p + delta
+  // (a re-base, kv/rope_map.h).
+  void Turn(float* x, int n_heads, int head_dim, double delta) const;
   double mscale() const { return mscale_; }
   // YaRN's correction dims (0, 0 unless yarn).
   float corr_low() const { return corr_[0]; }

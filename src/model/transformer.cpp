@@ -215,7 +215,7 @@ Status Transformer::Forward(kernels::ThreadPool& pool, kv::KvCache& cache, const
   std::vector<float> k_pre;    // [T, Hkv*hd] pre-RoPE keys, only when a tap asks
 
   std::vector<float>& rope_cs = B.rope_cs;  // [T, rope dims] (cos, sin) of the batch's positions, for every layer
-  rope_.Table(pos0, T, &rope_cs);
+  rope_.Table(static_cast<int>(cache.rope_length()), T, &rope_cs);  // pos0 itself after no re-base (kv/rope_map.h)
 
   for (int t = 0; t < T; ++t) kernels::DequantRow(w_.tok_embd.type, w_.tok_embd.row(tokens[t]), &x[t * D], D);
 

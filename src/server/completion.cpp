@@ -31,6 +31,7 @@ struct Prepared {
   // "conversation": the turn, held from arrival until its answer is stored.
   std::shared_ptr<ConversationTurn> turn;
   std::vector<ChatMessage> added;
+  size_t answer_room = 0;  // a conversation's turn: the answer's tokens, when it must make room for them
   int slot = 0;  // the scheduler's slot it runs on (llama-server's id_slot)
 };
 
@@ -187,7 +188,7 @@ bool Prepare(Server::Impl& im, const std::string& body, Server::Impl::Api api, P
     p->prompt = std::move(plan->tokens);
     const Session& s = p->turn->entry().conv->session();
     p->kv = s.kv_options();
-    position = s.position();
+    position = s.rope_position();
   } else {
     auto kv = ResolveKv(im.o.kv, r.kv);
     if (!kv.ok()) return SendError(res, 400, kv.error().message), false;
@@ -206,7 +207,12 @@ bool Prepare(Server::Impl& im, const std::string& body, Server::Impl::Api api, P
     }
     p->req.max_tokens = static_cast<int>(im.Ctx() - held + 1);
   }
-  if (held + std::max(0, r.max_tokens - 1) > im.Ctx()) {
+  // A conversation makes room when its turn would pass the context length
+  // (Conversation::BeginTurn re-bases it): only the turn itself must fit.
+  const int64_t need = static_cast<int64_t>(p->prompt.size()) + std::max(0, r.max_tokens - 1);
+  if (p->turn && held + std::max(0, r.max_tokens - 1) > im.Ctx() && need + 2 <= im.Ctx()) {
+    p->answer_room = static_cast<size_t>(std::max(0, r.max_tokens - 1));
+  } else if (held + std::max(0, r.max_tokens - 1) > im.Ctx()) {
     SendError(res, 400, "prompt (" + std::to_string(held) + " tokens) + " + std::to_string(r.max_tokens) +
                             " generated tokens exceeds the context length " + std::to_string(im.Ctx()));
     return false;
@@ -242,7 +248,7 @@ void StoreHook(Server::Impl& im, const Prepared& p, GenerationHooks& hooks, Cach
 // A conversation's turn: its prefill is Conversation::BeginTurn.
 void TurnHook(const Prepared& p, GenerationHooks& hooks) {
   if (!p.turn) return;
-  hooks.prefill = [&p] { return p.turn->entry().conv->BeginTurn(p.added, p.prompt); };
+  hooks.prefill = [&p] { return p.turn->entry().conv->BeginTurn(p.added, p.prompt, p.answer_room); };
 }
 
 // After a conversation's turn: the answer appended and stored (an error

@@ -32,6 +32,7 @@ json ConversationJson(const std::string& id, const Conversation& c, bool with_me
          {"object", "conversation"},
          {"turns", c.turns()},
          {"tokens", s.position()},  // every token the conversation has fed, its answers included
+         {"rope_position", s.rope_position()},  // the next token's RoPE position: tokens until a re-base
          {"entries", cache.EntriesHeld()},
          {"kv_bytes", cache.BytesUsed()},
          {"kv_bytes_held", cache.BytesHeld()},

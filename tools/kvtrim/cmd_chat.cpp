@@ -2,6 +2,7 @@
 // conversation mode) whose cache the KV policy holds to its budget after
 // every turn (kvtrim::Conversation); `--save DIR` keeps it for a later
 // `kvtrim chat --save DIR`. Ctrl-C stops a generation, not the program.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -71,11 +72,11 @@ Status Turn(const Engine& e, Conversation& c, const ChatOpts& o, const std::stri
   added.push_back({"user", line});
   auto tokens = c.TurnTokens(added);
   if (!tokens.ok()) return tokens.error();
-  const int64_t room = c.session().ctx() - c.session().position() - static_cast<int64_t>(tokens.value().size());
-  if (room < 1)
-    return MakeError("the conversation has reached the context length " + std::to_string(c.session().ctx()) +
-                     " (its cache is bounded, its positions are not): start a new one");
-  KVTRIM_RETURN_IF_ERROR(c.BeginTurn(added, tokens.value()));
+  // Room for the answer too: past the context length the session is
+  // re-based first (Session::MakeRoom), at most half the context kept for it.
+  const int64_t ctx = c.session().ctx();
+  KVTRIM_RETURN_IF_ERROR(c.BeginTurn(added, tokens.value(), static_cast<size_t>(std::clamp<int64_t>(o.n, 0, ctx / 2))));
+  const int64_t room = ctx - c.session().rope_position();
   SamplingOptions sp = o.sampling;
   sp.stop_ids = EndOfTurnIds(e, DetectChatFamily(ChatTemplate(e)));
   std::vector<int> sampled;

@@ -58,7 +58,7 @@ std::vector<double> ExpectedAttentionPolicy::Scores(const PolicyContext& ctx) co
   }
   const RopeSpec rope = ctx.rope ? *ctx.rope : RopeSpec{d, 10000.0, false};
   const Eigen::MatrixXd A = numerics::RopeAverage(d, rope.rot_dims > 0 ? rope.rot_dims : d, rope.base, rope.neox,
-                                                  ctx.logical_len, horizon_);
+                                                  ctx.rope_len, horizon_);
   Eigen::VectorXd mean_att = Eigen::VectorXd::Zero(n);
   Eigen::MatrixXd Q(static_cast<Eigen::Index>(rows.size()), d);
   for (int g = 0; g < G; ++g) {
