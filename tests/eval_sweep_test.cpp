@@ -126,6 +126,37 @@ TEST(EvalSweep, MultiTurnRunsEveryMethodAsAConversation) {
   }
 }
 
+TEST(EvalSweep, MultiTurnPastItsSessionsContextIsRebased) {
+  // --conversation-ctx: the conversation's sessions read at 256 positions,
+  // its 600 tokens re-based on the way (Session::MakeRoom); one that cannot
+  // hold a single turn is the sweep's error, naming the context length.
+  auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
+  ASSERT_TRUE(e);
+  SweepOptions o = Small();
+  o.methods = {"full", "snapkv"};
+  o.ratios = {0.5};
+  o.tasks = {TaskKind::kMultiTurn};
+  o.fidelity = o.fidelity_decode = false;
+  o.context_tokens = 600;
+  o.task.turns = 6;
+  o.task.conversation_ctx = 256;
+  auto rep = RunSweep(*e, o);
+  ASSERT_TRUE(rep.ok()) << rep.error().message;
+  ASSERT_EQ(rep->cells.size(), 2u);
+  for (const Cell& c : rep->cells) {
+    EXPECT_EQ(c.n, 2) << c.method << " " << c.note;
+    // The answers are decoded past the context length too (a loop that
+    // stopped at position() >= ctx repeated the first token: 0 right).
+    if (c.method == "full") {
+      EXPECT_GT(c.accuracy, 0) << c.note;
+    }
+  }
+  o.task.conversation_ctx = 48;
+  auto small = RunSweep(*e, o);
+  ASSERT_FALSE(small.ok());
+  EXPECT_NE(small.error().message.find("context length"), std::string::npos) << small.error().message;
+}
+
 TEST(EvalSweep, UnreachableRatioIsACellNotAnError) {
   // razor cannot go below f_ret + (1 - f_ret)(S + S0 + 1) / N: the sweep
   // reports those cells as unreachable, with the reason, and runs the rest.

@@ -39,6 +39,9 @@ struct TaskOptions {
   int needles = 4;           // multikey: needles in all (1 asked); multivalue: values; multiquery: keys
   int queries = 2;           // multiquery: keys asked
   int turns = 20;            // niah-multiturn: the question is the user's message of this turn
+  // niah-multiturn: the context length its sessions are read at (0: the
+  // model's); a conversation that passes it is re-based (Session::MakeRoom).
+  int conversation_ctx = 0;
   uint64_t seed = 1;
 };
 

@@ -45,7 +45,7 @@ Expected<std::string> GreedyAnswer(Session& s, const io::Tokenizer& tok, int pre
     if (piece.find('\n') != std::string::npos) break;
     out += piece;
     prev = id;
-    if (i + 1 < max_tokens && s.position() < s.ctx()) KVTRIM_RETURN_IF_ERROR(s.Decode(id));
+    if (i + 1 < max_tokens && s.rope_position() < s.ctx()) KVTRIM_RETURN_IF_ERROR(s.Decode(id));
   }
   return out;
 }
@@ -332,6 +332,7 @@ class Sweep {
         rec.task = u.task, rec.method = method, rec.ratio = r, rec.unit = unit_, rec.sample = u.sample;
         SessionOptions so;
         so.kv = Options(method, r);
+        so.ctx = o_.task.conversation_ctx;
         auto c = Conversation::Create(e_, so);
         if (!c.ok()) {
           rec.note = "n/a: " + c.error().message;
@@ -340,18 +341,21 @@ class Sweep {
         }
         Conversation& conv = *c.value();
         const auto t0 = Clock::now();
-        auto turn = [&](const std::string& user) -> Status {
+        // Room for the turn and its answer (the scripted reply's tokens, or
+        // the question's answer): past the sessions' context length a
+        // conversation is re-based first.
+        auto turn = [&](const std::string& user, size_t answer) -> Status {
           auto t = conv.TurnTokens({{"user", user}});
           if (!t.ok()) return t.error();
-          return conv.BeginTurn({{"user", user}}, t.value());
+          return conv.BeginTurn({{"user", user}}, t.value(), answer);
         };
         Status st;
         for (const auto& [user, reply] : cs->exchanges) {
-          st = turn(user);
+          st = turn(user, tok_.Encode(reply, false).size());
           if (st.ok()) st = conv.ForceAnswer(reply);
           if (!st.ok()) break;
         }
-        if (st.ok()) st = turn(cs->question);
+        if (st.ok()) st = turn(cs->question, kAnswerRoom);
         if (!st.ok() && st.code() == ErrorCode::kUnreachable) {  // as Compress() answers one context
           rec.note = "unreachable: " + st.message();
           records_.push_back(std::move(rec));

@@ -32,6 +32,7 @@ struct EvalOpts {
   std::vector<std::string> methods, tasks, fidelity_tasks = {"fidelity", "fidelity-decode"}, task_files;
   std::vector<double> ratios = {0.5, 0.25, 0.1};
   int samples = 16, threads = 0, context = 0, continuation = 256, needles = 4, queries = 2, turns = 20;
+  int conversation_ctx = 0;
   uint64_t seed = 1;
   bool query_aware = false, stream_context = false, no_fidelity = false, no_plots = false;
   KvFlags kv;
@@ -98,6 +99,7 @@ Expected<eval::SweepOptions> ToSweepOptions(const EvalOpts& o) {
   so.task.needles = o.needles;
   so.task.queries = o.queries;
   so.task.turns = o.turns;
+  so.task.conversation_ctx = o.conversation_ctx;
   KVTRIM_RETURN_IF_ERROR(ParseShard(o.shard, &so.shard_index, &so.shard_count));
   return so;
 }
@@ -195,6 +197,11 @@ Command AddEval(CLI::App& app) {
                   "compressed after every turn")
       ->capture_default_str()
       ->check(CLI::Range(2, 1000));
+  sub->add_option("--conversation-ctx", o->conversation_ctx,
+                  "niah-multiturn: the context length the conversation's sessions are read at (0: the model's); a "
+                  "conversation longer than it is re-based as the server's are (docs/server.md, Conversations)")
+      ->capture_default_str()
+      ->check(NonNegative());
   sub->add_flag("--stream-context", o->stream_context, "Decode the needle/task-file contexts token by token under "
                 "the budget (decode-time policies; prefill-time ones are n/a)");
   sub->add_flag("--query-aware", o->query_aware, "Compress with the question at the end of the context "
