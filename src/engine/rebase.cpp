@@ -31,15 +31,32 @@ Status Session::MakeRoom(size_t n) {
   const model::Rope& rope = engine_->impl().transformer().rope();
   const int d = cache.head_dim();
   const int heads = cache.n_layer() * cache.n_head_kv();
+  // Every position held by some head, each turned once: its (cos, sin) row,
+  // shared by the heads that hold it (up to every head of every layer).
+  std::vector<int32_t> held;
+  for (int f = 0; f < heads; ++f) {
+    const std::vector<int32_t>& p = cache.head(f / cache.n_head_kv(), f % cache.n_head_kv()).positions();
+    held.insert(held.end(), p.begin(), p.end());
+  }
+  std::sort(held.begin(), held.end());
+  held.erase(std::unique(held.begin(), held.end()), held.end());
+  const size_t stride = static_cast<size_t>(rope.table_stride());
+  std::vector<float> turns(held.size() * stride);
+  std::vector<char> moves(held.size());  // an entry that stays is not rewritten (nor re-quantized)
+  for (size_t u = 0; u < held.size(); ++u) {
+    const double delta = next->At(held[u]) - now.At(held[u]);
+    moves[u] = delta != 0;
+    rope.TurnTable(delta, &turns[u * stride]);
+  }
   impl_->pool(*engine_).ParallelFor(heads, [&](int64_t f0, int64_t f1) {
     std::vector<float> row(static_cast<size_t>(d));
     for (int64_t f = f0; f < f1; ++f) {
       kv::HeadStore& hs = cache.head(static_cast<int>(f / cache.n_head_kv()), static_cast<int>(f % cache.n_head_kv()));
       for (int i = 0; i < hs.size(); ++i) {
-        const double delta = next->At(hs.pos(i)) - now.At(hs.pos(i));
-        if (delta == 0) continue;
+        const size_t u = static_cast<size_t>(std::lower_bound(held.begin(), held.end(), hs.pos(i)) - held.begin());
+        if (!moves[u]) continue;
         hs.ReadKey(i, row.data());
-        rope.Turn(row.data(), 1, d, delta);
+        rope.ApplyTable(row.data(), 1, d, &turns[u * stride]);
         hs.WriteKey(i, row.data());
       }
     }

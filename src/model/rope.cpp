@@ -69,14 +69,17 @@ void Rope::ApplyTable(float* x, int n_heads, int head_dim, const float* cs) cons
   }
 }
 
-void Rope::Turn(float* x, int n_heads, int head_dim, double delta) const {
-  const int half = dims_ / 2;
-  std::vector<float> cs(static_cast<size_t>(dims_));
-  for (int i = 0; i < half; ++i) {
+void Rope::TurnTable(double delta, float* cs) const {
+  for (int i = 0; i < dims_ / 2; ++i) {
     const double theta = Theta(i, 1) * delta;  // Theta is linear in the position
     cs[2 * i] = static_cast<float>(std::cos(theta));
     cs[2 * i + 1] = static_cast<float>(std::sin(theta));
   }
+}
+
+void Rope::Turn(float* x, int n_heads, int head_dim, double delta) const {
+  std::vector<float> cs(static_cast<size_t>(dims_));
+  TurnTable(delta, cs.data());
   ApplyTable(x, n_heads, head_dim, cs.data());
 }
 

@@ -37,10 +37,13 @@ class Rope {
   void ApplyTable(float* x, int n_heads, int head_dim, const float* cs) const;
   // The angle of pair i at position pos.
   double Theta(int i, int pos) const;
-  // Turns n_heads rotated heads by `delta` positions (fractional allowed:
-  // the angle is linear in the position), without the cos/sin scale: a key
-  // Apply rotated at p becomes the one Apply would rotate at p + delta
-  // (a re-base, kv/rope_map.h).
+  // The (cos, sin) pairs that turn a rotated head by `delta` positions
+  // (fractional allowed: the angle is linear in the position), without the
+  // cos/sin scale, into cs [table_stride()]: ApplyTable with them makes a
+  // key Apply rotated at p the one Apply would rotate at p + delta (a
+  // re-base, kv/rope_map.h).
+  void TurnTable(double delta, float* cs) const;
+  // TurnTable and ApplyTable at once.
   void Turn(float* x, int n_heads, int head_dim, double delta) const;
   double mscale() const { return mscale_; }
   // YaRN's correction dims (0, 0 unless yarn).
