@@ -207,15 +207,17 @@ bool Prepare(Server::Impl& im, const std::string& body, Server::Impl::Api api, P
     }
     p->req.max_tokens = static_cast<int>(im.Ctx() - held + 1);
   }
-  // A conversation makes room when its turn would pass the context length
-  // (Conversation::BeginTurn re-bases it): only the turn itself must fit.
-  const int64_t need = static_cast<int64_t>(p->prompt.size()) + std::max(0, r.max_tokens - 1);
-  if (p->turn && held + std::max(0, r.max_tokens - 1) > im.Ctx() && need + 2 <= im.Ctx()) {
-    p->answer_room = static_cast<size_t>(std::max(0, r.max_tokens - 1));
-  } else if (held + std::max(0, r.max_tokens - 1) > im.Ctx()) {
-    SendError(res, 400, "prompt (" + std::to_string(held) + " tokens) + " + std::to_string(r.max_tokens) +
-                            " generated tokens exceeds the context length " + std::to_string(im.Ctx()));
-    return false;
+  const int answer = std::max(0, r.max_tokens - 1);
+  if (held + answer > im.Ctx()) {
+    // A conversation makes room (Conversation::BeginTurn re-bases it): only
+    // the turn itself must fit, beside the two positions a re-base keeps.
+    if (p->turn && static_cast<int64_t>(p->prompt.size()) + answer + 2 <= im.Ctx()) {
+      p->answer_room = static_cast<size_t>(answer);
+    } else {
+      SendError(res, 400, "prompt (" + std::to_string(held) + " tokens) + " + std::to_string(r.max_tokens) +
+                              " generated tokens exceeds the context length " + std::to_string(im.Ctx()));
+      return false;
+    }
   }
   p->id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(im.next_id++);
   return true;
