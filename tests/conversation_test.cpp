@@ -46,22 +46,8 @@ TEST(ConversationText, ContinuesEveryTemplateFamilyAsTheWholeTranscript) {
   EXPECT_FALSE(ContinuationText(test::kChatML, {{"user", "hi"}}, {{"user", "again"}}, "", "").ok());
 }
 
-class ConversationTest : public ::testing::Test {
+class ConversationTest : public test::DefaultModelTest {
  protected:
-  static void SetUpTestSuite() {
-    if (std::filesystem::exists(test::ModelPath("needle-v1-3.7M-f32.gguf")))
-      engine_ = test::LoadEngine("needle-v1-3.7M-f32.gguf", 2).release();
-  }
-  static void TearDownTestSuite() {
-    delete engine_;
-    engine_ = nullptr;
-  }
-  void SetUp() override {
-    if (!engine_) GTEST_SKIP() << "default model absent";
-  }
-  static const Engine& engine() { return *engine_; }
-  inline static Engine* engine_ = nullptr;
-
   static int Argmax(const std::vector<float>& l) {
     return static_cast<int>(std::max_element(l.begin(), l.end()) - l.begin());
   }

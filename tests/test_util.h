@@ -2,6 +2,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -48,6 +49,25 @@ inline std::unique_ptr<Engine> LoadEngine(const std::string& name, int threads =
   if (!e.ok()) ADD_FAILURE() << e.error().message;
   return e.ok() ? std::move(e.value()) : nullptr;
 }
+
+// A suite sharing one engine on the default model (needle v1, f32), loaded
+// once for the suite; its tests are skipped where the model is absent.
+class DefaultModelTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (std::filesystem::exists(ModelPath("needle-v1-3.7M-f32.gguf")))
+      engine_ = LoadEngine("needle-v1-3.7M-f32.gguf", 2).release();
+  }
+  static void TearDownTestSuite() {
+    delete engine_;
+    engine_ = nullptr;
+  }
+  void SetUp() override {
+    if (!engine_) GTEST_SKIP() << "default model absent";
+  }
+  static const Engine& engine() { return *engine_; }
+  inline static Engine* engine_ = nullptr;
+};
 
 // Runs a shell command, returns its stdout and exit code.
 struct CmdResult {
