@@ -19,6 +19,7 @@
 #include "kv/cache.h"
 #include "kv/compressor.h"
 #include "kv/policy.h"
+#include "kv/policies/policies.h"
 #include "kv/stats.h"
 #include "kv/taps/max_prob.h"
 #include "kvtrim/engine.h"
@@ -149,6 +150,38 @@ TEST(KvzipPolicy, SharesOneBudgetOverHandMadeHeads) {
   auto [fixed, fixed_counters] = run({{"kvzip-per-head", 1}});
   EXPECT_EQ(fixed, (std::vector<int>{2, 2, 2, 2}));
   EXPECT_TRUE(fixed_counters.empty());
+}
+
+// --kvzip-pool K: each entry ranked by the largest score within K / 2
+// positions of its own (positions, not store slots: a gap left by an
+// earlier eviction is not bridged); the carried scores stay unpooled.
+TEST(KvzipPolicy, MaxPoolRanksEachEntryByItsNeighbours) {
+  HeadStore hs(4, GgmlType::F32);
+  const std::vector<float> z(4, 0.f);
+  for (int p : {0, 1, 2, 5, 6, 9}) hs.Append(z.data(), z.data(), p, 0.f);
+  const std::vector<double> s = {0.1, 0.0, 0.2, 0.9, 0.0, 0.3};
+  EXPECT_EQ(MaxPoolByPosition(hs, s, 1), s);
+  // half 1: 0 <- {0, 1}; 1 <- {0, 1, 2}; 2 <- {1, 2}; 5 <- {5, 6}; 6 <- {5, 6}; 9 alone
+  EXPECT_EQ(MaxPoolByPosition(hs, s, 3), (std::vector<double>{0.1, 0.2, 0.2, 0.9, 0.9, 0.3}));
+  // half 3: 2 reaches 5, 9 reaches 6 (0.0) but not 5; 0 and 1 stop before 5
+  EXPECT_EQ(MaxPoolByPosition(hs, s, 7), (std::vector<double>{0.2, 0.2, 0.9, 0.9, 0.9, 0.3}));
+  // The policy: with kernel 3 the budget of 2 keeps the 0.9 entry and its
+  // neighbour (6), not the unpooled runner-up (9, 0.3).
+  KvCache cache(1, 1, 4);
+  cache.head(0, 0) = hs;
+  AttentionStats stats(1, 1, 1, 4, StatsNeeds{});
+  stats.head(0, 0).reference.Add(kMaxProbTap, std::make_unique<MaxProbStat>(std::vector<float>(s.begin(), s.end())));
+  PolicyContext ctx;
+  ctx.store = &cache.head(0, 0);
+  ctx.stats = &stats.head(0, 0);
+  ctx.budget = 2;
+  auto plain = MakePolicy("kvzip", {{"kvzip-per-head", 1}});
+  auto pooled = MakePolicy("kvzip", {{"kvzip-per-head", 1}, {"kvzip-pool", 3}});
+  ASSERT_TRUE(plain.ok() && pooled.ok());
+  EXPECT_EQ(plain.value()->Compress(ctx).keep, (std::vector<int>{3, 5}));
+  EXPECT_EQ(pooled.value()->Compress(ctx).keep, (std::vector<int>{3, 4}));
+  // An even kernel is refused.
+  EXPECT_FALSE(MakePolicy("kvzip", {{"kvzip-pool", 4}}).ok());
 }
 
 

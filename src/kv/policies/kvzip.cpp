@@ -26,6 +26,10 @@
 // columns of the output projection head g's output multiplies. The tap
 // keeps max_t p / ||h_t|| per (entry, g); Score multiplies by
 // ||W_o,g v_j|| = sqrt(v_j^T M_g v_j) (PolicyContext::out_gram).
+// --kvzip-pool K ranks each entry by the largest score within K / 2
+// positions of it (SnapKV's maxpool option): a needle whose few tokens the
+// reconstruction reads hard keeps the tokens beside them, which the copy
+// heads read once the question names it. Off (1) by default.
 #include "kv/numerics/eigen.h"  // first: before anything that pulls in <immintrin.h>
 #include "kv/policies/policies.h"
 #include "kv/taps/max_prob.h"
@@ -33,6 +37,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <mutex>
 
 namespace kvtrim::kv {
@@ -73,8 +79,22 @@ std::vector<double> PlusScores(const PolicyContext& ctx) {
 
 }  // namespace
 
+std::vector<double> MaxPoolByPosition(const HeadStore& store, const std::vector<double>& score, int kernel) {
+  const int half = kernel / 2, n = std::min<int>(store.size(), static_cast<int>(score.size()));
+  if (half <= 0) return score;
+  // Entries are in position order, so each side's scan stops at the first
+  // entry out of reach.
+  auto near = [&](int i, int j) { return std::llabs(int64_t{store.pos(i)} - store.pos(j)) <= half; };
+  std::vector<double> out = score;
+  for (int i = 0; i < n; ++i) {
+    for (int j = i - 1; j >= 0 && near(i, j); --j) out[i] = std::max(out[i], score[j]);
+    for (int j = i + 1; j < n && near(i, j); ++j) out[i] = std::max(out[i], score[j]);
+  }
+  return out;
+}
+
 EntryScores KvzipPolicy::Score(const PolicyContext& ctx) {
-  return {Combined(ctx), std::vector<bool>(ctx.store->size(), false), true};
+  return {Ranked(ctx), std::vector<bool>(ctx.store->size(), false), true};
 }
 
 Plan KvzipPolicy::Select(const PolicyContext& ctx, const std::vector<double>& score) {
@@ -85,7 +105,7 @@ Plan KvzipPolicy::Select(const PolicyContext& ctx, const std::vector<double>& sc
 // repeats only its own tokens: ReferencePass::turn_local).
 Plan KvzipPolicy::Compress(const PolicyContext& ctx) {
   const std::vector<double> score = Combined(ctx);
-  Plan plan = Select(ctx, score);
+  Plan plan = Select(ctx, pool_ > 1 ? MaxPoolByPosition(*ctx.store, score, pool_) : score);
   std::vector<double> kept;
   kept.reserve(plan.keep.size());
   for (int i : plan.keep) kept.push_back(score[i]);
@@ -112,6 +132,11 @@ std::vector<double> KvzipPolicy::Combined(const PolicyContext& ctx) {
   return s;
 }
 
+std::vector<double> KvzipPolicy::Ranked(const PolicyContext& ctx) {
+  std::vector<double> s = Combined(ctx);
+  return pool_ > 1 ? MaxPoolByPosition(*ctx.store, s, pool_) : s;
+}
+
 std::vector<ParamSpec> KvzipParams() {
   return {{"kvzip-per-head", 0, "a fixed share per KV head instead of one budget shared by all heads", 0, 1, {}, true},
           {"kvzip-floor", 1, "entries every KV head keeps at least under the shared budget", 1, 1e6},
@@ -120,7 +145,10 @@ std::vector<ParamSpec> KvzipParams() {
           {"kvzip-pass-chunk", 256,
            "reconstruction: tokens repeated per rewind of its copy, each chunk reading the held entries and its own "
            "repeat only (0: the whole range at once)",
-           0, 1e9}};
+           0, 1e9},
+          Odd({"kvzip-pool", 1,
+               "rank each entry by the largest score within kernel/2 positions of it (max-pooling, odd; 1: off)", 1,
+               101})};
 }
 
 // A reconstruction pass scores every entry (max-prob, or KVzip+'s normalised
@@ -153,14 +181,14 @@ PolicyInfo KvzipPolicyInfo() {
   return {"kvzip",
           "KVzip: entries scored by the max attention the context's reconstruction pays them; one top-k over all "
           "heads of all layers. Prefill-time.",
-          KvzipParams(), [](const Params&) { return std::make_unique<KvzipPolicy>(false); }, KvzipTraits(false)};
+          KvzipParams(), [](const Params& p) { return std::make_unique<KvzipPolicy>(false, static_cast<int>(p.at("kvzip-pool"))); }, KvzipTraits(false)};
 }
 
 PolicyInfo KvzipPlusPolicyInfo() {
   return {"kvzip+",
           "KVzip+ (kvpress): KVzip's reconstruction scores normalised, p ||W_o v|| / ||h|| (what the entry adds to "
           "the residual stream relative to the query's input); one top-k over all heads of all layers. Prefill-time.",
-          KvzipParams(), [](const Params&) { return std::make_unique<KvzipPolicy>(true); }, KvzipTraits(true)};
+          KvzipParams(), [](const Params& p) { return std::make_unique<KvzipPolicy>(true, static_cast<int>(p.at("kvzip-pool"))); }, KvzipTraits(true)};
 }
 
 }  // namespace kvtrim::kv

@@ -28,7 +28,7 @@ namespace {
 
 class KvzipAmPolicy : public KvzipPolicy {
  public:
-  explicit KvzipAmPolicy(const AmConfig& c) : KvzipPolicy(false), c_(c) {}
+  KvzipAmPolicy(const AmConfig& c, int pool) : KvzipPolicy(false, pool), c_(c) {}
   std::vector<std::pair<std::string, int64_t>> Counters() const override { return counters_.List(); }
 
  protected:
@@ -103,7 +103,7 @@ PolicyInfo KvzipAmPolicyInfo() {
             c.weight_floor = p.at("am-weight-floor") >= 0.5;
             c.fit_weights = p.at("am-fit-weights") >= 0.5;
             c.seed = static_cast<uint64_t>(p.at("kv-seed"));
-            return std::make_unique<KvzipAmPolicy>(c);
+            return std::make_unique<KvzipAmPolicy>(c, static_cast<int>(p.at("kvzip-pool")));
           },
           [](const Params& p) {
             PolicyTraits t = KvzipTraits(false)(p);

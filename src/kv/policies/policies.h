@@ -29,7 +29,7 @@ class SnapkvPolicy : public Policy {
 // its plan (the top ctx.budget; kvzip-am fits the kept entries).
 class KvzipPolicy : public Policy {
  public:
-  explicit KvzipPolicy(bool plus) : plus_(plus) {}
+  KvzipPolicy(bool plus, int pool) : plus_(plus), pool_(pool) {}
   EntryScores Score(const PolicyContext& ctx) override;
   Plan Compress(const PolicyContext& ctx) override;
   void EndChunk(const PolicyContext& ctx) override;
@@ -39,6 +39,7 @@ class KvzipPolicy : public Policy {
 
  private:
   bool plus_;
+  int pool_;  // max-pooling kernel over neighbouring positions (1: none)
   std::once_flag sized_;
   // Per head (l * n_head_kv + h), the largest reconstruction score of its
   // first entries (those kept by an earlier chunk's or turn's compression),
@@ -47,7 +48,14 @@ class KvzipPolicy : public Policy {
 
   std::vector<double>* Carried(const PolicyContext& ctx);
   std::vector<double> Combined(const PolicyContext& ctx);
+  // Combined's scores, each raised to its neighbours' within the pooling
+  // window (what ranks the entries; the carried scores stay unpooled).
+  std::vector<double> Ranked(const PolicyContext& ctx);
 };
+// Each entry's score raised to the largest of the entries whose positions
+// lie within kernel / 2 of its own (a max-pool over positions, SnapKV's
+// maxpool option, on a head's entries in store order); kernel 1: unchanged.
+std::vector<double> MaxPoolByPosition(const HeadStore& store, const std::vector<double>& score, int kernel);
 // KVzip's parameters and traits (the shared budget, the reconstruction pass).
 std::vector<ParamSpec> KvzipParams();
 std::function<PolicyTraits(const Params&)> KvzipTraits(bool plus);
