@@ -94,7 +94,7 @@ std::vector<double> MaxPoolByPosition(const HeadStore& store, const std::vector<
 }
 
 EntryScores KvzipPolicy::Score(const PolicyContext& ctx) {
-  return {Ranked(ctx), std::vector<bool>(ctx.store->size(), false), true};
+  return {Ranked(ctx, Combined(ctx)), std::vector<bool>(ctx.store->size(), false), true};
 }
 
 Plan KvzipPolicy::Select(const PolicyContext& ctx, const std::vector<double>& score) {
@@ -105,7 +105,7 @@ Plan KvzipPolicy::Select(const PolicyContext& ctx, const std::vector<double>& sc
 // repeats only its own tokens: ReferencePass::turn_local).
 Plan KvzipPolicy::Compress(const PolicyContext& ctx) {
   const std::vector<double> score = Combined(ctx);
-  Plan plan = Select(ctx, pool_ > 1 ? MaxPoolByPosition(*ctx.store, score, pool_) : score);
+  Plan plan = Select(ctx, Ranked(ctx, score));
   std::vector<double> kept;
   kept.reserve(plan.keep.size());
   for (int i : plan.keep) kept.push_back(score[i]);
@@ -132,9 +132,8 @@ std::vector<double> KvzipPolicy::Combined(const PolicyContext& ctx) {
   return s;
 }
 
-std::vector<double> KvzipPolicy::Ranked(const PolicyContext& ctx) {
-  std::vector<double> s = Combined(ctx);
-  return pool_ > 1 ? MaxPoolByPosition(*ctx.store, s, pool_) : s;
+std::vector<double> KvzipPolicy::Ranked(const PolicyContext& ctx, const std::vector<double>& combined) const {
+  return MaxPoolByPosition(*ctx.store, combined, pool_);
 }
 
 std::vector<ParamSpec> KvzipParams() {
@@ -181,14 +180,18 @@ PolicyInfo KvzipPolicyInfo() {
   return {"kvzip",
           "KVzip: entries scored by the max attention the context's reconstruction pays them; one top-k over all "
           "heads of all layers. Prefill-time.",
-          KvzipParams(), [](const Params& p) { return std::make_unique<KvzipPolicy>(false, static_cast<int>(p.at("kvzip-pool"))); }, KvzipTraits(false)};
+          KvzipParams(),
+          [](const Params& p) { return std::make_unique<KvzipPolicy>(false, static_cast<int>(p.at("kvzip-pool"))); },
+          KvzipTraits(false)};
 }
 
 PolicyInfo KvzipPlusPolicyInfo() {
   return {"kvzip+",
           "KVzip+ (kvpress): KVzip's reconstruction scores normalised, p ||W_o v|| / ||h|| (what the entry adds to "
           "the residual stream relative to the query's input); one top-k over all heads of all layers. Prefill-time.",
-          KvzipParams(), [](const Params& p) { return std::make_unique<KvzipPolicy>(true, static_cast<int>(p.at("kvzip-pool"))); }, KvzipTraits(true)};
+          KvzipParams(),
+          [](const Params& p) { return std::make_unique<KvzipPolicy>(true, static_cast<int>(p.at("kvzip-pool"))); },
+          KvzipTraits(true)};
 }
 
 }  // namespace kvtrim::kv

@@ -50,7 +50,7 @@ class KvzipPolicy : public Policy {
   std::vector<double> Combined(const PolicyContext& ctx);
   // Combined's scores, each raised to its neighbours' within the pooling
   // window (what ranks the entries; the carried scores stay unpooled).
-  std::vector<double> Ranked(const PolicyContext& ctx);
+  std::vector<double> Ranked(const PolicyContext& ctx, const std::vector<double>& combined) const;
 };
 // Each entry's score raised to the largest of the entries whose positions
 // lie within kernel / 2 of its own (a max-pool over positions, SnapKV's
