@@ -27,7 +27,8 @@
 # bf16 tiles; the default `pass` uses bf16 where the CPU has it). On am
 # methods, a suffix -frN adds --am-fit-rows N (`am-fr1024`, `am-fr1024-f32`),
 # and -rrN --am-refill-rounds N (`am-rr8`: the refill's rounds before the
-# default became 1).
+# default became 1). On kvzip methods, -poolK adds --kvzip-pool K and -fsF
+# --kvzip-floor-share F (`kvzip-pool3-fs0.25`: pooled scores with a floor).
 # bench/prefill_cost.py turns the log into the table and the plot.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -66,6 +67,8 @@ for d in $DEPTHS; do
       if [[ $base =~ ^(.*)-f32$ ]]; then base=${BASH_REMATCH[1]} arith=(--bf16-attention off); fi
       if [[ $base =~ ^(am.*)-rr([0-9]+)$ ]]; then base=${BASH_REMATCH[1]} arith+=(--am-refill-rounds "${BASH_REMATCH[2]}"); fi
       if [[ $base =~ ^(am.*)-fr([0-9]+)$ ]]; then base=${BASH_REMATCH[1]} arith+=(--am-fit-rows "${BASH_REMATCH[2]}"); fi
+      if [[ $base =~ ^(kvzip.*)-fs([0-9.]+)$ ]]; then base=${BASH_REMATCH[1]} arith+=(--kvzip-floor-share "${BASH_REMATCH[2]}"); fi
+      if [[ $base =~ ^(kvzip.*)-pool([0-9]+)$ ]]; then base=${BASH_REMATCH[1]} arith+=(--kvzip-pool "${BASH_REMATCH[2]}"); fi
       if [[ $base =~ ^((kvzip|am).*)-pc([0-9]+)$ ]]; then
         base=${BASH_REMATCH[1]} pc=("--${BASH_REMATCH[2]}-pass-chunk" "${BASH_REMATCH[3]}")
       fi

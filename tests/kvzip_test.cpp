@@ -33,6 +33,10 @@ namespace kvtrim::kv {
 namespace {
 namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
+// KVzip's plain ranking: no pooling, no floor share (kvzip's defaults are 3
+// and 0.25); the tests of the mechanism below compare against it.
+const Params kPlain = {{"kvzip-pool", 1}, {"kvzip-floor-share", 0}};
+
 // The reconstruction scores as a registry tap: the max over the tile's
 // queries and group heads, kept aligned by evictions (kept entries) and
 // merges (the largest source), by hand.
@@ -127,15 +131,21 @@ TEST(KvzipPolicy, SharesOneBudgetOverHandMadeHeads) {
       for (int h = 0; h < 2; ++h) sizes.push_back(cc.head(l, h).size());
     return std::make_pair(sizes, c.value()->counters());
   };
-  // Floor 1 each (0.9, 0.1, 0.65, 0.55), then the 4 best of the rest: 0.8, 0.7, 0.6, 0.5.
-  auto [sizes, counters] = run({});
+  // The plain ranking (no pooling, no floor share): floor 1 each (0.9, 0.1,
+  // 0.65, 0.55), then the 4 best of the rest: 0.8, 0.7, 0.6, 0.5.
+  auto [sizes, counters] = run(kPlain);
   EXPECT_EQ(sizes, (std::vector<int>{5, 1, 1, 1}));
   EXPECT_EQ(counters, (std::vector<std::pair<std::string, int64_t>>{{"head-min", 1}, {"head-max", 5}}));
   // --kvzip-floor-share: at least ceil(share x 2) each before the shared
   // top-k; 1 is the uniform share, 0.5 (one entry) the default floor.
   EXPECT_EQ(run({{"kvzip-floor-share", 1}}).first, (std::vector<int>{2, 2, 2, 2}));
-  EXPECT_EQ(run({{"kvzip-floor-share", 0.5}}).first, (std::vector<int>{5, 1, 1, 1}));
-  auto pol = MakePolicy("kvzip", {});
+  EXPECT_EQ(run({{"kvzip-pool", 1}, {"kvzip-floor-share", 0.5}}).first, (std::vector<int>{5, 1, 1, 1}));
+  // kvzip's defaults (pooling over 3, floor share 0.25: one entry here):
+  // pooled (0, 0) 0.9 0.9 0.8 0.7 0.6 0.5, (0, 1) 0.1 0.1 0 0 0.05 0.05,
+  // (1, 0) 0.3 0.65 0.65 0.65 0 0, (1, 1) 0 0 0 0.55 0.55 0.55; the floor's
+  // best of each, then 0.9, 0.8, 0.7 of (0, 0) and a 0.65 of (1, 0).
+  EXPECT_EQ(run({}).first, (std::vector<int>{4, 1, 2, 1}));
+  auto pol = MakePolicy("kvzip", kPlain);
   ASSERT_TRUE(pol.ok());
   PolicyContext ctx;
   ctx.store = &cache.head(1, 0);
@@ -175,8 +185,8 @@ TEST(KvzipPolicy, MaxPoolRanksEachEntryByItsNeighbours) {
   ctx.store = &cache.head(0, 0);
   ctx.stats = &stats.head(0, 0);
   ctx.budget = 2;
-  auto plain = MakePolicy("kvzip", {{"kvzip-per-head", 1}});
-  auto pooled = MakePolicy("kvzip", {{"kvzip-per-head", 1}, {"kvzip-pool", 3}});
+  auto plain = MakePolicy("kvzip", {{"kvzip-per-head", 1}, {"kvzip-pool", 1}});
+  auto pooled = MakePolicy("kvzip", {{"kvzip-per-head", 1}});  // kvzip's default kernel: 3
   ASSERT_TRUE(plain.ok() && pooled.ok());
   EXPECT_EQ(plain.value()->Compress(ctx).keep, (std::vector<int>{3, 5}));
   EXPECT_EQ(pooled.value()->Compress(ctx).keep, (std::vector<int>{3, 4}));
@@ -248,6 +258,7 @@ TEST(KvzipEndToEnd, KeepsTheGlobalTopOfTheReconstructionsAttention) {
   KvOptions kv;
   kv.policy = "kvzip";
   kv.ratio = r;
+  kv.params = kPlain;
   kv.bf16_attention = "off";  // the pass in f32, as the reconstruction by hand below
   auto s = Compressed(*e, kv, toks);
 
@@ -359,7 +370,8 @@ TEST(KvzipEndToEnd, ChunkedScoringRepeatsEachChunkOverItsOwnCopy) {
   KvOptions kv;
   kv.policy = "kvzip";
   kv.ratio = r;
-  kv.params = {{"kvzip-pass-chunk", P}};
+  kv.params = kPlain;
+  kv.params["kvzip-pass-chunk"] = P;
   auto s = Compressed(*e, kv, toks);
 
   SessionOptions so;

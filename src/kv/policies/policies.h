@@ -56,8 +56,11 @@ class KvzipPolicy : public Policy {
 // lie within kernel / 2 of its own (a max-pool over positions, SnapKV's
 // maxpool option, on a head's entries in store order); kernel 1: unchanged.
 std::vector<double> MaxPoolByPosition(const HeadStore& store, const std::vector<double>& score, int kernel);
-// KVzip's parameters and traits (the shared budget, the reconstruction pass).
-std::vector<ParamSpec> KvzipParams();
+// KVzip's parameters and traits (the shared budget, the reconstruction pass);
+// the pooling kernel's and the floor share's defaults are the policy's own
+// (kvzip: 3 and 0.25, the setting measured best at 8k; kvzip+ and kvzip-am:
+// 1 and 0, as they were measured).
+std::vector<ParamSpec> KvzipParams(int pool_default = 1, double floor_share_default = 0);
 std::function<PolicyTraits(const Params&)> KvzipTraits(bool plus);
 
 // Attention Matching (am.cpp; METHODS.md section 4).
