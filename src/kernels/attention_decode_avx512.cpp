@@ -9,9 +9,11 @@
 // per block (AVX512-VNNI; about 20% faster than widening them, measured on
 // Zen 5); the G dot products of 16 entries are reduced together (a
 // transpose-and-add tree, no horizontal sum per product); a tile of up to
-// 64 entries shares one softmax step a head; its values are widened once,
-// in registers multiplied into every head's accumulators where they fit
-// (G x d / 16 <= 16), else into an L1 buffer each head's P.V reads.
+// 64 entries shares one softmax step a head; its values are widened in
+// registers and multiplied into the accumulators of a group of heads that
+// fit them (at most 4 heads and 16 vectors; G = 7 in two groups), or, in a
+// tile where some head has no weight yet, widened once into an L1 buffer
+// each live head's P.V reads.
 //
 // GCC 12's intrinsics write their unused pass-through operands as
 // `__m512 __Y = __Y;` (_mm512_undefined_*), and inlined here it warns
@@ -310,6 +312,22 @@ bool PvInRegisters(const KvView& kv, int j0, int w, int G, const float* s, int l
   }
 }
 
+// P.V in registers for any G: the heads in groups whose accumulators fit
+// (at most 4 heads and 16 vectors: G = 7 at d = 64 as 3 + 4), each group
+// reading the tile's value rows again (from L1: the first group brought
+// them in) and widening them anew, where the buffer's form stores the
+// widened tile once and reloads it for every head.
+template <GgmlType T, int NK>
+void PvInRegisterGroups(const KvView& kv, int j0, int w, int G, const float* s, int ld, const float* alpha,
+                        float* out) {
+  constexpr int kPer = std::min(4, 16 / NK);  // every group within PvInRegisters' cases
+  const int groups = (G + kPer - 1) / kPer;
+  for (int i = 0; i < groups; ++i) {
+    const int g0 = i * G / groups, g1 = (i + 1) * G / groups;  // sizes differ by one at most
+    PvInRegisters<T, NK>(kv, j0, w, g1 - g0, s + g0 * ld, ld, alpha + g0, out + g0 * 16 * NK);
+  }
+}
+
 // The online softmax of one tile for one head: s [nv * 16] the tile's
 // scores, turned into its weights against the new running max; alpha the
 // factor for what came before. False when nothing so far has weight.
@@ -369,7 +387,10 @@ void DecodeTiles(const KvView& kv, const float* q, int G, float scale, float* ou
       all = all && live[g];
     }
     if (!any) continue;
-    if (all && PvInRegisters<T, NK>(kv, j0, w, G, s, kT, alpha, out)) continue;
+    if (all) {
+      PvInRegisterGroups<T, NK>(kv, j0, w, G, s, kT, alpha, out);
+      continue;
+    }
     for (int e = 0; e < w; ++e) {
       const uint8_t* row = kv.v + kv.row_bytes * (j0 + e);
       for (int k = 0; k < NK; ++k) _mm512_store_ps(vt + e * d + 16 * k, Group16<T>(row, k));
