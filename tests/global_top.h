@@ -4,10 +4,16 @@
 // descending). Per head, the kept entry indices in increasing order.
 #pragma once
 #include <algorithm>
+#include <map>
+#include <string>
 #include <tuple>
 #include <vector>
 
 namespace kvtrim::test {
+
+// KVzip's plain ranking, the one the references here compute: no pooling,
+// no floor share (kvzip's defaults are 3 and 0.25).
+inline const std::map<std::string, double> kKvzipPlain = {{"kvzip-pool", 1}, {"kvzip-floor-share", 0}};
 
 inline std::vector<std::vector<int>> GlobalTopWithFloor(const std::vector<std::vector<double>>& score, int total) {
   const int heads = static_cast<int>(score.size());

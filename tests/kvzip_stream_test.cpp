@@ -50,7 +50,7 @@ TEST(KvzipStream, TheLastChunkKeepsTheTopOfTheCarriedScoresOverAllHeads) {
   // A 12-token prompt in two chunks of 6; r = 1/4: 3 per head, 12 in all.
   KvOptions o;
   o.policy = "kvzip", o.ratio = 0.25, o.ratio_explicit = true;
-  o.params = {{"kvzip-pool", 1}, {"kvzip-floor-share", 0}};  // the plain ranking (kvzip's defaults: 3, 0.25)
+  o.params = test::kKvzipPlain;
   auto made = Compressor::Create(o, kL, kH, 1, kD);
   ASSERT_TRUE(made.ok()) << made.error().message;
   Compressor& c = *made.value();

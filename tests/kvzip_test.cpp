@@ -33,10 +33,6 @@ namespace kvtrim::kv {
 namespace {
 namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
 
-// KVzip's plain ranking: no pooling, no floor share (kvzip's defaults are 3
-// and 0.25); the tests of the mechanism below compare against it.
-const Params kPlain = {{"kvzip-pool", 1}, {"kvzip-floor-share", 0}};
-
 // The reconstruction scores as a registry tap: the max over the tile's
 // queries and group heads, kept aligned by evictions (kept entries) and
 // merges (the largest source), by hand.
@@ -133,7 +129,7 @@ TEST(KvzipPolicy, SharesOneBudgetOverHandMadeHeads) {
   };
   // The plain ranking (no pooling, no floor share): floor 1 each (0.9, 0.1,
   // 0.65, 0.55), then the 4 best of the rest: 0.8, 0.7, 0.6, 0.5.
-  auto [sizes, counters] = run(kPlain);
+  auto [sizes, counters] = run(test::kKvzipPlain);
   EXPECT_EQ(sizes, (std::vector<int>{5, 1, 1, 1}));
   EXPECT_EQ(counters, (std::vector<std::pair<std::string, int64_t>>{{"head-min", 1}, {"head-max", 5}}));
   // --kvzip-floor-share: at least ceil(share x 2) each before the shared
@@ -145,7 +141,7 @@ TEST(KvzipPolicy, SharesOneBudgetOverHandMadeHeads) {
   // (1, 0) 0.3 0.65 0.65 0.65 0 0, (1, 1) 0 0 0 0.55 0.55 0.55; the floor's
   // best of each, then 0.9, 0.8, 0.7 of (0, 0) and a 0.65 of (1, 0).
   EXPECT_EQ(run({}).first, (std::vector<int>{4, 1, 2, 1}));
-  auto pol = MakePolicy("kvzip", kPlain);
+  auto pol = MakePolicy("kvzip", test::kKvzipPlain);
   ASSERT_TRUE(pol.ok());
   PolicyContext ctx;
   ctx.store = &cache.head(1, 0);
@@ -258,7 +254,7 @@ TEST(KvzipEndToEnd, KeepsTheGlobalTopOfTheReconstructionsAttention) {
   KvOptions kv;
   kv.policy = "kvzip";
   kv.ratio = r;
-  kv.params = kPlain;
+  kv.params = test::kKvzipPlain;
   kv.bf16_attention = "off";  // the pass in f32, as the reconstruction by hand below
   auto s = Compressed(*e, kv, toks);
 
@@ -370,7 +366,7 @@ TEST(KvzipEndToEnd, ChunkedScoringRepeatsEachChunkOverItsOwnCopy) {
   KvOptions kv;
   kv.policy = "kvzip";
   kv.ratio = r;
-  kv.params = kPlain;
+  kv.params = test::kKvzipPlain;
   kv.params["kvzip-pass-chunk"] = P;
   auto s = Compressed(*e, kv, toks);
 

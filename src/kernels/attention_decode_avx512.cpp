@@ -291,24 +291,21 @@ void AccumulatePvHeads(const KvView& kv, int j0, int w, const float* s, int ld, 
     for (int k = 0; k < NK; ++k) _mm512_storeu_ps(out + g * d + 16 * k, acc[g][k]);
 }
 
-// AccumulatePvHeads for the G of the call where its accumulators fit the
-// registers; false otherwise (the caller widens the tile once instead).
+// AccumulatePvHeads for a group of G heads, 1 to 4 with G x NK <= 16
+// (PvInRegisterGroups sizes the groups so; the sizes past that are not
+// instantiated).
 template <GgmlType T, int NK>
-bool PvInRegisters(const KvView& kv, int j0, int w, int G, const float* s, int ld, const float* alpha, float* out) {
+void PvInRegisters(const KvView& kv, int j0, int w, int G, const float* s, int ld, const float* alpha, float* out) {
   auto run = [&](auto gg) {
     constexpr int GG = decltype(gg)::value;
-    if constexpr (GG * NK <= 16) {
-      AccumulatePvHeads<T, NK, GG>(kv, j0, w, s, ld, alpha, out);
-      return true;
-    }
-    return false;
+    if constexpr (GG * NK <= 16) AccumulatePvHeads<T, NK, GG>(kv, j0, w, s, ld, alpha, out);
   };
   switch (G) {
-    case 1: return run(std::integral_constant<int, 1>{});
-    case 2: return run(std::integral_constant<int, 2>{});
-    case 3: return run(std::integral_constant<int, 3>{});
-    case 4: return run(std::integral_constant<int, 4>{});
-    default: return false;
+    case 1: run(std::integral_constant<int, 1>{}); break;
+    case 2: run(std::integral_constant<int, 2>{}); break;
+    case 3: run(std::integral_constant<int, 3>{}); break;
+    case 4: run(std::integral_constant<int, 4>{}); break;
+    default: break;
   }
 }
 
