@@ -26,8 +26,10 @@
 # --bf16-attention off (the reference pass's tiles in f32, as before the
 # bf16 tiles; the default `pass` uses bf16 where the CPU has it). On am
 # methods, a suffix -frN adds --am-fit-rows N (`am-fr1024`, `am-fr1024-f32`),
-# and -rrN --am-refill-rounds N (`am-rr8`: the refill's rounds before the
-# default became 1). On kvzip methods, -poolK adds --kvzip-pool K and -fsF
+# -rrN --am-refill-rounds N (`am-rr8`: the refill's rounds before the
+# default became 1), -aqN --am-queries N and -mqN --am-max-queries N
+# (`am-aq2`: the repeat's queries alone, one a token; `am-aq2-mq1024-pc512`).
+# Suffixes come in any order. On kvzip methods, -poolK adds --kvzip-pool K and -fsF
 # --kvzip-floor-share F (`kvzip-pool3-fs0.25`: pooled scores with a floor).
 # bench/prefill_cost.py turns the log into the table and the plot.
 set -euo pipefail
@@ -64,14 +66,19 @@ for d in $DEPTHS; do
   for method in $METHODS; do
     for mode in $MODES; do
       base=$method pc=() arith=()
-      if [[ $base =~ ^(.*)-f32$ ]]; then base=${BASH_REMATCH[1]} arith=(--bf16-attention off); fi
-      if [[ $base =~ ^(am.*)-rr([0-9]+)$ ]]; then base=${BASH_REMATCH[1]} arith+=(--am-refill-rounds "${BASH_REMATCH[2]}"); fi
-      if [[ $base =~ ^(am.*)-fr([0-9]+)$ ]]; then base=${BASH_REMATCH[1]} arith+=(--am-fit-rows "${BASH_REMATCH[2]}"); fi
-      if [[ $base =~ ^(kvzip.*)-fs([0-9.]+)$ ]]; then base=${BASH_REMATCH[1]} arith+=(--kvzip-floor-share "${BASH_REMATCH[2]}"); fi
-      if [[ $base =~ ^(kvzip.*)-pool([0-9]+)$ ]]; then base=${BASH_REMATCH[1]} arith+=(--kvzip-pool "${BASH_REMATCH[2]}"); fi
-      if [[ $base =~ ^((kvzip|am).*)-pc([0-9]+)$ ]]; then
-        base=${BASH_REMATCH[1]} pc=("--${BASH_REMATCH[2]}-pass-chunk" "${BASH_REMATCH[3]}")
-      fi
+      while :; do  # suffixes, in any order, each stripped from the end
+        if [[ $base =~ ^(.*)-f32$ ]]; then base=${BASH_REMATCH[1]} arith+=(--bf16-attention off)
+        elif [[ $base =~ ^(am.*)-rr([0-9]+)$ ]]; then base=${BASH_REMATCH[1]} arith+=(--am-refill-rounds "${BASH_REMATCH[2]}")
+        elif [[ $base =~ ^(am.*)-fr([0-9]+)$ ]]; then base=${BASH_REMATCH[1]} arith+=(--am-fit-rows "${BASH_REMATCH[2]}")
+        elif [[ $base =~ ^(am.*)-aq([0-9]+)$ ]]; then base=${BASH_REMATCH[1]} arith+=(--am-queries "${BASH_REMATCH[2]}")
+        elif [[ $base =~ ^(am.*)-mq([0-9]+)$ ]]; then base=${BASH_REMATCH[1]} arith+=(--am-max-queries "${BASH_REMATCH[2]}")
+        elif [[ $base =~ ^(kvzip.*)-fs([0-9.]+)$ ]]; then base=${BASH_REMATCH[1]} arith+=(--kvzip-floor-share "${BASH_REMATCH[2]}")
+        elif [[ $base =~ ^(kvzip.*)-pool([0-9]+)$ ]]; then base=${BASH_REMATCH[1]} arith+=(--kvzip-pool "${BASH_REMATCH[2]}")
+        elif [[ $base =~ ^((kvzip|am).*)-pc([0-9]+)$ ]]; then
+          base=${BASH_REMATCH[1]} pc=("--${BASH_REMATCH[2]}-pass-chunk" "${BASH_REMATCH[3]}")
+        else break
+        fi
+      done
       flags=(--kv "$base")
       [[ $base == kvzip-per-head ]] && flags=(--kv kvzip --kvzip-per-head)
       flags+=("${pc[@]}" "${arith[@]}")

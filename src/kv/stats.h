@@ -48,6 +48,7 @@ class AttentionStats : public AttentionTap {
   const HeadStats& head(int layer, int h) const { return heads_[layer * n_head_kv_ + h]; }
   // The latest query step: steps are logical positions (one per token).
   int64_t step() const { return step_; }
+  int group() const { return group_; }  // query heads a KV head (G)
 
   // The prompt ends at this logical length (SnapKV's window is its last w).
   void SetPromptEnd(int64_t end) { prompt_end_ = end; }

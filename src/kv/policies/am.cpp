@@ -106,7 +106,9 @@ PolicyInfo AmPolicyInfo() {
   return {"am",
           "Attention Matching: keep t keys, fit log-weights (NNLS on the attention mass) and values (least squares on "
           "the outputs) to reference queries; prefill-time.",
-          {{"am-queries", 1, "reference queries: 0 context (prefill queries), 1 repeat (also a repeat-the-context pass)", 0, 1},
+          {{"am-queries", 1, "reference queries: 0 context (prefill queries), 1 repeat (also a repeat-the-context pass), "
+                           "2 the repeat pass's alone, one query head's a repeated token (drawn per token; at most "
+                           "--am-max-queries, a token's row drawn from each of equal runs of tokens)", 0, 2},
            {"am-select", 0, "key selection: 0 highest (RMS attention), 1 omp (matching pursuit on the mass)", 0, 1},
            {"am-omp-step", 4, "OMP: keys picked per refit", 1, 1e6},
            {"am-max-queries", 4096, "reference queries per KV head at most (seeded sample above)", 1, 1e7},
@@ -129,6 +131,7 @@ PolicyInfo AmPolicyInfo() {
           [](const Params& p) {
             AmConfig c;
             c.repeat = p.at("am-queries") >= 0.5;
+            c.repeat_only = p.at("am-queries") >= 1.5;
             c.omp = p.at("am-select") >= 0.5;
             c.omp_step = static_cast<int>(p.at("am-omp-step"));
             c.max_queries = static_cast<int>(p.at("am-max-queries"));

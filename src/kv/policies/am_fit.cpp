@@ -272,15 +272,17 @@ std::optional<FitRows> SampleFitRows(AmColumns& A, const AmScores& sc, const std
 
 }  // namespace
 
-// Reference queries [M, d] (float, as the cache holds them), scaled by
-// 1/sqrt(d): every row of the prefill
-// and repeat queries, a seeded sample of max_queries when there are more.
-// Without any (no statistics), the keys themselves probe the head.
+// Reference queries: am_fit.h. Rows are taken in order (a stratum's row is
+// at or after every earlier stratum's, so rows[i] is read before written).
 MatrixXf AmReferenceQueries(const PolicyContext& ctx, const AmConfig& c) {
   const int d = ctx.store->head_dim();
   std::vector<const float*> rows;
+  // repeat_only with a repeat pass: its rows alone, at most one a repeated
+  // token (a token's G query heads are one run of rows).
+  const bool per_token = c.repeat_only && ctx.stats && ctx.stats->q_repeat.size() >= static_cast<size_t>(d);
   if (ctx.stats) {
-    for (size_t i = 0; i + d <= ctx.stats->q_rot.size(); i += d) rows.push_back(ctx.stats->q_rot.data() + i);
+    if (!per_token)
+      for (size_t i = 0; i + d <= ctx.stats->q_rot.size(); i += d) rows.push_back(ctx.stats->q_rot.data() + i);
     if (c.repeat)
       for (size_t i = 0; i + d <= ctx.stats->q_repeat.size(); i += d) rows.push_back(ctx.stats->q_repeat.data() + i);
   }
@@ -290,14 +292,25 @@ MatrixXf AmReferenceQueries(const PolicyContext& ctx, const AmConfig& c) {
     for (int i = 0; i < ctx.store->size(); ++i) ctx.store->ReadKey(i, keys.data() + static_cast<size_t>(i) * d);
     for (int i = 0; i < ctx.store->size(); ++i) rows.push_back(keys.data() + static_cast<size_t>(i) * d);
   }
-  if (static_cast<int>(rows.size()) > c.max_queries) {  // partial Fisher-Yates, seeded per head
-    uint64_t s = io::Mix64(c.seed ^ io::Mix64(ctx.layer * 1315423911ull + ctx.head) ^ io::Mix64(rows.size()));
-    for (int i = 0; i < c.max_queries; ++i) {
+  uint64_t s = io::Mix64(c.seed ^ io::Mix64(ctx.layer * 1315423911ull + ctx.head) ^ io::Mix64(rows.size()));
+  const size_t G = ctx.all_stats ? static_cast<size_t>(std::max(1, ctx.all_stats->group())) : 1;
+  const size_t cap = per_token ? std::min<size_t>(c.max_queries, std::max<size_t>(1, rows.size() / G))
+                               : static_cast<size_t>(c.max_queries);
+  if (per_token && rows.size() > cap) {  // stratified: one row drawn from each of cap equal runs
+    const size_t n = rows.size();
+    for (size_t i = 0; i < cap; ++i) {
+      const size_t a = i * n / cap, b = (i + 1) * n / cap;  // the run [a, b), b > a as n > cap
+      s = io::Mix64(s);
+      rows[i] = rows[a + s % (b - a)];
+    }
+    rows.resize(cap);
+  } else if (rows.size() > cap) {  // partial Fisher-Yates, seeded per head
+    for (size_t i = 0; i < cap; ++i) {
       s = io::Mix64(s);
       const size_t j = i + s % (rows.size() - i);
       std::swap(rows[i], rows[j]);
     }
-    rows.resize(c.max_queries);
+    rows.resize(cap);
   }
   MatrixXf Q(rows.size(), d);  // [M, d]
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));

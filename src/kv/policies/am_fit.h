@@ -19,6 +19,7 @@ namespace kvtrim::kv {
 
 struct AmConfig {
   bool repeat = true;        // reference queries also from the repeat pass
+  bool repeat_only = false;  // the repeat pass's queries alone (the prefill's only when it has none)
   bool repeat_past_ctx = true;
   bool onpolicy = false;     // repeat pass re-run per layer over the compacted lower layers
   bool omp = false;          // key selection: OMP (else highest attention)
@@ -41,8 +42,12 @@ struct AmConfig {
 
 // Reference queries [M, d] (float, as the cache holds them), scaled by
 // 1/sqrt(d): every row of the prefill and repeat queries, a seeded sample
-// of max_queries when there are more. Without any (no statistics), the keys
-// themselves probe the head.
+// of max_queries when there are more. repeat_only: the repeat pass's rows
+// alone (the prefill's when there are none), one a repeated token (its G
+// query heads' rows one run, one row drawn from it) and at most
+// max_queries (one row drawn from each of max_queries equal runs), so every
+// stretch of the repeated text is read. Without any (no statistics), the
+// keys themselves probe the head.
 Eigen::MatrixXf AmReferenceQueries(const PolicyContext& ctx, const AmConfig& c);
 
 // One block of entries compacted to at most t entries.

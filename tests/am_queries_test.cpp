@@ -1,0 +1,120 @@
+// Attention Matching's reference queries (AmReferenceQueries): which rows
+// of the prefill's and the repeat pass's queries the fit reads, and the
+// sample above --am-max-queries. Every row is made recognisable (its first
+// coordinate is its index, negative for the prefill's), so the test reads
+// back where each chosen row came from.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "kv/policies/am_fit.h"
+#include "kv/policy.h"
+#include "kv/stats.h"
+#include "head_reference.h"
+#include "test_util.h"
+
+namespace kvtrim::kv {
+namespace {
+namespace KVTRIM_TEST_UNIQUE {  // unique per file (tests/CMakeLists.txt)
+
+constexpr int kD = 4;
+
+struct Rows {
+  HeadStore store;
+  HeadStats stats;
+};
+
+// A head of 8 entries, n_own prefill rows (first coordinate -1 - i) and
+// n_rep repeat rows (first coordinate i).
+Rows MakeRows(int n_own, int n_rep) {
+  Rows r{test::HeadFromRows(test::GaussianMatrix(8, kD, 1), test::GaussianMatrix(8, kD, 2)), {}};
+  for (int i = 0; i < n_own; ++i)
+    for (int k = 0; k < kD; ++k) r.stats.q_rot.push_back(k == 0 ? -1.f - i : 0.5f);
+  for (int i = 0; i < n_rep; ++i)
+    for (int k = 0; k < kD; ++k) r.stats.q_repeat.push_back(k == 0 ? static_cast<float>(i) : 0.25f);
+  return r;
+}
+
+// The first coordinate of each chosen row, unscaled (AmReferenceQueries
+// scales by 1/sqrt(d)).
+std::vector<int> Origins(const Rows& r, const AmConfig& c, const AttentionStats* group = nullptr) {
+  PolicyContext ctx;
+  ctx.store = &r.store;
+  ctx.stats = &r.stats;
+  ctx.all_stats = group;  // its group size G (none: 1)
+  const Eigen::MatrixXf Q = AmReferenceQueries(ctx, c);
+  std::vector<int> o;
+  for (int i = 0; i < Q.rows(); ++i) o.push_back(static_cast<int>(std::lround(Q(i, 0) * std::sqrt(double(kD)))));
+  return o;
+}
+
+AmConfig Config(bool repeat_only, int cap, uint64_t seed = 0) {
+  AmConfig c;
+  c.repeat = true;
+  c.repeat_only = repeat_only;
+  c.max_queries = cap;
+  c.seed = seed;
+  return c;
+}
+
+TEST(AmQueries, RepeatOnlyReadsTheRepeatPassAlone) {
+  const Rows r = MakeRows(30, 12);
+  std::vector<int> all(12);
+  for (int i = 0; i < 12; ++i) all[i] = i;
+  EXPECT_EQ(Origins(r, Config(true, 100)), all);  // under the cap: every repeat row, in order, no prefill row
+  const std::vector<int> both = Origins(r, Config(false, 100));  // --am-queries 1: the prefill's then the repeat's
+  ASSERT_EQ(both.size(), 42u);
+  EXPECT_EQ(both.front(), -1);
+  EXPECT_EQ(both[30], 0);
+}
+
+TEST(AmQueries, RepeatOnlyFallsBackToThePrefillWithoutAPass) {
+  const Rows r = MakeRows(5, 0);
+  EXPECT_EQ(Origins(r, Config(true, 100)), (std::vector<int>{-1, -2, -3, -4, -5}));
+}
+
+// Above the cap, one row from each of max_queries equal runs: row i of the
+// sample lies in [i n / m, (i + 1) n / m), so every stretch of the repeated
+// text is read; seeded.
+TEST(AmQueries, RepeatOnlySampleTakesOneRowARun) {
+  const int n = 1000, m = 64;
+  const Rows r = MakeRows(50, n);
+  for (uint64_t seed : {0ull, 1ull, 7ull}) {
+    const std::vector<int> o = Origins(r, Config(true, m, seed));
+    ASSERT_EQ(static_cast<int>(o.size()), m);
+    for (int i = 0; i < m; ++i) {
+      EXPECT_GE(o[i], i * n / m) << "row " << i;
+      EXPECT_LT(o[i], (i + 1) * n / m) << "row " << i;
+    }
+  }
+  EXPECT_EQ(Origins(r, Config(true, m, 3)), Origins(r, Config(true, m, 3)));
+  EXPECT_NE(Origins(r, Config(true, m, 3)), Origins(r, Config(true, m, 4)));
+  // Not always a run's first row: the draw is spread over each run.
+  int not_first = 0;
+  const std::vector<int> o3 = Origins(r, Config(true, m, 3));
+  for (int i = 0; i < m; ++i) not_first += o3[i] != i * n / m;
+  EXPECT_GT(not_first, m / 2);
+}
+
+// With G query heads a KV head, a repeated token's G rows are one run: at
+// most one row a token, drawn from the token's heads.
+TEST(AmQueries, RepeatOnlyReadsOneQueryHeadAToken) {
+  const AttentionStats g3(1, 1, 3, kD, StatsNeeds{});
+  const Rows r = MakeRows(10, 30);  // 10 tokens x 3 heads
+  for (uint64_t seed : {0ull, 5ull}) {
+    const std::vector<int> o = Origins(r, Config(true, 100, seed), &g3);
+    ASSERT_EQ(o.size(), 10u);
+    for (int i = 0; i < 10; ++i) {
+      EXPECT_GE(o[i], 3 * i);
+      EXPECT_LT(o[i], 3 * i + 3);
+    }
+  }
+  EXPECT_EQ(Origins(r, Config(true, 4), &g3).size(), 4u);  // the cap still bounds it
+  EXPECT_EQ(Origins(r, Config(false, 100), &g3).size(), 40u);  // --am-queries 1: every row
+}
+
+}  // namespace KVTRIM_TEST_UNIQUE
+}  // namespace
+}  // namespace kvtrim::kv
