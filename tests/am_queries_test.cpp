@@ -6,8 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <map>
-#include <string>
+#include <vector>
 
 #include "kv/policies/am_fit.h"
 #include "kv/policy.h"

@@ -1,7 +1,8 @@
 // `am`: Attention Matching compaction (METHODS.md section 4, seed 002).
 // Per (layer, KV head), prefill-time: from reference queries Q_ref (the
 // context's own prefill queries, and with `--am-queries 1` also those of a
-// "Repeat the previous context." pass the engine runs), pick t = budget of
+// "Repeat the previous context." pass the engine runs; `--am-queries 2`
+// that pass's alone, one query head's a token), pick t = budget of
 // the original keys (highest RMS attention, or OMP on the mass target), fit
 // log-weights b = log w by NNLS so the kept keys reproduce every query's
 // attention mass, then refit their values by ridge least squares so they
