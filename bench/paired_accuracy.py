@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Paired accuracy difference between two eval runs over the same samples.
 
-    bench/paired_accuracy.py BEFORE_DIR AFTER_DIR [--method M] [--before-method M]
+    bench/paired_accuracy.py BEFORE_DIR AFTER_DIR [BEFORE_DIR AFTER_DIR ...] [--method M] [--before-method M]
     bench/paired_accuracy.py DIR DIR --before-method full   (a method against the full cache)
 
 Both runs must use the same model, tasks, seed and sample count, so that
 (task, sample) names the same context in both. For each task and ratio:
 the two accuracies, and the mean of the per-sample difference (after -
 before) with its standard error (sd / sqrt(n)) -- a paired comparison, not
-the difference of two independent means. Prints a Markdown table.
+the difference of two independent means. Several pairs of runs (other
+seeds) pool their samples cell by cell. Prints a Markdown table.
 """
 import argparse
 import json
@@ -31,18 +32,20 @@ def load(d, method):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("before")
-    ap.add_argument("after")
+    ap.add_argument("dirs", nargs="+", help="BEFORE AFTER, and more such pairs")
     ap.add_argument("--method", default="kvzip")
     ap.add_argument("--before-method", default=None)
     a = ap.parse_args()
-    b = load(a.before, a.before_method or a.method)
-    c = load(a.after, a.method)
+    if len(a.dirs) % 2:
+        ap.error("the run directories come in pairs: BEFORE AFTER [BEFORE AFTER ...]")
     cells = defaultdict(list)
-    for key, y in c.items():
-        x = b.get(key, b.get((key[0], None, key[2])))
-        if x is not None:
-            cells[key[:2]].append((x, y))
+    for before, after in zip(a.dirs[::2], a.dirs[1::2]):
+        b = load(before, a.before_method or a.method)
+        c = load(after, a.method)
+        for key, y in c.items():
+            x = b.get(key, b.get((key[0], None, key[2])))
+            if x is not None:
+                cells[key[:2]].append((x, y))
     print("| task | ratio | n | before % | after % | after - before (paired) |")
     print("|---|---:|---:|---:|---:|---:|")
     for (task, ratio), pairs in sorted(cells.items(), key=lambda kv: (kv[0][0], -kv[0][1])):

@@ -28,7 +28,9 @@
 # methods, a suffix -frN adds --am-fit-rows N (`am-fr1024`, `am-fr1024-f32`),
 # -rrN --am-refill-rounds N (`am-rr8`: the refill's rounds before the
 # default became 1), -aqN --am-queries N and -mqN --am-max-queries N
-# (`am-aq2`: the repeat's queries alone, one a token; `am-aq2-mq1024-pc512`).
+# (`am-aq2`: the repeat's queries alone, one a token; `am-aq2-mq1024-pc512`),
+# -opN --am-onpolicy N (`am-aq2-op2`: one repeat pass, each layer compacted
+# as it reaches it).
 # Suffixes come in any order. On kvzip methods, -poolK adds --kvzip-pool K and -fsF
 # --kvzip-floor-share F (`kvzip-pool3-fs0.25`: pooled scores with a floor).
 # bench/prefill_cost.py turns the log into the table and the plot.
@@ -72,6 +74,7 @@ for d in $DEPTHS; do
         elif [[ $base =~ ^(am.*)-fr([0-9]+)$ ]]; then base=${BASH_REMATCH[1]} arith+=(--am-fit-rows "${BASH_REMATCH[2]}")
         elif [[ $base =~ ^(am.*)-aq([0-9]+)$ ]]; then base=${BASH_REMATCH[1]} arith+=(--am-queries "${BASH_REMATCH[2]}")
         elif [[ $base =~ ^(am.*)-mq([0-9]+)$ ]]; then base=${BASH_REMATCH[1]} arith+=(--am-max-queries "${BASH_REMATCH[2]}")
+        elif [[ $base =~ ^(am.*)-op([0-9]+)$ ]]; then base=${BASH_REMATCH[1]} arith+=(--am-onpolicy "${BASH_REMATCH[2]}")
         elif [[ $base =~ ^(kvzip.*)-fs([0-9.]+)$ ]]; then base=${BASH_REMATCH[1]} arith+=(--kvzip-floor-share "${BASH_REMATCH[2]}")
         elif [[ $base =~ ^(kvzip.*)-pool([0-9]+)$ ]]; then base=${BASH_REMATCH[1]} arith+=(--kvzip-pool "${BASH_REMATCH[2]}")
         elif [[ $base =~ ^((kvzip|am).*)-pc([0-9]+)$ ]]; then

@@ -4,11 +4,13 @@
 // is not a multiple of the pass's row block; and the attention columns the
 // fit reads against the exponentials of the stored scores; the same pass
 // with its products in bf16 against float64 sums of the rounded operands,
-// and the setting that asks for it reaching a policy.
+// and the setting that asks for it reaching a policy; the pass spread over a
+// pool's threads against the pass on one, bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "head_reference.h"
@@ -16,6 +18,7 @@
 #include "kv/compressor.h"
 #include "kv/numerics/eigen.h"
 #include "kv/policies/am_scores.h"
+#include "kernels/thread_pool.h"
 
 namespace kvtrim::kv {
 namespace {
@@ -163,6 +166,30 @@ TEST(AmScores, Bf16AttentionSettingReachesThePolicy) {
     ASSERT_TRUE(c.value()->CompressPrefill(cache).ok());
     EXPECT_EQ(seen, want) << setting;
   }
+}
+
+// The pass's blocks over a pool (a head compacted alone, PolicyContext::pool)
+// give what one thread gives, bit for bit: each block's share of the keys'
+// sums of squares is added in block order either way. 300 queries are three
+// blocks (two of 128 and a tail); f32 and, where the CPU has them, bf16
+// products; with and without the ranking.
+TEST(AmScores, PoolGivesTheOneThreadNumbersBitForBit) {
+  const Block b = MakeBlock();
+  for (int threads : {2, 3, 4})
+    for (bool bf16 : {false, true})
+      for (bool rank : {true, false}) {
+        kernels::ThreadPool pool(threads);
+        MatrixXf s1(300, 70), s2(300, 70);
+        const AmScores one = AmScoresPass(b.Q, b.K, b.V, b.b0, b.of, b.nu, rank, s1, bf16);
+        const AmScores many = AmScoresPass(b.Q, b.K, b.V, b.b0, b.of, b.nu, rank, s2, bf16, &pool);
+        const std::string at = std::to_string(threads) + " threads, bf16 " + std::to_string(bf16);
+        EXPECT_EQ(s1, s2) << at;
+        EXPECT_EQ(one.shift_f, many.shift_f) << at;
+        EXPECT_EQ(one.mass, many.mass) << at;
+        EXPECT_EQ(one.Y, many.Y) << at;
+        EXPECT_EQ(one.rms, many.rms) << at;
+        EXPECT_EQ(one.rms.size(), rank ? b.nu : 0) << at;
+      }
 }
 
 }  // namespace

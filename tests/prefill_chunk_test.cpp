@@ -376,9 +376,9 @@ TEST(PrefillChunk, KvzipPlusSharedBudgetStreamsWithChunkedReconstruction) { Kvzi
 // one-shot am of that chunk alone at its share; after each later chunk the
 // earlier entries are unchanged bit for bit (keys, fitted values and
 // log-weights) and every head holds exactly its share so far.
-TEST(PrefillChunk, AmCompactsEachChunkToItsShare) {
-  auto e = test::LoadEngine("stories260K.gguf");
-  ASSERT_TRUE(e);
+// The cache after each chunk in *after; onpolicy: --am-onpolicy (0 or 2).
+void AmCompactsEachChunkToItsShare(const Engine& eng, double onpolicy, std::vector<kv::KvCache>* out) {
+  const Engine* e = &eng;
   const int chunk = 200, budget = 160, n = 500;
   const std::vector<int> t = Tokens(n, 21);
   auto opts = [&](int c, int b) {
@@ -387,10 +387,11 @@ TEST(PrefillChunk, AmCompactsEachChunkToItsShare) {
     so.kv.budget_tokens = b;
     so.kv.quant = "f16";
     so.kv.prefill_chunk = c;
+    so.kv.params["am-onpolicy"] = onpolicy;
     so.ubatch = 64;
     return so;
   };
-  std::vector<kv::KvCache> after;
+  std::vector<kv::KvCache>& after = *out;
   SessionOptions so = opts(chunk, budget);
   Session* ses = nullptr;
   so.on_chunk = [&](int64_t, int64_t) { after.push_back(ses->impl().cache()); };
@@ -434,11 +435,51 @@ TEST(PrefillChunk, AmCompactsEachChunkToItsShare) {
   for (const auto& [name, v] : ch.value()->impl().compressor().counters())
     if (name == "am-dropped") dropped = v;
   EXPECT_EQ(missing, dropped);
-  SessionOptions onpolicy = opts(chunk, budget);
+}
+
+TEST(PrefillChunk, AmCompactsEachChunkToItsShare) {
+  auto e = test::LoadEngine("stories260K.gguf");
+  ASSERT_TRUE(e);
+  std::vector<kv::KvCache> after;
+  AmCompactsEachChunkToItsShare(*e, 0, &after);
+  SessionOptions onpolicy;
+  onpolicy.kv.policy = "am";
+  onpolicy.kv.budget_tokens = 160;
+  onpolicy.kv.prefill_chunk = 200;
   onpolicy.kv.params["am-onpolicy"] = 1;
   auto refused = Session::Create(*e, onpolicy);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().message.find("--am-onpolicy"), std::string::npos) << refused.error().message;
+}
+
+// --am-onpolicy 2 (one repeat pass a chunk, each layer compacted as the pass
+// reaches it) streams with the same shares and carried entries; layer 0's
+// queries see nothing compacted, so it equals the off-policy layer 0 bit for
+// bit after every chunk, and a layer above it differs.
+TEST(PrefillChunk, AmOnePassOnPolicyStreams) {
+  auto e = test::LoadEngine("stories260K.gguf");
+  ASSERT_TRUE(e);
+  std::vector<kv::KvCache> off, on;
+  AmCompactsEachChunkToItsShare(*e, 0, &off);
+  AmCompactsEachChunkToItsShare(*e, 2, &on);
+  ASSERT_EQ(on.size(), off.size());
+  const int L = on[0].n_layer();
+  for (size_t c = 0; c < on.size(); ++c) {
+    int differ = 0;
+    for (int h = 0; h < on[c].n_head_kv(); ++h) {
+      const kv::HeadStore &a = on[c].head(0, h), &b = off[c].head(0, h);
+      ASSERT_EQ(a.size(), b.size()) << "chunk " << c << " head " << h;
+      for (int i = 0; i < a.size(); ++i) {
+        const float x = a.logw(i), y = b.logw(i);
+        ASSERT_EQ(a.pos(i), b.pos(i));
+        ASSERT_EQ(std::memcmp(&x, &y, sizeof(float)), 0) << "chunk " << c << " log-weight " << i;
+        ASSERT_EQ(std::memcmp(a.value_row(i), b.value_row(i), a.row_bytes()), 0) << "chunk " << c << " value " << i;
+      }
+      const kv::HeadStore &p = on[c].head(L - 1, h), &q = off[c].head(L - 1, h);
+      differ += p.size() != q.size() || std::memcmp(p.value_row(0), q.value_row(0), p.row_bytes() * p.size()) != 0;
+    }
+    EXPECT_GT(differ, 0) << "chunk " << c;
+  }
 }
 
 // --- carried statistics, by hand, on one head of dimension 2 -------------

@@ -186,8 +186,14 @@ class Session {
   // copy of the cache, "Repeat the previous context." and the context again
   // (tokens_ from pass_from_: a chunked prefill repeats only the chunk that
   // just ended, KVzip's chunked reconstruction); the rotated queries and the
-  // taps go to the compressor's statistics.
-  Status RunReferencePass();
+  // taps go to the compressor's statistics. With `compressed` and a policy
+  // that compresses in its pass (ReferencePass::compress_in_pass), each
+  // layer of the cache is compressed as the pass reaches it (a chunk of a
+  // prompt ending at prompt_end, or with -1 the whole prefill) and
+  // *compressed says whether it was (no pass runs when nothing is evicted).
+  Status RunReferencePass(int64_t prompt_end = -1, bool* compressed = nullptr);
+  Status RunCompressingPass(const std::vector<int>& instr, const std::vector<int>& again, int64_t prompt_end,
+                            bool* compressed);
   void NotePeak(size_t extra = 0);    // peak_kv_bytes_ = max(it, the cache's bytes + extra)
   const Engine* engine_ = nullptr;
   std::unique_ptr<Impl> impl_;

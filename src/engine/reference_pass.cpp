@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -91,6 +92,64 @@ Expected<size_t> Repeat(const model::Transformer& tf, kernels::ThreadPool& pool,
   return peak;
 }
 
+// The tap of a pass that compresses each layer as it reaches it
+// (ReferencePass::compress_in_pass): the statistics go to `rep`, and before
+// each layer's attention `at_layer(l)` runs.
+class InPassTap final : public kv::AttentionTap {
+ public:
+  InPassTap(kv::AttentionStats& rep, std::function<Status(int)> at_layer) : rep_(rep), at_layer_(std::move(at_layer)) {}
+  void OnBatch(int pos0, int T) override { rep_.OnBatch(pos0, T); }
+  bool WantsProbs(int l) const override { return rep_.WantsProbs(l); }
+  void OnProbTile(int l, int h, const kv::ProbTile& t) override { rep_.OnProbTile(l, h, t); }
+  int64_t ProbsFrom(int l) const override { return rep_.ProbsFrom(l); }
+  bool WantsQK() const override { return rep_.WantsQK(); }
+  void OnQK(int l, const float* k_pre, const float* q_rot, int T) override { rep_.OnQK(l, k_pre, q_rot, T); }
+  bool WantsQPre() const override { return rep_.WantsQPre(); }
+  void OnQPre(int l, const float* q_pre, int T) override { rep_.OnQPre(l, q_pre, T); }
+  bool WantsHiddenNorms() const override { return rep_.WantsHiddenNorms(); }
+  void OnHiddenNorms(int l, const float* norms, int T) override { rep_.OnHiddenNorms(l, norms, T); }
+  Status BeforeAttend(int l) override { return at_layer_(l); }
+
+ private:
+  kv::AttentionStats& rep_;
+  std::function<Status(int)> at_layer_;
+};
+
+// The pass of ReferencePass::compress_in_pass: `tokens` (the instruction,
+// its first `instr` tokens, then the repeat) go through the model as one
+// batch, so every layer's queries are complete before that layer is
+// compressed. The pass's own cache starts empty at each layer: before the
+// layer's attention, its repeat queries (the instruction's rows left out)
+// go to `into`, `compress(l)` compresses that layer of `cache`, and the
+// pass takes the compressed layer, so its attention and every later layer
+// read what the compressed cache holds (on-policy, as ReferencePass::on_policy's
+// re-runs, in one pass). Returns the bytes the pass's cache held at the end.
+Expected<size_t> CompressingPass(const model::Transformer& tf, kernels::ThreadPool& pool, const kv::KvCache& cache,
+                                 const std::vector<int>& tokens, size_t instr, bool bf16, kv::AttentionStats& rep,
+                                 kv::AttentionStats& into, const std::function<Status(int)>& compress) {
+  kv::KvCache work(cache.n_layer(), cache.n_head_kv(), cache.head_dim(), cache.type(), cache.rotated());
+  work.set_rope_map(cache.rope_map());
+  work.AdvanceLogical(static_cast<int>(cache.logical_length()));
+  work.set_bf16_tiles(bf16);
+  const int T = static_cast<int>(tokens.size());
+  const size_t skip = instr * static_cast<size_t>(rep.group()) * cache.head_dim();  // the instruction's query rows
+  InPassTap tap(rep, [&](int l) -> Status {
+    for (int h = 0; h < cache.n_head_kv(); ++h) {
+      std::vector<float>& q = rep.head(l, h).q_rot;
+      q.erase(q.begin(), q.begin() + static_cast<std::ptrdiff_t>(std::min(skip, q.size())));
+      into.head(l, h).q_repeat = std::move(q);
+    }
+    KVTRIM_RETURN_IF_ERROR(compress(l));
+    for (int h = 0; h < cache.n_head_kv(); ++h) {
+      work.head(l, h) = cache.head(l, h);
+      work.head(l, h).Reserve(work.head(l, h).size() + T);
+    }
+    return {};
+  });
+  KVTRIM_RETURN_IF_ERROR(tf.Forward(pool, work, tokens.data(), T, false, nullptr, &tap));
+  return work.BytesHeld();
+}
+
 }  // namespace
 
 // Hands a result to the compressor's statistics: moved when nothing keeps
@@ -113,7 +172,7 @@ void Session::ApplyReferencePass(RefPassResult& r, bool queries, bool reused, bo
   impl_->compressor_->AddReferenceTiming(r.seconds, prefill_s_, reused, static_cast<int64_t>(r.tokens));
 }
 
-Status Session::RunReferencePass() {
+Status Session::RunReferencePass(int64_t prompt_end, bool* compressed) {
   const kv::ReferencePass rp = impl_->compressor_->policy().traits().reference_pass;
   if (!rp.repeat || tokens_.empty()) return {};
   bool compresses = false;  // skip the pass when no layer's budget bites
@@ -131,6 +190,7 @@ Status Session::RunReferencePass() {
   if (!rp.past_context) again.resize(static_cast<size_t>(std::clamp<int64_t>(room, 0, again.size())));
   if (again.empty()) return {};
   KVTRIM_RETURN_IF_ERROR(kv::CheckTaps(rp.taps));
+  if (compressed && rp.compress_in_pass) return RunCompressingPass(instr, again, prompt_end, compressed);
   // Shared with the session's other forks only for a whole prompt's pass on
   // an unchanged state (on-policy passes follow this fork's own compression).
   const bool memo = ref_memo_ && !rp.on_policy && pass_to_ == 0;
@@ -183,6 +243,48 @@ Status Session::RunReferencePass() {
     if (ref_memo_->state != state_) ref_memo_->results.clear(), ref_memo_->state = state_;
     ref_memo_->results[key] = std::move(r);
   }
+  return {};
+}
+
+// The pass that compresses each layer as it reaches it (CompressingPass):
+// the time the compression took in it is the compressor's, not the pass's.
+Status Session::RunCompressingPass(const std::vector<int>& instr, const std::vector<int>& again, int64_t prompt_end,
+                                   bool* compressed) {
+  const kv::ReferencePass rp = impl_->compressor_->policy().traits().reference_pass;
+  if (!rp.taps.empty() || rp.output_weights || rp.repeat_chunk > 0)
+    return MakeError("a reference pass that compresses each layer as it reaches it takes queries only, the whole "
+                     "range at once (no taps, no repeat chunks)");
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto& c = engine_->impl().config();
+  auto tiles = kv::Bf16TilesOf(opts_.kv);
+  if (!tiles.ok()) return tiles.error();
+  kv::Compressor& comp = *impl_->compressor_;
+  kernels::ThreadPool& pool = impl_->pool(*engine_);
+  kv::StatsNeeds needs;
+  needs.prefill_qk = true;
+  kv::AttentionStats rep(c.n_layer, c.n_head_kv, c.group(), c.head_dim, needs);
+  std::vector<int> tokens = instr;
+  tokens.insert(tokens.end(), again.begin(), again.end());
+  rep.ReserveQueries(tokens.size());
+  double in_compress = 0;
+  auto compress = [&](int l) -> Status {
+    const double s0 = comp.compress_seconds();
+    Status st = prompt_end >= 0 ? comp.CompressChunkLayer(*impl_->cache_, l, prompt_end, &pool)
+                                : comp.CompressPrefillLayer(*impl_->cache_, l, &pool);
+    in_compress += comp.compress_seconds() - s0;
+    return st;
+  };
+  Expected<size_t> peak = CompressingPass(engine_->impl().transformer(), pool, *impl_->cache_, tokens, instr.size(),
+                                          tiles->pass, rep, comp.stats(), compress);
+  if (!peak.ok()) return peak.error();
+  *compressed = true;
+  RefPassResult r;
+  r.copy_bytes = *peak;
+  r.tokens = again.size();
+  r.taps.resize(static_cast<size_t>(c.n_layer) * c.n_head_kv);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - in_compress;
+  ApplyReferencePass(r, false, false, true);
+  passed_to_ = pass_to_ > 0 ? std::min(pass_to_, tokens_.size()) : tokens_.size();
   return {};
 }
 

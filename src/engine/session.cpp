@@ -192,9 +192,11 @@ Status Session::Compress() {
     impl_->compressor_->SetRatio(chosen_ratio_);
   }
   if (!impl_->compressor_->policy().traits().reference_pass.on_policy) {
-    KVTRIM_RETURN_IF_ERROR(RunReferencePass());
+    bool in_pass = false;  // compressed layer by layer in the pass (ReferencePass::compress_in_pass)
+    KVTRIM_RETURN_IF_ERROR(RunReferencePass(-1, &in_pass));
     state_ = NewStateId();
-    KVTRIM_RETURN_IF_ERROR(impl_->compressor_->CompressPrefill(*impl_->cache_, &impl_->pool(*engine_)));
+    if (in_pass) impl_->compressor_->FinishPrefill(*impl_->cache_);
+    else KVTRIM_RETURN_IF_ERROR(impl_->compressor_->CompressPrefill(*impl_->cache_, &impl_->pool(*engine_)));
     NotePeak();  // quantizing the kept entries may hold more than evicting freed
     return {};
   }
@@ -295,8 +297,9 @@ Status Session::Prefill(const std::vector<int>& tokens) {
     impl_->compressor_->BeginChunk(position() + static_cast<int64_t>(n), c0 == 0, chunk_from, hold_from);
     KVTRIM_RETURN_IF_ERROR(ForwardPrompt(tokens.data() + c0, n));
     if (last) break;  // the last chunk: Compress() takes it
-    if (impl_->compressor_->policy().traits().prefill_time) KVTRIM_RETURN_IF_ERROR(RunReferencePass());
-    KVTRIM_RETURN_IF_ERROR(impl_->compressor_->CompressChunk(*impl_->cache_, end, &impl_->pool(*engine_)));
+    bool in_pass = false;  // compressed layer by layer in the pass (ReferencePass::compress_in_pass)
+    if (impl_->compressor_->policy().traits().prefill_time) KVTRIM_RETURN_IF_ERROR(RunReferencePass(end, &in_pass));
+    if (!in_pass) KVTRIM_RETURN_IF_ERROR(impl_->compressor_->CompressChunk(*impl_->cache_, end, &impl_->pool(*engine_)));
     NotePeak();
     if (opts_.on_chunk) opts_.on_chunk(static_cast<int64_t>(c0 + n), static_cast<int64_t>(tokens.size()));
   }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kvtrim/status.h"
 
 namespace kvtrim::kv {
 
@@ -40,6 +41,11 @@ class AttentionTap {
   // tiles are reported (KVzip+'s normalisation).
   virtual bool WantsHiddenNorms() const { return false; }
   virtual void OnHiddenNorms(int /*layer*/, const float* /*norms*/, int /*T*/) {}
+  // The layer's queries are reported (OnQK) and its attention comes next: a
+  // tap may change what that layer of the cache holds before the batch
+  // appends to it and reads it (a reference pass that compresses each layer
+  // as it reaches it). An error stops the forward pass.
+  virtual Status BeforeAttend(int /*layer*/) { return {}; }
 };
 
 // Whole probability rows into tiles, for callers that have rows (tests, and

@@ -339,10 +339,12 @@ std::vector<std::pair<std::string, int64_t>> Compressor::counters() const {
   return c;
 }
 
-Status Compressor::CompressHead(KvCache& cache, int layer, int h, Phase phase, int budget, int64_t budget_len) {
+Status Compressor::CompressHead(KvCache& cache, int layer, int h, Phase phase, int budget, int64_t budget_len,
+                                kernels::ThreadPool* alone) {
   HeadStore& hs = cache.head(layer, h);
   PolicyContext ctx = Context(cache, layer, h, phase);
   ctx.budget = budget;
+  ctx.pool = alone;
   if (phase == Phase::kPrefill && chunk_from_ >= 0) ctx.chunk_from = chunk_from_, ctx.budget_len = budget_len;
   if (phase == Phase::kPrefill) ctx.hold_from = hold_from_;
   Plan plan = policy_->Compress(ctx);
@@ -404,17 +406,23 @@ Status Compressor::CompressLayers(KvCache& cache, int l0, int l1, int64_t n_budg
   std::vector<Status> st(jobs);
   std::vector<int64_t> ns(jobs, 0);  // each head's time, summed per layer below
   const bool each_chunk = chunk_from_ >= 0 && policy_->traits().compresses_each_chunk;
-  auto run = [&](int64_t a, int64_t e) {
+  auto run_with = [&](int64_t a, int64_t e, kernels::ThreadPool* alone) {
     for (int64_t j = a; j < e; ++j) {
       const int l = l0 + static_cast<int>(j / n_head_kv_), h = static_cast<int>(j % n_head_kv_);
       const int b = budgets[static_cast<size_t>(l) * n_head_kv_ + h];
       const int64_t h0 = SteadyNowNs();
-      if (cache.head(l, h).size() > b || each_chunk) st[j] = CompressHead(cache, l, h, Phase::kPrefill, b, n_budget);
+      if (cache.head(l, h).size() > b || each_chunk) st[j] = CompressHead(cache, l, h, Phase::kPrefill, b, n_budget, alone);
       ns[j] = SteadyNowNs() - h0;
     }
   };
-  if (pool) pool->ParallelFor(jobs, run);
-  else run(0, jobs);
+  // The heads that do not divide among the threads (one of a layer's three
+  // on two threads, as a pass compacting layer by layer has it) run one at a
+  // time after the others, each with the pool for its own work
+  // (PolicyContext::pool), instead of leaving a thread idle.
+  const int64_t rest = pool && pool->size() > 1 ? jobs % pool->size() : 0;
+  if (pool) pool->ParallelFor(jobs - rest, [&](int64_t a, int64_t e) { run_with(a, e, nullptr); });
+  else run_with(0, jobs, nullptr);
+  for (int64_t j = jobs - rest; j < jobs; ++j) run_with(j, j + 1, pool);
   for (const Status& s : st) KVTRIM_RETURN_IF_ERROR(s);
   std::fill(layer_s_.begin() + l0, layer_s_.begin() + l1, 0.0);
   for (int64_t j = 0; j < jobs; ++j) layer_s_[l0 + j / n_head_kv_] += static_cast<double>(ns[j]) * 1e-9;
@@ -454,6 +462,16 @@ Status Compressor::CompressChunk(KvCache& cache, int64_t prompt_end, kernels::Th
   else end_chunk(0, static_cast<int64_t>(n_layer_) * n_head_kv_);
   KVTRIM_RETURN_IF_ERROR(CompressLayers(cache, 0, n_layer_, prompt_end, pool));
   stats_->DropPrefillQK();
+  return {};
+}
+
+Status Compressor::CompressChunkLayer(KvCache& cache, int l, int64_t prompt_end, kernels::ThreadPool* pool) {
+  if (!policy_->traits().prefill_time) return {};
+  if (const std::string why = StreamBlocker(policy_->traits()); !why.empty())
+    return MakeError("policy '" + o_.policy + "' cannot compress a prefill in chunks: " + why);
+  for (int h = 0; h < n_head_kv_; ++h) policy_->EndChunk(Context(cache, l, h, Phase::kPrefill));
+  KVTRIM_RETURN_IF_ERROR(CompressLayers(cache, l, l + 1, prompt_end, pool));
+  if (l == n_layer_ - 1) stats_->DropPrefillQK();
   return {};
 }
 

@@ -138,6 +138,10 @@ class Compressor {
   // chunk's CompressPrefill does that). A policy that cannot stream
   // (Policy::StreamBlocker) is an error.
   Status CompressChunk(KvCache& cache, int64_t prompt_end, kernels::ThreadPool* pool = nullptr);
+  // The same for one layer (a pass that compresses each layer as it reaches
+  // it, ReferencePass::compress_in_pass), layers in increasing order; after
+  // the last layer the chunk's prefill keys and queries are dropped.
+  Status CompressChunkLayer(KvCache& cache, int layer, int64_t prompt_end, kernels::ThreadPool* pool = nullptr);
   // An error naming why `o`'s policy cannot compress a prefill in chunks;
   // OK when it can or prefill_chunk is off.
   static Status CheckStreams(const CompressionOptions& o, const Policy& p);
@@ -181,7 +185,9 @@ class Compressor {
   // The shared allocator's counts (KVzip) for a prompt of logical length
   // n, before any head changes.
   void PrepareShared(const KvCache& cache, int64_t n, kernels::ThreadPool* pool);
-  Status CompressHead(KvCache& cache, int layer, int h, Phase phase, int budget, int64_t budget_len = 0);
+  // alone: the pool when this head runs by itself (PolicyContext::pool).
+  Status CompressHead(KvCache& cache, int layer, int h, Phase phase, int budget, int64_t budget_len = 0,
+                      kernels::ThreadPool* alone = nullptr);
   CompressionOptions o_;
   std::unique_ptr<Policy> policy_;
   std::unique_ptr<AttentionStats> stats_;

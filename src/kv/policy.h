@@ -21,6 +21,9 @@
 
 namespace kvtrim {
 struct ModelProfile;  // kvtrim/profile.h
+namespace kernels {
+class ThreadPool;  // kernels/thread_pool.h
+}  // namespace kernels
 }  // namespace kvtrim
 
 namespace kvtrim::kv {
@@ -80,6 +83,10 @@ struct PolicyContext {
   // run in bf16, as the reference pass's tiles (KvOptions::bf16_attention
   // "pass" or "all"; the policy still checks that the CPU has them).
   bool bf16_products = false;
+  // A pool the policy may spread this one head's work over: set only when
+  // the compressor runs the head alone (the heads left over when a layer's
+  // heads do not divide among the threads); null otherwise.
+  kernels::ThreadPool* pool = nullptr;
 };
 
 // What prefill-time compression is asked to reach, for policies that plan
@@ -100,6 +107,13 @@ struct ReferencePass {
   bool repeat = false;
   bool past_context = false;  // repeat the whole context even past the model's trained context
   bool on_policy = false;     // re-run before each layer, lower layers already compressed
+  // On-policy in one pass: the whole repeat goes through the model as one
+  // batch, and each layer is compressed when the pass reaches it (after its
+  // queries, before its attention), so the pass's later layers read the
+  // compressed ones, as on_policy's re-runs do, and its attention reads the
+  // compressed layer, not the whole chunk. Streams (a chunked prefill
+  // compresses each chunk so). Queries only: no taps.
+  bool compress_in_pass = false;
   std::string instruction = "\nRepeat the previous context.\n";  // METHODS.md section 4 (am)
   bool queries = true;        // collect the rotated queries (q_repeat)
   std::vector<TapUse> taps;  // registry taps fed by the pass (HeadStats::reference)

@@ -238,6 +238,7 @@ Status Transformer::Forward(kernels::ThreadPool& pool, kv::KvCache& cache, const
       rope_.ApplyTable(&k[t * kv_dim], Hkv, hd, cs);
     }
     if (want_qk) obs->OnQK(l, k_pre.data(), q.data(), T);
+    if (obs) KVTRIM_RETURN_IF_ERROR(obs->BeforeAttend(l));
 
     {
       Span s(prof ? &prof->attention_ns : nullptr);  // the taps' share is taken out when reported

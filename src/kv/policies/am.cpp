@@ -8,6 +8,9 @@
 // attention mass, then refit their values by ridge least squares so they
 // reproduce the attention outputs (the fit: am_fit.h). Kept entries keep
 // their rotated keys and positions; the plan sets their b and values.
+// `--am-onpolicy 1` re-runs the pass before each layer over the compacted
+// lower layers; `2` gives the same in one pass that compacts each layer as
+// it reaches it (ReferencePass::compress_in_pass), and streams.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -28,7 +31,7 @@ AmPolicy::~AmPolicy() = default;
 // prompt prefilled in chunks has each chunk compacted to its share of the
 // budget with its own reference queries (its prefill queries and its repeat
 // pass), the entries of earlier chunks left as they are; not with
-// --am-onpolicy. 6-15 prefills per context (docs/results/am.md): left out of
+// --am-onpolicy 1. 6-15 prefills per context (docs/results/am.md): left out of
 // the default sweep; METHODS.md 4: nonuniform head budgets from the profile
 // when it has them.
 namespace {
@@ -36,18 +39,21 @@ namespace {
 PolicyTraits AmTraits(const Params& p) {
   PolicyTraits t{.decode_time = false, .needs = {.prefill_qk = true}, .compresses_each_chunk = true, .costly = true,
                  .profile_head_budgets = true};
-  const bool repeat = p.at("am-queries") >= 0.5, onpolicy = p.at("am-onpolicy") >= 0.5;
+  const bool repeat = p.at("am-queries") >= 0.5;
+  const bool onpolicy = repeat && p.at("am-onpolicy") >= 0.5 && p.at("am-onpolicy") < 1.5;  // 1: a pass per layer
   t.reference_pass.repeat = repeat;
   t.reference_pass.past_context = p.at("am-repeat-past-ctx") >= 0.5;
-  t.reference_pass.on_policy = repeat && onpolicy;
+  t.reference_pass.on_policy = onpolicy;
+  t.reference_pass.compress_in_pass = repeat && p.at("am-onpolicy") >= 1.5;  // 2: one pass, each layer compacted in it
   t.reference_pass.repeat_chunk = static_cast<int>(p.at("am-pass-chunk"));
   // After a first compression (a conversation's next turn, a continued
   // session) only what came since is repeated and compacted, to its share;
   // the entries compacted before stay as they are (as a prompt's chunks).
   t.reference_pass.turn_local = repeat && !onpolicy;
   t.reference_pass.turn_lag = t.reference_pass.turn_local;  // a compacted turn would answer from fitted values
-  t.stream_blocker = repeat && onpolicy ? "--am-onpolicy re-runs the repeat pass layer by layer over the whole context"
-                                        : "";
+  t.stream_blocker = onpolicy ? "--am-onpolicy 1 re-runs the repeat pass layer by layer over the whole context "
+                                "(--am-onpolicy 2 streams)"
+                              : "";
   return t;
 }
 
@@ -92,6 +98,7 @@ Plan AmPolicy::Compress(const PolicyContext& ctx) {
   const Eigen::MatrixXf Q = AmReferenceQueries(ctx, *c_);
   AmConfig c = *c_;
   c.bf16 = ctx.bf16_products;
+  c.pool = ctx.pool;
   for (int c0 = 0; c0 < span; c0 += c.chunk) {  // blocks compacted independently
     const int c1 = std::min(span, c0 + c.chunk);
     const int t = static_cast<int>(std::ceil(static_cast<double>(range.t) * c1 / span - 1e-9)) -
@@ -119,7 +126,9 @@ PolicyInfo AmPolicyInfo() {
                                      "context if need be (RoPE extrapolation); 0 stops at the trained context", 0, 1},
            {"am-pass-chunk", 0, "repeat pass: tokens repeated per rewind of its copy, each chunk reading the held "
                                 "entries and its own repeat only (0: the whole range at once)", 0, 1e9},
-           {"am-onpolicy", 0, "1: compact layer by layer, the repeat pass re-run over the compacted lower layers", 0, 1},
+           {"am-onpolicy", 0, "1: compact layer by layer, the repeat pass re-run over the compacted lower layers; "
+                              "2: the same in one repeat pass, each layer compacted when the pass reaches it (its "
+                              "attention reads the compacted layer; streams with --prefill-chunk)", 0, 2},
            {"am-refill", 1, "1: slots NNLS frees (weight 0) go to the next-best keys, weights refit, so a head holds its "
                             "budget; 0: drop them and keep fewer", 0, 1},
            {"am-refill-rounds", 1, "refill: NNLS refits at most (the keys still missing after them are the next-ranked "

@@ -350,7 +350,7 @@ AmBlockFit AmFitBlock(const MatrixXf& Q, const MatrixXf& K, const MatrixXf& V, c
   const int M = static_cast<int>(Q.rows());
   const kernels::HugeBuffer s_buf = kernels::AllocHuge(static_cast<size_t>(M) * n);
   Eigen::Map<MatrixXf> S(s_buf.get(), M, n);  // [M, n] the scores q.k
-  const AmScores sc = AmScoresPass(Q, K, V, b0, of, nu, rank_scores == nullptr, S, c.bf16);
+  const AmScores sc = AmScoresPass(Q, K, V, b0, of, nu, rank_scores == nullptr, S, c.bf16, c.pool);
   const std::vector<int> ranking = rank_scores ? RankByScores(*rank_scores, of, nu) : RankByRms(sc.rms);
   AmColumns all(S, rep, sc.shift_f, Eigen::VectorXf());  // every reference query's columns
   f.scores_us = lap_us();

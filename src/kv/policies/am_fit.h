@@ -38,6 +38,7 @@ struct AmConfig {
   bool weight_floor = false;
   bool fit_weights = true;   // fit the log-weights (else each pick keeps its own cardinality)
   bool bf16 = false;         // the scores' products in bf16 (AmScoresPass; PolicyContext::bf16_products)
+  kernels::ThreadPool* pool = nullptr;  // the scores pass's blocks over it (PolicyContext::pool)
 };
 
 // Reference queries [M, d] (float, as the cache holds them), scaled by

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kernels/attention_bf16.h"
+#include "kernels/thread_pool.h"
 #include "kv/numerics/vexp.h"
 
 namespace kvtrim::kv {
@@ -100,37 +101,54 @@ class Bf16Products {
 bool AmScoresBf16(int head_dim) { return kernels::HasBf16Tiles() && kernels::Bf16TileDim(head_dim); }
 
 AmScores AmScoresPass(const MatrixXf& Q, const MatrixXf& K, const MatrixXf& V, const VectorXd& b0,
-                      const std::vector<int>& of, int nu, bool rank, Eigen::Ref<MatrixXf> S, bool bf16) {
+                      const std::vector<int>& of, int nu, bool rank, Eigen::Ref<MatrixXf> S, bool bf16,
+                      kernels::ThreadPool* pool) {
   const int M = static_cast<int>(Q.rows()), n = static_cast<int>(K.rows());
   const bool plain_b = (b0.array() == 0.0).all();  // fresh entries (a prefill's): S + b0 is S
   const Eigen::RowVectorXf b0f = b0.cast<float>().transpose();
   AmScores r{VectorXf(M), VectorXd(M), VectorXd(M), Eigen::MatrixXd(M, V.cols()), VectorXf()};
-  if (rank) r.rms = VectorXf::Zero(nu);
-  std::optional<Bf16Products> tiles;
-  if (bf16 && AmScoresBf16(static_cast<int>(K.cols()))) tiles.emplace(K, V);
-  MatrixXf E, Yb, W;  // [b, n] scores then their exponentials; [b, d]; [b, nu]
-  for (int i0 = 0; i0 < M; i0 += kRows) {
-    const int b = std::min(kRows, M - i0);
-    if (tiles) tiles->Scores(Q, i0, b, &E);
-    else E.noalias() = Q.middleRows(i0, b) * K.transpose();
-    S.middleRows(i0, b) = E;
-    // s_q: the largest score with or without the entries' own b, so neither
-    // the target nor a candidate column can overflow.
-    VectorXf sh = E.rowwise().maxCoeff();
-    if (!plain_b) {
-      E.rowwise() += b0f;
-      sh = sh.cwiseMax(E.rowwise().maxCoeff());
+  const bool tiles_on = bf16 && AmScoresBf16(static_cast<int>(K.cols()));
+  const int blocks = (M + kRows - 1) / kRows;
+  // Each block's share of the keys' sums of squares, added in block order
+  // below: the same sums, bit for bit, whether the blocks ran on one thread
+  // or several.
+  std::vector<VectorXf> rms_part(rank ? blocks : 0);
+  auto run = [&](int64_t first, int64_t last) {
+    std::optional<Bf16Products> tiles;  // a thread's own buffers (the keys packed once a thread)
+    if (tiles_on) tiles.emplace(K, V);
+    MatrixXf E, Yb, W;  // [b, n] scores then their exponentials; [b, d]; [b, nu]
+    for (int64_t blk = first; blk < last; ++blk) {
+      const int i0 = static_cast<int>(blk) * kRows, b = std::min(kRows, M - i0);
+      if (tiles) tiles->Scores(Q, i0, b, &E);
+      else E.noalias() = Q.middleRows(i0, b) * K.transpose();
+      S.middleRows(i0, b) = E;
+      // s_q: the largest score with or without the entries' own b, so neither
+      // the target nor a candidate column can overflow.
+      VectorXf sh = E.rowwise().maxCoeff();
+      if (!plain_b) {
+        E.rowwise() += b0f;
+        sh = sh.cwiseMax(E.rowwise().maxCoeff());
+      }
+      numerics::ExpShiftRowsInPlace(&E, sh);
+      VectorXd m = VectorXd::Zero(b);
+      for (int j = 0; j < n; ++j) m += E.col(j).cast<double>();
+      const VectorXd safe = m.cwiseMax(std::numeric_limits<double>::min());
+      if (tiles) tiles->Outputs(E, &Yb);
+      else Yb.noalias() = E * V;
+      r.Y.middleRows(i0, b) = Yb.cast<double>().array().colwise() / safe.array();
+      r.shift_f.segment(i0, b) = sh;
+      r.mass.segment(i0, b) = m;
+      if (rank) {
+        rms_part[blk] = VectorXf::Zero(nu);
+        AddRms(E, safe, of, nu, &W, &rms_part[blk]);
+      }
     }
-    numerics::ExpShiftRowsInPlace(&E, sh);
-    VectorXd m = VectorXd::Zero(b);
-    for (int j = 0; j < n; ++j) m += E.col(j).cast<double>();
-    const VectorXd safe = m.cwiseMax(std::numeric_limits<double>::min());
-    if (tiles) tiles->Outputs(E, &Yb);
-    else Yb.noalias() = E * V;
-    r.Y.middleRows(i0, b) = Yb.cast<double>().array().colwise() / safe.array();
-    r.shift_f.segment(i0, b) = sh;
-    r.mass.segment(i0, b) = m;
-    if (rank) AddRms(E, safe, of, nu, &W, &r.rms);
+  };
+  if (pool) pool->ParallelFor(blocks, run);
+  else run(0, blocks);
+  if (rank) {
+    r.rms = VectorXf::Zero(nu);
+    for (const VectorXf& part : rms_part) r.rms += part;
   }
   r.shift = r.shift_f.cast<double>();
   return r;

@@ -10,6 +10,10 @@
 
 #include "kv/numerics/eigen.h"
 
+namespace kvtrim::kernels {
+class ThreadPool;  // kernels/thread_pool.h
+}  // namespace kvtrim::kernels
+
 namespace kvtrim::kv {
 
 // Per reference query q: s_q (the largest score, with or without the
@@ -35,9 +39,11 @@ struct AmScores {
 // reference pass's arithmetic; the masses, the ranking and every column the
 // fit reads come from the same stored scores, so the fit stays consistent
 // with its targets.
+// pool: the blocks of query rows spread over it (the same numbers, bit for
+// bit, as without it); not from within one of its loops.
 AmScores AmScoresPass(const Eigen::MatrixXf& Q, const Eigen::MatrixXf& K, const Eigen::MatrixXf& V,
                       const Eigen::VectorXd& b0, const std::vector<int>& of, int nu, bool rank,
-                      Eigen::Ref<Eigen::MatrixXf> S, bool bf16 = false);
+                      Eigen::Ref<Eigen::MatrixXf> S, bool bf16 = false, kernels::ThreadPool* pool = nullptr);
 // Whether AmScoresPass(..., bf16 = true) runs its products in bf16 here.
 bool AmScoresBf16(int head_dim);
 

@@ -56,6 +56,7 @@ Plan KvzipAmPolicy::Select(const PolicyContext& ctx, const std::vector<double>& 
   std::optional<Eigen::MatrixXf> Q;
   AmConfig c = c_;
   c.bf16 = ctx.bf16_products;
+  c.pool = ctx.pool;
   for (int c0 = from; c0 < n; c0 += c.chunk) {
     const int c1 = std::min(n, c0 + c.chunk);
     int t = 0;
