@@ -642,6 +642,14 @@ std::vector<float> HeadRows(const kv::HeadStore& h) {
   return out;
 }
 
+// 200 tokens of Frankenstein: the on-policy tests' prompt.
+std::vector<int> OnPolicyPrompt(const Engine& e) {
+  const std::string text = test::ReadFile(test::SharedPath("data/frankenstein.txt")).substr(30000, 4000);
+  std::vector<int> toks = e.impl().tokenizer().Encode(text, true);
+  toks.resize(200);
+  return toks;
+}
+
 // The largest difference between two caches' rows (keys, values, log-weights),
 // relative to the largest magnitude; infinity when a head's size differs.
 double MaxRelDiff(const kv::KvCache& a, const kv::KvCache& b) {
@@ -664,9 +672,7 @@ double MaxRelDiff(const kv::KvCache& a, const kv::KvCache& b) {
 TEST(AmEndToEnd, OnePassOnPolicyEqualsAPassPerLayer) {
   auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
   ASSERT_TRUE(e);
-  const std::string text = test::ReadFile(test::SharedPath("data/frankenstein.txt")).substr(30000, 4000);
-  std::vector<int> toks = e->impl().tokenizer().Encode(text, true);
-  toks.resize(200);
+  const std::vector<int> toks = OnPolicyPrompt(*e);
   for (double queries : {1.0, 2.0}) {
     auto per_layer = Compressed(*e, kv::KVTRIM_TEST_UNIQUE::Kv("am", {{"am-queries", queries}, {"am-onpolicy", 1}}, 0.1), toks);
     auto one = Compressed(*e, kv::KVTRIM_TEST_UNIQUE::Kv("am", {{"am-queries", queries}, {"am-onpolicy", 2}}, 0.1), toks);
@@ -682,9 +688,7 @@ TEST(AmEndToEnd, OnePassOnPolicyEqualsAPassPerLayer) {
 TEST(AmEndToEnd, OnPolicyRecollectsQueriesAboveTheFirstLayer) {
   auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
   ASSERT_TRUE(e);
-  const std::string text = test::ReadFile(test::SharedPath("data/frankenstein.txt")).substr(30000, 4000);
-  std::vector<int> toks = e->impl().tokenizer().Encode(text, true);
-  toks.resize(200);
+  const std::vector<int> toks = OnPolicyPrompt(*e);
   auto off = Compressed(*e, kv::KVTRIM_TEST_UNIQUE::Kv("am", {{"am-queries", 1}}, 0.1), toks);
   auto on = Compressed(*e, kv::KVTRIM_TEST_UNIQUE::Kv("am", {{"am-queries", 1}, {"am-onpolicy", 1}}, 0.1), toks);
   const int L = e->impl().config().n_layer, Hkv = e->impl().config().n_head_kv;
