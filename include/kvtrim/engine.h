@@ -192,8 +192,11 @@ class Session {
   // prompt ending at prompt_end, or with -1 the whole prefill) and
   // *compressed says whether it was (no pass runs when nothing is evicted).
   Status RunReferencePass(int64_t prompt_end = -1, bool* compressed = nullptr);
-  Status RunCompressingPass(const std::vector<int>& instr, const std::vector<int>& again, int64_t prompt_end,
-                            bool* compressed);
+  // RunReferencePass's pass for a policy that compresses in it: the
+  // instruction and the repeated tokens, tokens_ covered up to `to`, the
+  // pass's tiles in bf16 or not.
+  Status RunCompressingPass(const std::vector<int>& instr, const std::vector<int>& again, size_t to, bool bf16,
+                            int64_t prompt_end, bool* compressed);
   void NotePeak(size_t extra = 0);    // peak_kv_bytes_ = max(it, the cache's bytes + extra)
   const Engine* engine_ = nullptr;
   std::unique_ptr<Impl> impl_;

@@ -92,27 +92,18 @@ Expected<size_t> Repeat(const model::Transformer& tf, kernels::ThreadPool& pool,
   return peak;
 }
 
-// The tap of a pass that compresses each layer as it reaches it
-// (ReferencePass::compress_in_pass): the statistics go to `rep`, and before
-// each layer's attention `at_layer(l)` runs.
-class InPassTap final : public kv::AttentionTap {
+// The statistics of a pass that compresses each layer as it reaches it
+// (ReferencePass::compress_in_pass), which before each layer's attention
+// run `at_layer(l, *this)`.
+class InPassStats final : public kv::AttentionStats {
  public:
-  InPassTap(kv::AttentionStats& rep, std::function<Status(int)> at_layer) : rep_(rep), at_layer_(std::move(at_layer)) {}
-  void OnBatch(int pos0, int T) override { rep_.OnBatch(pos0, T); }
-  bool WantsProbs(int l) const override { return rep_.WantsProbs(l); }
-  void OnProbTile(int l, int h, const kv::ProbTile& t) override { rep_.OnProbTile(l, h, t); }
-  int64_t ProbsFrom(int l) const override { return rep_.ProbsFrom(l); }
-  bool WantsQK() const override { return rep_.WantsQK(); }
-  void OnQK(int l, const float* k_pre, const float* q_rot, int T) override { rep_.OnQK(l, k_pre, q_rot, T); }
-  bool WantsQPre() const override { return rep_.WantsQPre(); }
-  void OnQPre(int l, const float* q_pre, int T) override { rep_.OnQPre(l, q_pre, T); }
-  bool WantsHiddenNorms() const override { return rep_.WantsHiddenNorms(); }
-  void OnHiddenNorms(int l, const float* norms, int T) override { rep_.OnHiddenNorms(l, norms, T); }
-  Status BeforeAttend(int l) override { return at_layer_(l); }
+  InPassStats(const model::ModelConfig& c, kv::StatsNeeds needs,
+              std::function<Status(int, kv::AttentionStats&)> at_layer)
+      : AttentionStats(c.n_layer, c.n_head_kv, c.group(), c.head_dim, needs), at_layer_(std::move(at_layer)) {}
+  Status BeforeAttend(int l) override { return at_layer_(l, *this); }
 
  private:
-  kv::AttentionStats& rep_;
-  std::function<Status(int)> at_layer_;
+  std::function<Status(int, kv::AttentionStats&)> at_layer_;
 };
 
 // The pass of ReferencePass::compress_in_pass: `tokens` (the instruction,
@@ -124,18 +115,20 @@ class InPassTap final : public kv::AttentionTap {
 // pass takes the compressed layer, so its attention and every later layer
 // read what the compressed cache holds (on-policy, as ReferencePass::on_policy's
 // re-runs, in one pass). Returns the bytes the pass's cache held at the end.
-Expected<size_t> CompressingPass(const model::Transformer& tf, kernels::ThreadPool& pool, const kv::KvCache& cache,
-                                 const std::vector<int>& tokens, size_t instr, bool bf16, kv::AttentionStats& rep,
+Expected<size_t> CompressingPass(const model::Transformer& tf, const model::ModelConfig& c, kernels::ThreadPool& pool,
+                                 const kv::KvCache& cache, const std::vector<int>& tokens, size_t instr, bool bf16,
                                  kv::AttentionStats& into, const std::function<Status(int)>& compress) {
   kv::KvCache work(cache.n_layer(), cache.n_head_kv(), cache.head_dim(), cache.type(), cache.rotated());
   work.set_rope_map(cache.rope_map());
   work.AdvanceLogical(static_cast<int>(cache.logical_length()));
   work.set_bf16_tiles(bf16);
   const int T = static_cast<int>(tokens.size());
-  const size_t skip = instr * static_cast<size_t>(rep.group()) * cache.head_dim();  // the instruction's query rows
-  InPassTap tap(rep, [&](int l) -> Status {
+  const size_t skip = instr * static_cast<size_t>(c.group()) * cache.head_dim();  // the instruction's query rows
+  kv::StatsNeeds needs;
+  needs.prefill_qk = true;
+  InPassStats rep(c, needs, [&](int l, kv::AttentionStats& self) -> Status {
     for (int h = 0; h < cache.n_head_kv(); ++h) {
-      std::vector<float>& q = rep.head(l, h).q_rot;
+      std::vector<float>& q = self.head(l, h).q_rot;
       q.erase(q.begin(), q.begin() + static_cast<std::ptrdiff_t>(std::min(skip, q.size())));
       into.head(l, h).q_repeat = std::move(q);
     }
@@ -146,7 +139,8 @@ Expected<size_t> CompressingPass(const model::Transformer& tf, kernels::ThreadPo
     }
     return {};
   });
-  KVTRIM_RETURN_IF_ERROR(tf.Forward(pool, work, tokens.data(), T, false, nullptr, &tap));
+  rep.ReserveQueries(tokens.size());
+  KVTRIM_RETURN_IF_ERROR(tf.Forward(pool, work, tokens.data(), T, false, nullptr, &rep));
   return work.BytesHeld();
 }
 
@@ -190,13 +184,13 @@ Status Session::RunReferencePass(int64_t prompt_end, bool* compressed) {
   if (!rp.past_context) again.resize(static_cast<size_t>(std::clamp<int64_t>(room, 0, again.size())));
   if (again.empty()) return {};
   KVTRIM_RETURN_IF_ERROR(kv::CheckTaps(rp.taps));
-  if (compressed && rp.compress_in_pass) return RunCompressingPass(instr, again, prompt_end, compressed);
-  // Shared with the session's other forks only for a whole prompt's pass on
-  // an unchanged state (on-policy passes follow this fork's own compression).
-  const bool memo = ref_memo_ && !rp.on_policy && pass_to_ == 0;
   auto tiles = kv::Bf16TilesOf(opts_.kv);  // checked by Session::Create
   if (!tiles.ok()) return tiles.error();
   const bool bf16 = tiles->pass;  // scores that rank entries
+  if (compressed && rp.compress_in_pass) return RunCompressingPass(instr, again, to, bf16, prompt_end, compressed);
+  // Shared with the session's other forks only for a whole prompt's pass on
+  // an unchanged state (on-policy passes follow this fork's own compression).
+  const bool memo = ref_memo_ && !rp.on_policy && pass_to_ == 0;
   const std::string key = PassKey(rp, from, to, ubatch_, bf16);
   if (memo) {
     std::lock_guard<std::mutex> lock(ref_memo_->mu);
@@ -248,24 +242,18 @@ Status Session::RunReferencePass(int64_t prompt_end, bool* compressed) {
 
 // The pass that compresses each layer as it reaches it (CompressingPass):
 // the time the compression took in it is the compressor's, not the pass's.
-Status Session::RunCompressingPass(const std::vector<int>& instr, const std::vector<int>& again, int64_t prompt_end,
-                                   bool* compressed) {
-  const kv::ReferencePass rp = impl_->compressor_->policy().traits().reference_pass;
+Status Session::RunCompressingPass(const std::vector<int>& instr, const std::vector<int>& again, size_t to, bool bf16,
+                                   int64_t prompt_end, bool* compressed) {
+  const kv::ReferencePass& rp = impl_->compressor_->policy().traits().reference_pass;
   if (!rp.taps.empty() || rp.output_weights || rp.repeat_chunk > 0)
     return MakeError("a reference pass that compresses each layer as it reaches it takes queries only, the whole "
                      "range at once (no taps, no repeat chunks)");
   const auto t0 = std::chrono::steady_clock::now();
   const auto& c = engine_->impl().config();
-  auto tiles = kv::Bf16TilesOf(opts_.kv);
-  if (!tiles.ok()) return tiles.error();
   kv::Compressor& comp = *impl_->compressor_;
   kernels::ThreadPool& pool = impl_->pool(*engine_);
-  kv::StatsNeeds needs;
-  needs.prefill_qk = true;
-  kv::AttentionStats rep(c.n_layer, c.n_head_kv, c.group(), c.head_dim, needs);
   std::vector<int> tokens = instr;
   tokens.insert(tokens.end(), again.begin(), again.end());
-  rep.ReserveQueries(tokens.size());
   double in_compress = 0;
   auto compress = [&](int l) -> Status {
     const double s0 = comp.compress_seconds();
@@ -274,8 +262,8 @@ Status Session::RunCompressingPass(const std::vector<int>& instr, const std::vec
     in_compress += comp.compress_seconds() - s0;
     return st;
   };
-  Expected<size_t> peak = CompressingPass(engine_->impl().transformer(), pool, *impl_->cache_, tokens, instr.size(),
-                                          tiles->pass, rep, comp.stats(), compress);
+  Expected<size_t> peak = CompressingPass(engine_->impl().transformer(), c, pool, *impl_->cache_, tokens, instr.size(),
+                                          bf16, comp.stats(), compress);
   if (!peak.ok()) return peak.error();
   *compressed = true;
   RefPassResult r;
@@ -284,7 +272,7 @@ Status Session::RunCompressingPass(const std::vector<int>& instr, const std::vec
   r.taps.resize(static_cast<size_t>(c.n_layer) * c.n_head_kv);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - in_compress;
   ApplyReferencePass(r, false, false, true);
-  passed_to_ = pass_to_ > 0 ? std::min(pass_to_, tokens_.size()) : tokens_.size();
+  passed_to_ = to;
   return {};
 }
 

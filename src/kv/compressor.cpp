@@ -450,10 +450,15 @@ Status Compressor::CheckStreams(const CompressionOptions& o, const Policy& p) {
   return {};
 }
 
-Status Compressor::CompressChunk(KvCache& cache, int64_t prompt_end, kernels::ThreadPool* pool) {
-  if (!policy_->traits().prefill_time) return {};
+Status Compressor::RefusesChunks() const {
   if (const std::string why = StreamBlocker(policy_->traits()); !why.empty())
     return MakeError("policy '" + o_.policy + "' cannot compress a prefill in chunks: " + why);
+  return {};
+}
+
+Status Compressor::CompressChunk(KvCache& cache, int64_t prompt_end, kernels::ThreadPool* pool) {
+  if (!policy_->traits().prefill_time) return {};
+  KVTRIM_RETURN_IF_ERROR(RefusesChunks());
   auto end_chunk = [&](int64_t a, int64_t e) {  // every (layer, head)
     for (int64_t j = a; j < e; ++j)
       policy_->EndChunk(Context(cache, static_cast<int>(j / n_head_kv_), static_cast<int>(j % n_head_kv_), Phase::kPrefill));
@@ -467,8 +472,7 @@ Status Compressor::CompressChunk(KvCache& cache, int64_t prompt_end, kernels::Th
 
 Status Compressor::CompressChunkLayer(KvCache& cache, int l, int64_t prompt_end, kernels::ThreadPool* pool) {
   if (!policy_->traits().prefill_time) return {};
-  if (const std::string why = StreamBlocker(policy_->traits()); !why.empty())
-    return MakeError("policy '" + o_.policy + "' cannot compress a prefill in chunks: " + why);
+  KVTRIM_RETURN_IF_ERROR(RefusesChunks());
   for (int h = 0; h < n_head_kv_; ++h) policy_->EndChunk(Context(cache, l, h, Phase::kPrefill));
   KVTRIM_RETURN_IF_ERROR(CompressLayers(cache, l, l + 1, prompt_end, pool));
   if (l == n_layer_ - 1) stats_->DropPrefillQK();

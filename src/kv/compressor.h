@@ -185,6 +185,8 @@ class Compressor {
   // The shared allocator's counts (KVzip) for a prompt of logical length
   // n, before any head changes.
   void PrepareShared(const KvCache& cache, int64_t n, kernels::ThreadPool* pool);
+  // An error when the policy cannot compress a prefill in chunks (StreamBlocker).
+  Status RefusesChunks() const;
   // alone: the pool when this head runs by itself (PolicyContext::pool).
   Status CompressHead(KvCache& cache, int layer, int h, Phase phase, int budget, int64_t budget_len = 0,
                       kernels::ThreadPool* alone = nullptr);
