@@ -668,7 +668,14 @@ double MaxRelDiff(const kv::KvCache& a, const kv::KvCache& b) {
 
 // One pass that compacts each layer as it reaches it gives the layers the
 // same reference queries as a pass re-run before each layer: the queries of
-// layer l depend on the layers below it only, compacted in both.
+// layer l depend on the layers below it only, compacted in both. The pass
+// per layer forwards the instruction, then the repeat; the one pass forwards
+// both as one batch, so the instruction's entries are read as held entries in
+// one and as the batch's own rows in the other: the same sums, rounded alike
+// in optimized builds here (equal bit for bit), apart by 1.1e-4 relative in
+// the -O1 sanitizer build (the values fitted at layers 2-3 with
+// --am-queries 1; its layers 0-1 equal bit for bit). The off-policy cache is
+// apart by about 1.
 TEST(AmEndToEnd, OnePassOnPolicyEqualsAPassPerLayer) {
   auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
   ASSERT_TRUE(e);
@@ -680,7 +687,7 @@ TEST(AmEndToEnd, OnePassOnPolicyEqualsAPassPerLayer) {
     const double d_one = MaxRelDiff(one->impl().cache(), per_layer->impl().cache());
     const double d_off = MaxRelDiff(off->impl().cache(), per_layer->impl().cache());
     std::printf("am-queries %.0f: one pass vs a pass per layer %.3g, off-policy %.3g\n", queries, d_one, d_off);
-    EXPECT_EQ(d_one, 0.0) << queries;  // bit for bit (one batch in both)
+    EXPECT_LT(d_one, 1e-3) << queries;
     EXPECT_GT(d_off, 1e-2) << queries;
   }
 }
