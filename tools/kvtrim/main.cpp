@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "kvtrim/allocator.h"
 #include "llama_flags.h"
 
 #ifndef KVTRIM_SOURCE_DIR
@@ -59,6 +60,7 @@ void SetArgv(int argc, char** argv) { ArgvStore().assign(argv, argv + argc); }
 }  // namespace kvtrim::cli
 
 int main(int argc, char** argv) {
+  kvtrim::TuneAllocator();  // freed buffers kept for reuse (kvtrim/allocator.h)
   kvtrim::cli::SetArgv(argc, argv);
   CLI::App app{"kvtrim: Llama-family inference on the CPU with a compressed KV cache"};
   app.require_subcommand(1);

@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "kernels/scratch.h"
 #include "kv/policies/am_fit.h"
 #include "kv/policies/policies.h"
 
@@ -23,7 +24,10 @@ namespace kvtrim::kv {
 
 std::vector<std::pair<std::string, int64_t>> AmPolicy::Counters() const { return counters_->List(); }
 
-AmPolicy::AmPolicy(const AmConfig& c) : c_(std::make_unique<AmConfig>(c)), counters_(std::make_unique<AmFitCounters>()) {}
+AmPolicy::AmPolicy(const AmConfig& c)
+    : c_(std::make_unique<AmConfig>(c)),
+      counters_(std::make_unique<AmFitCounters>()),
+      scratch_(std::make_unique<kernels::HugeScratch>()) {}
 int64_t AmPolicy::dropped() const { return counters_->dropped(); }
 AmPolicy::~AmPolicy() = default;
 
@@ -99,6 +103,7 @@ Plan AmPolicy::Compress(const PolicyContext& ctx) {
   AmConfig c = *c_;
   c.bf16 = ctx.bf16_products;
   c.pool = ctx.pool;
+  c.scratch = scratch_.get();
   for (int c0 = 0; c0 < span; c0 += c.chunk) {  // blocks compacted independently
     const int c1 = std::min(span, c0 + c.chunk);
     const int t = static_cast<int>(std::ceil(static_cast<double>(range.t) * c1 / span - 1e-9)) -

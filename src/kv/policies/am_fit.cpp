@@ -348,7 +348,9 @@ AmBlockFit AmFitBlock(const MatrixXf& Q, const MatrixXf& K, const MatrixXf& V, c
   UniqueKeys(K, &rep, &of);
   const int nu = static_cast<int>(rep.size());
   const int M = static_cast<int>(Q.rows());
-  const kernels::HugeBuffer s_buf = kernels::AllocHuge(static_cast<size_t>(M) * n);
+  const size_t s_floats = static_cast<size_t>(M) * n;
+  kernels::HugeScratch own;  // a block of its own when the caller keeps none
+  const kernels::HugeScratch::Lease s_buf = (c.scratch ? c.scratch : &own)->Take(s_floats);
   Eigen::Map<MatrixXf> S(s_buf.get(), M, n);  // [M, n] the scores q.k
   const AmScores sc = AmScoresPass(Q, K, V, b0, of, nu, rank_scores == nullptr, S, c.bf16, c.pool);
   const std::vector<int> ranking = rank_scores ? RankByScores(*rank_scores, of, nu) : RankByRms(sc.rms);

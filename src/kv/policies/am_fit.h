@@ -15,6 +15,10 @@
 #include "kv/numerics/eigen.h"
 #include "kv/policy.h"
 
+namespace kvtrim::kernels {
+class HugeScratch;  // kernels/scratch.h
+}  // namespace kvtrim::kernels
+
 namespace kvtrim::kv {
 
 struct AmConfig {
@@ -39,6 +43,7 @@ struct AmConfig {
   bool fit_weights = true;   // fit the log-weights (else each pick keeps its own cardinality)
   bool bf16 = false;         // the scores' products in bf16 (AmScoresPass; PolicyContext::bf16_products)
   kernels::ThreadPool* pool = nullptr;  // the scores pass's blocks over it (PolicyContext::pool)
+  kernels::HugeScratch* scratch = nullptr;  // the [M, n] scores buffers reused from it (else fresh each block)
 };
 
 // Reference queries [M, d] (float, as the cache holds them), scaled by

@@ -13,6 +13,7 @@
 // chunks fits each chunk's kept entries against the chunk's own queries;
 // entries kept from earlier chunks keep their fit (KVzip may still drop
 // them, its scores carried).
+#include "kernels/scratch.h"
 #include "kv/policies/am_fit.h"
 #include "kv/policies/policies.h"
 #include "kv/taps/max_prob.h"
@@ -37,6 +38,7 @@ class KvzipAmPolicy : public KvzipPolicy {
  private:
   AmConfig c_;
   AmFitCounters counters_;
+  kernels::HugeScratch scratch_;  // the fit's scores buffers, reused
 };
 
 // KVzip's top entries; those of the chunk being compressed (every entry
@@ -57,6 +59,7 @@ Plan KvzipAmPolicy::Select(const PolicyContext& ctx, const std::vector<double>& 
   AmConfig c = c_;
   c.bf16 = ctx.bf16_products;
   c.pool = ctx.pool;
+  c.scratch = &scratch_;
   for (int c0 = from; c0 < n; c0 += c.chunk) {
     const int c1 = std::min(n, c0 + c.chunk);
     int t = 0;

@@ -8,6 +8,10 @@
 
 #include "kv/policy.h"
 
+namespace kvtrim::kernels {
+class HugeScratch;  // kernels/scratch.h
+}  // namespace kvtrim::kernels
+
 namespace kvtrim::kv {
 
 // SnapKV (snapkv.cpp); PyramidKV is SnapKV with layer budgets.
@@ -83,6 +87,7 @@ class AmPolicy : public Policy {
  private:
   std::unique_ptr<AmConfig> c_;
   std::unique_ptr<AmFitCounters> counters_;
+  std::unique_ptr<kernels::HugeScratch> scratch_;  // the fit's scores buffers, reused across heads and chunks
 };
 
 }  // namespace kvtrim::kv
