@@ -15,8 +15,9 @@
 // defaults (3.06-3.07 prefills: every megabyte buffer mapped afresh).
 //
 // A process-wide setting: the library never makes it by itself. The `kvtrim`
-// CLI calls it first thing; an embedding program may. Returns false where
-// the allocator is not glibc's (nothing changed).
+// CLI calls it for every command but `serve` (a long-lived process would
+// keep up to 256 MiB of freed heap an arena); an embedding program may.
+// Returns false where the allocator is not glibc's (nothing changed).
 #pragma once
 
 namespace kvtrim {

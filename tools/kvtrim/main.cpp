@@ -60,7 +60,6 @@ void SetArgv(int argc, char** argv) { ArgvStore().assign(argv, argv + argc); }
 }  // namespace kvtrim::cli
 
 int main(int argc, char** argv) {
-  kvtrim::TuneAllocator();  // freed buffers kept for reuse (kvtrim/allocator.h)
   kvtrim::cli::SetArgv(argc, argv);
   CLI::App app{"kvtrim: Llama-family inference on the CPU with a compressed KV cache"};
   app.require_subcommand(1);
@@ -99,6 +98,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "Run with --help for more information.\n");
     return static_cast<int>(e.get_exit_code());
   }
+  // Freed buffers kept for reuse (kvtrim/allocator.h); not by the server,
+  // whose memory is bounded per arena instead (cmd_serve.cpp, M_ARENA_MAX):
+  // a long-lived process would keep up to 256 MiB of freed heap an arena.
+  if (!app.got_subcommand("serve")) kvtrim::TuneAllocator();
   for (auto& c : cmds)
     if (c.sub->parsed()) return c.action();
   std::fprintf(stderr, "kvtrim: no subcommand given (see --help)\n");
