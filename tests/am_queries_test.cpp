@@ -114,6 +114,42 @@ TEST(AmQueries, RepeatOnlyReadsOneQueryHeadAToken) {
   EXPECT_EQ(Origins(r, Config(false, 100), &g3).size(), 40u);  // --am-queries 1: every row
 }
 
+// --am-query-pick 1: a token's row is the largest of its G rows (here the
+// row whose second coordinate is 100, placed at head i % 3 of token i),
+// whatever the seed; above the cap, the largest of each run.
+TEST(AmQueries, RepeatOnlyCanPickTheLargestQueryAToken) {
+  const AttentionStats g3(1, 1, 3, kD, StatsNeeds{});
+  Rows r = MakeRows(10, 30);  // 10 tokens x 3 heads
+  for (int j = 0; j < 30; ++j) r.stats.q_repeat[static_cast<size_t>(j) * kD + 1] = j % 3 == (j / 3) % 3 ? 100.f : 0.25f;
+  AmConfig c = Config(true, 100);
+  c.pick = 1;
+  for (uint64_t seed : {0ull, 5ull, 9ull}) {
+    c.seed = seed;
+    const std::vector<int> o = Origins(r, c, &g3);
+    ASSERT_EQ(o.size(), 10u);
+    for (int i = 0; i < 10; ++i) EXPECT_EQ(o[i], 3 * i + i % 3) << "token " << i;
+  }
+  c.max_queries = 5;  // runs of two tokens (six rows): the run's largest is its later token's big row
+  const std::vector<int> o = Origins(r, c, &g3);
+  ASSERT_EQ(o.size(), 5u);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(o[i], 3 * (2 * i + 1) + (2 * i + 1) % 3) << "run " << i;
+}
+
+// --am-prefill-tail T: after the repeat's rows, the prefill's rows of the
+// last T tokens compacted (all G heads' rows), in order.
+TEST(AmQueries, RepeatOnlyCanAddThePrefillRowsOfTheLastTokens) {
+  const AttentionStats g3(1, 1, 3, kD, StatsNeeds{});
+  const Rows r = MakeRows(30, 12);  // the prefill: 10 tokens x 3 heads; the repeat: 4 tokens x 3 heads
+  AmConfig c = Config(true, 100);
+  c.prefill_tail = 2;
+  const std::vector<int> o = Origins(r, c, &g3);
+  ASSERT_EQ(o.size(), 4u + 6u);
+  for (int i = 0; i < 4; ++i) EXPECT_GE(o[i], 0);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(o[4 + i], -25 - i);  // prefill rows 24..29
+  c.prefill_tail = 50;  // more than the block has: every prefill row
+  EXPECT_EQ(Origins(r, c, &g3).size(), 4u + 30u);
+}
+
 }  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kv

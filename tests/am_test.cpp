@@ -683,7 +683,7 @@ TEST(AmEndToEnd, OnePassOnPolicyEqualsAPassPerLayer) {
   for (double queries : {1.0, 2.0}) {
     auto per_layer = Compressed(*e, kv::KVTRIM_TEST_UNIQUE::Kv("am", {{"am-queries", queries}, {"am-onpolicy", 1}}, 0.1), toks);
     auto one = Compressed(*e, kv::KVTRIM_TEST_UNIQUE::Kv("am", {{"am-queries", queries}, {"am-onpolicy", 2}}, 0.1), toks);
-    auto off = Compressed(*e, kv::KVTRIM_TEST_UNIQUE::Kv("am", {{"am-queries", queries}}, 0.1), toks);
+    auto off = Compressed(*e, kv::KVTRIM_TEST_UNIQUE::Kv("am", {{"am-queries", queries}, {"am-onpolicy", 0}}, 0.1), toks);
     const double d_one = MaxRelDiff(one->impl().cache(), per_layer->impl().cache());
     const double d_off = MaxRelDiff(off->impl().cache(), per_layer->impl().cache());
     std::printf("am-queries %.0f: one pass vs a pass per layer %.3g, off-policy %.3g\n", queries, d_one, d_off);
@@ -696,7 +696,7 @@ TEST(AmEndToEnd, OnPolicyRecollectsQueriesAboveTheFirstLayer) {
   auto e = test::LoadEngine("needle-v1-3.7M-f32.gguf");
   ASSERT_TRUE(e);
   const std::vector<int> toks = OnPolicyPrompt(*e);
-  auto off = Compressed(*e, kv::KVTRIM_TEST_UNIQUE::Kv("am", {{"am-queries", 1}}, 0.1), toks);
+  auto off = Compressed(*e, kv::KVTRIM_TEST_UNIQUE::Kv("am", {{"am-queries", 1}, {"am-onpolicy", 0}}, 0.1), toks);
   auto on = Compressed(*e, kv::KVTRIM_TEST_UNIQUE::Kv("am", {{"am-queries", 1}, {"am-onpolicy", 1}}, 0.1), toks);
   const int L = e->impl().config().n_layer, Hkv = e->impl().config().n_head_kv;
   // Layer 0's pass sees nothing compacted yet: the same cache, bit for bit.

@@ -55,6 +55,7 @@ TEST(ReferencePassMemo, ForksShareOnePassAndKeepWhatTheirOwnWouldKeep) {
     for (double r : {0.1, 0.05}) {
       KvOptions k;
       k.policy = p, k.ratio = r, k.ratio_explicit = true;
+      if (k.policy == "am") k.params["am-onpolicy"] = 0;  // off-policy: the pass a fork can share
       kvs.push_back(k);
     }
   SessionOptions so;

@@ -52,6 +52,10 @@ Status MeasureContext(const Engine& engine, const std::vector<int>& tokens, cons
   const std::vector<int> cont(tokens.end() - o.continuation, tokens.end());
   SessionOptions so;
   so.kv = o.policy;
+  if (so.kv.policy == "am") {  // off-policy (each head's compaction alone), the context's and the repeat's queries
+    so.kv.params.try_emplace("am-onpolicy", 0);
+    so.kv.params.try_emplace("am-queries", 1);
+  }
   so.kv.ratio = o.ratio;
   so.kv.ratio_explicit = true;
   so.kv.head_budgets = 0;

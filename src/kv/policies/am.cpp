@@ -119,9 +119,9 @@ PolicyInfo AmPolicyInfo() {
   return {"am",
           "Attention Matching: keep t keys, fit log-weights (NNLS on the attention mass) and values (least squares on "
           "the outputs) to reference queries; prefill-time.",
-          {{"am-queries", 1, "reference queries: 0 context (prefill queries), 1 repeat (also a repeat-the-context pass), "
-                           "2 the repeat pass's alone, one query head's a repeated token (drawn per token; at most "
-                           "--am-max-queries, a token's row drawn from each of equal runs of tokens)", 0, 2},
+          {{"am-queries", 2, "reference queries: 0 context (prefill queries), 1 repeat (also a repeat-the-context pass), "
+                           "2 the repeat pass's alone, one query head's a repeated token (see --am-query-pick; at most "
+                           "--am-max-queries, a row from each of equal runs of tokens)", 0, 2},
            {"am-select", 0, "key selection: 0 highest (RMS attention), 1 omp (matching pursuit on the mass)", 0, 1},
            {"am-omp-step", 4, "OMP: keys picked per refit", 1, 1e6},
            {"am-max-queries", 4096, "reference queries per KV head at most (seeded sample above)", 1, 1e7},
@@ -131,7 +131,7 @@ PolicyInfo AmPolicyInfo() {
                                      "context if need be (RoPE extrapolation); 0 stops at the trained context", 0, 1},
            {"am-pass-chunk", 0, "repeat pass: tokens repeated per rewind of its copy, each chunk reading the held "
                                 "entries and its own repeat only (0: the whole range at once)", 0, 1e9},
-           {"am-onpolicy", 0, "1: compact layer by layer, the repeat pass re-run over the compacted lower layers; "
+           {"am-onpolicy", 2, "1: compact layer by layer, the repeat pass re-run over the compacted lower layers; "
                               "2: the same in one repeat pass, each layer compacted when the pass reaches it (its "
                               "attention reads the compacted layer; streams with --prefill-chunk)", 0, 2},
            {"am-refill", 1, "1: slots NNLS frees (weight 0) go to the next-best keys, weights refit, so a head holds its "
@@ -142,11 +142,17 @@ PolicyInfo AmPolicyInfo() {
            {"am-fit-rows", 0, "rows (reference queries) the weights and values are fitted on, a weighted sample of "
                               "them (0: every one)", 0, 1e9},
            {"am-fit-sample", 0, "how --am-fit-rows samples: 0 leverage (RandNLA, reweighted), 1 uniform", 0, 1},
+           {"am-query-pick", 1, "--am-queries 2: a token's (or run's) row drawn at random (0), or its largest-norm "
+                                "one (1)", 0, 1},
+           {"am-prefill-tail", 0, "--am-queries 2: also the prefill's rows of the last this many tokens compacted (a "
+                                  "chunk's, or the prompt's)", 0, 1e9},
            {"kv-seed", 0, "sampling seed of the kept sample"}},
           [](const Params& p) {
             AmConfig c;
             c.repeat = p.at("am-queries") >= 0.5;
             c.repeat_only = p.at("am-queries") >= 1.5;
+            c.pick = static_cast<int>(p.at("am-query-pick"));
+            c.prefill_tail = static_cast<int>(p.at("am-prefill-tail"));
             c.omp = p.at("am-select") >= 0.5;
             c.omp_step = static_cast<int>(p.at("am-omp-step"));
             c.max_queries = static_cast<int>(p.at("am-max-queries"));

@@ -270,6 +270,19 @@ std::optional<FitRows> SampleFitRows(AmColumns& A, const AmScores& sc, const std
   return f;
 }
 
+// The row of [a, b) with the largest norm (the first of equals): the query
+// head whose scores are the sharpest of a token's.
+size_t LargestRow(const std::vector<const float*>& rows, size_t a, size_t b, int d) {
+  size_t best = a;
+  double best_n2 = -1;
+  for (size_t r = a; r < b; ++r) {
+    double n2 = 0;
+    for (int k = 0; k < d; ++k) n2 += static_cast<double>(rows[r][k]) * rows[r][k];
+    if (n2 > best_n2) best_n2 = n2, best = r;
+  }
+  return best;
+}
+
 }  // namespace
 
 // Reference queries: am_fit.h. Rows are taken in order (a stratum's row is
@@ -301,7 +314,7 @@ MatrixXf AmReferenceQueries(const PolicyContext& ctx, const AmConfig& c) {
     for (size_t i = 0; i < cap; ++i) {
       const size_t a = i * n / cap, b = (i + 1) * n / cap;  // the run [a, b), b > a as n > cap
       s = io::Mix64(s);
-      rows[i] = rows[a + s % (b - a)];
+      rows[i] = rows[c.pick == 1 ? LargestRow(rows, a, b, d) : a + s % (b - a)];
     }
     rows.resize(cap);
   } else if (rows.size() > cap) {  // partial Fisher-Yates, seeded per head
@@ -311,6 +324,10 @@ MatrixXf AmReferenceQueries(const PolicyContext& ctx, const AmConfig& c) {
       std::swap(rows[i], rows[j]);
     }
     rows.resize(cap);
+  }
+  if (per_token && c.prefill_tail > 0 && ctx.stats) {  // the prefill's rows of the last tokens
+    const size_t all = ctx.stats->q_rot.size() / d, tail = std::min<size_t>(all, c.prefill_tail * G);
+    for (size_t i = all - tail; i < all; ++i) rows.push_back(ctx.stats->q_rot.data() + i * d);
   }
   MatrixXf Q(rows.size(), d);  // [M, d]
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));

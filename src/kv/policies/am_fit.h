@@ -24,6 +24,8 @@ namespace kvtrim::kv {
 struct AmConfig {
   bool repeat = true;        // reference queries also from the repeat pass
   bool repeat_only = false;  // the repeat pass's queries alone (the prefill's only when it has none)
+  int pick = 0;              // repeat_only: a token's row drawn at random (0) or its largest-norm one (1)
+  int prefill_tail = 0;      // repeat_only: also the prefill's rows (all G) of the last this many tokens compacted
   bool repeat_past_ctx = true;
   bool onpolicy = false;     // repeat pass re-run per layer over the compacted lower layers
   bool omp = false;          // key selection: OMP (else highest attention)
@@ -50,10 +52,11 @@ struct AmConfig {
 // 1/sqrt(d): every row of the prefill and repeat queries, a seeded sample
 // of max_queries when there are more. repeat_only: the repeat pass's rows
 // alone (the prefill's when there are none), one a repeated token (its G
-// query heads' rows one run, one row drawn from it) and at most
-// max_queries (one row drawn from each of max_queries equal runs), so every
-// stretch of the repeated text is read. Without any (no statistics), the
-// keys themselves probe the head.
+// query heads' rows one run, one row taken from it: the largest with pick
+// 1, else a seeded draw) and at most max_queries (one row from each of
+// max_queries equal runs), so every stretch of the repeated text is read;
+// then, with prefill_tail, the prefill's rows of the last tokens. Without
+// any (no statistics), the keys themselves probe the head.
 Eigen::MatrixXf AmReferenceQueries(const PolicyContext& ctx, const AmConfig& c);
 
 // One block of entries compacted to at most t entries.
