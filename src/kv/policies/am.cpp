@@ -119,7 +119,7 @@ PolicyInfo AmPolicyInfo() {
   return {"am",
           "Attention Matching: keep t keys, fit log-weights (NNLS on the attention mass) and values (least squares on "
           "the outputs) to reference queries; prefill-time.",
-          {{"am-queries", 2, "reference queries: 0 context (prefill queries), 1 repeat (also a repeat-the-context pass), "
+          {{"am-queries", 1, "reference queries: 0 context (prefill queries), 1 repeat (also a repeat-the-context pass), "
                            "2 the repeat pass's alone, one query head's a repeated token (see --am-query-pick; at most "
                            "--am-max-queries, a row from each of equal runs of tokens)", 0, 2},
            {"am-select", 0, "key selection: 0 highest (RMS attention), 1 omp (matching pursuit on the mass)", 0, 1},
@@ -131,7 +131,7 @@ PolicyInfo AmPolicyInfo() {
                                      "context if need be (RoPE extrapolation); 0 stops at the trained context", 0, 1},
            {"am-pass-chunk", 0, "repeat pass: tokens repeated per rewind of its copy, each chunk reading the held "
                                 "entries and its own repeat only (0: the whole range at once)", 0, 1e9},
-           {"am-onpolicy", 2, "1: compact layer by layer, the repeat pass re-run over the compacted lower layers; "
+           {"am-onpolicy", 0, "1: compact layer by layer, the repeat pass re-run over the compacted lower layers; "
                               "2: the same in one repeat pass, each layer compacted when the pass reaches it (its "
                               "attention reads the compacted layer; streams with --prefill-chunk)", 0, 2},
            {"am-refill", 1, "1: slots NNLS frees (weight 0) go to the next-best keys, weights refit, so a head holds its "
