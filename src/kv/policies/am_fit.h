@@ -24,7 +24,7 @@ namespace kvtrim::kv {
 struct AmConfig {
   bool repeat = true;        // reference queries also from the repeat pass
   bool repeat_only = false;  // the repeat pass's queries alone (the prefill's only when it has none)
-  int pick = 0;              // repeat_only: a token's row drawn at random (0) or its largest-norm one (1)
+  int pick = 0;              // repeat_only: a token's row drawn (0) or its largest-norm one (1, the flag's default)
   int prefill_tail = 0;      // repeat_only: also the prefill's rows (all G) of the last this many tokens compacted
   bool repeat_past_ctx = true;
   bool onpolicy = false;     // repeat pass re-run per layer over the compacted lower layers
