@@ -325,7 +325,7 @@ MatrixXf AmReferenceQueries(const PolicyContext& ctx, const AmConfig& c) {
     }
     rows.resize(cap);
   }
-  if (per_token && c.prefill_tail > 0 && ctx.stats) {  // the prefill's rows of the last tokens
+  if (per_token && c.prefill_tail > 0) {  // the prefill's rows of the last tokens (per_token: stats held)
     const size_t all = ctx.stats->q_rot.size() / d, tail = std::min<size_t>(all, c.prefill_tail * G);
     for (size_t i = all - tail; i < all; ++i) rows.push_back(ctx.stats->q_rot.data() + i * d);
   }
