@@ -30,7 +30,8 @@
 # default became 1), -aqN --am-queries N and -mqN --am-max-queries N
 # (`am-aq2`: the repeat's queries alone, one a token; `am-aq2-mq1024-pc512`),
 # -opN --am-onpolicy N (`am-aq2-op2`: one repeat pass, each layer compacted
-# as it reaches it).
+# as it reaches it), -minqN --am-min-queries N (`am-minq0`: the repeat's
+# queries alone however few; `am-aq1-op0`: the defaults before).
 # Suffixes come in any order. On kvzip methods, -poolK adds --kvzip-pool K and -fsF
 # --kvzip-floor-share F (`kvzip-pool3-fs0.25`: pooled scores with a floor).
 # bench/prefill_cost.py turns the log into the table and the plot.
@@ -75,6 +76,7 @@ for d in $DEPTHS; do
         elif [[ $base =~ ^(am.*)-aq([0-9]+)$ ]]; then base=${BASH_REMATCH[1]} arith+=(--am-queries "${BASH_REMATCH[2]}")
         elif [[ $base =~ ^(am.*)-mq([0-9]+)$ ]]; then base=${BASH_REMATCH[1]} arith+=(--am-max-queries "${BASH_REMATCH[2]}")
         elif [[ $base =~ ^(am.*)-op([0-9]+)$ ]]; then base=${BASH_REMATCH[1]} arith+=(--am-onpolicy "${BASH_REMATCH[2]}")
+        elif [[ $base =~ ^(am.*)-minq([0-9]+)$ ]]; then base=${BASH_REMATCH[1]} arith+=(--am-min-queries "${BASH_REMATCH[2]}")
         elif [[ $base =~ ^(kvzip.*)-fs([0-9.]+)$ ]]; then base=${BASH_REMATCH[1]} arith+=(--kvzip-floor-share "${BASH_REMATCH[2]}")
         elif [[ $base =~ ^(kvzip.*)-pool([0-9]+)$ ]]; then base=${BASH_REMATCH[1]} arith+=(--kvzip-pool "${BASH_REMATCH[2]}")
         elif [[ $base =~ ^((kvzip|am).*)-pc([0-9]+)$ ]]; then

@@ -38,8 +38,10 @@ Rows MakeRows(int n_own, int n_rep) {
 
 // The first coordinate of each chosen row, unscaled (AmReferenceQueries
 // scales by 1/sqrt(d)).
-std::vector<int> Origins(const Rows& r, const AmConfig& c, const AttentionStats* group = nullptr) {
+std::vector<int> Origins(const Rows& r, const AmConfig& c, const AttentionStats* group = nullptr,
+                         int64_t chunk_from = -1) {
   PolicyContext ctx;
+  ctx.chunk_from = chunk_from;  // >= 0: a chunk of a longer prompt
   ctx.store = &r.store;
   ctx.stats = &r.stats;
   ctx.all_stats = group;  // its group size G (none: 1)
@@ -148,6 +150,47 @@ TEST(AmQueries, RepeatOnlyCanAddThePrefillRowsOfTheLastTokens) {
   for (int i = 0; i < 6; ++i) EXPECT_EQ(o[4 + i], -25 - i);  // prefill rows 24..29
   c.prefill_tail = 50;  // more than the block has: every prefill row
   EXPECT_EQ(Origins(r, c, &g3).size(), 4u + 30u);
+}
+
+// --am-prefill-mix F: after the repeat's rows, the prefill's picked as
+// they are (the largest of a run), from F times as many runs;
+// --am-min-queries tops a prompt compacted as one block up to that many.
+TEST(AmQueries, RepeatOnlyCanMixInThePrefillRows) {
+  const AttentionStats g3(1, 1, 3, kD, StatsNeeds{});
+  Rows r = MakeRows(30, 30);  // 10 tokens x 3 heads each
+  for (int j = 0; j < 30; ++j) {
+    r.stats.q_repeat[static_cast<size_t>(j) * kD + 1] = j % 3 == (j / 3) % 3 ? 100.f : 0.25f;
+    r.stats.q_rot[static_cast<size_t>(j) * kD + 1] = j % 3 == (j / 3 + 1) % 3 ? 100.f : 0.5f;
+  }
+  AmConfig c = Config(true, 100);
+  c.pick = 1;
+  c.prefill_mix = 1;  // one of each a token
+  std::vector<int> o = Origins(r, c, &g3);
+  ASSERT_EQ(o.size(), 20u);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(o[i], 3 * i + i % 3) << "token " << i;
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(o[10 + i], -1 - (3 * i + (i + 1) % 3)) << "prefill token " << i;
+  c.prefill_mix = 0.5;  // five runs of two prefill tokens: the later token's big row (its first coordinate larger)
+  o = Origins(r, c, &g3);
+  ASSERT_EQ(o.size(), 15u);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(o[10 + i], -1 - (6 * i + 3 + (2 * i + 2) % 3)) << "prefill run " << i;
+  c.prefill_mix = 0;
+  c.min_queries = 15;  // ten repeat rows: five prefill runs bring them to 15, the same rows as 0.5
+  EXPECT_EQ(Origins(r, c, &g3), o);
+  EXPECT_EQ(Origins(r, c, &g3, 512).size(), 10u);  // a chunk of a longer prompt: no top-up
+  c.prefill_mix = 0.5;  // asked for: there too
+  EXPECT_EQ(Origins(r, c, &g3, 512), o);
+  c.prefill_mix = 0;
+  c.min_queries = 40;  // at most as many again
+  EXPECT_EQ(Origins(r, c, &g3).size(), 20u);
+  c.min_queries = 11;  // one short: one run of all ten prefill tokens
+  EXPECT_EQ(Origins(r, c, &g3).size(), 11u);
+  c.min_queries = 10;  // enough repeat rows: none added
+  EXPECT_EQ(Origins(r, c, &g3).size(), 10u);
+  c.min_queries = 0;
+  c.prefill_mix = 1;  // a prefill of four tokens: each one's largest row (the last, by its first coordinate)
+  o = Origins(MakeRows(12, 30), c, &g3);
+  ASSERT_EQ(o.size(), 14u);
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(o[10 + t], -3 - 3 * t) << "prefill token " << t;
 }
 
 }  // namespace KVTRIM_TEST_UNIQUE

@@ -388,6 +388,10 @@ void AmCompactsEachChunkToItsShare(const Engine& eng, double onpolicy, std::vect
     so.kv.quant = "f16";
     so.kv.prefill_chunk = c;
     so.kv.params["am-onpolicy"] = onpolicy;
+    // The one-shot references below are one block, which --am-min-queries
+    // would top up with the prefill's queries (a chunk never is): off, so
+    // both sides read the same queries.
+    so.kv.params["am-min-queries"] = 0;
     so.ubatch = 64;
     return so;
   };

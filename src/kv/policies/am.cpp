@@ -1,16 +1,17 @@
 // `am`: Attention Matching compaction (METHODS.md section 4, seed 002).
 // Per (layer, KV head), prefill-time: from reference queries Q_ref (the
 // context's own prefill queries, and with `--am-queries 1` also those of a
-// "Repeat the previous context." pass the engine runs; `--am-queries 2`
-// that pass's alone, one query head's a token), pick t = budget of
+// "Repeat the previous context." pass the engine runs; `--am-queries 2`, the
+// default, that pass's, one query head's a token, with the prefill's picked
+// the same way added for a short prompt, --am-min-queries), pick t = budget of
 // the original keys (highest RMS attention, or OMP on the mass target), fit
 // log-weights b = log w by NNLS so the kept keys reproduce every query's
 // attention mass, then refit their values by ridge least squares so they
 // reproduce the attention outputs (the fit: am_fit.h). Kept entries keep
 // their rotated keys and positions; the plan sets their b and values.
 // `--am-onpolicy 1` re-runs the pass before each layer over the compacted
-// lower layers; `2` gives the same in one pass that compacts each layer as
-// it reaches it (ReferencePass::compress_in_pass), and streams.
+// lower layers; `2` (the default) gives the same in one pass that compacts
+// each layer as it reaches it (ReferencePass::compress_in_pass), and streams.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -119,9 +120,10 @@ PolicyInfo AmPolicyInfo() {
   return {"am",
           "Attention Matching: keep t keys, fit log-weights (NNLS on the attention mass) and values (least squares on "
           "the outputs) to reference queries; prefill-time.",
-          {{"am-queries", 1, "reference queries: 0 context (prefill queries), 1 repeat (also a repeat-the-context pass), "
-                           "2 the repeat pass's alone, one query head's a repeated token (see --am-query-pick; at most "
-                           "--am-max-queries, a row from each of equal runs of tokens)", 0, 2},
+          {{"am-queries", 2, "reference queries: 0 context (prefill queries), 1 repeat (also a repeat-the-context pass), "
+                           "2 the repeat pass's, one query head's a repeated token (see --am-query-pick; at most "
+                           "--am-max-queries, a row from each of equal runs of tokens), the prefill's added for a "
+                           "short prompt (--am-min-queries)", 0, 2},
            {"am-select", 0, "key selection: 0 highest (RMS attention), 1 omp (matching pursuit on the mass)", 0, 1},
            {"am-omp-step", 4, "OMP: keys picked per refit", 1, 1e6},
            {"am-max-queries", 4096, "reference queries per KV head at most (seeded sample above)", 1, 1e7},
@@ -131,7 +133,7 @@ PolicyInfo AmPolicyInfo() {
                                      "context if need be (RoPE extrapolation); 0 stops at the trained context", 0, 1},
            {"am-pass-chunk", 0, "repeat pass: tokens repeated per rewind of its copy, each chunk reading the held "
                                 "entries and its own repeat only (0: the whole range at once)", 0, 1e9},
-           {"am-onpolicy", 0, "1: compact layer by layer, the repeat pass re-run over the compacted lower layers; "
+           {"am-onpolicy", 2, "1: compact layer by layer, the repeat pass re-run over the compacted lower layers; "
                               "2: the same in one repeat pass, each layer compacted when the pass reaches it (its "
                               "attention reads the compacted layer; streams with --prefill-chunk)", 0, 2},
            {"am-refill", 1, "1: slots NNLS frees (weight 0) go to the next-best keys, weights refit, so a head holds its "
@@ -146,6 +148,12 @@ PolicyInfo AmPolicyInfo() {
                                 "one (1)", 0, 1},
            {"am-prefill-tail", 0, "--am-queries 2: also the prefill's rows of the last this many tokens compacted (a "
                                   "chunk's, or the prompt's)", 0, 1e9},
+           Real({"am-prefill-mix", 0, "--am-queries 2: also the prefill's queries, picked the same way from this "
+                                      "fraction of as many equal runs of its tokens (1: one of each a token, twice the "
+                                      "queries)", 0, 1}),
+           {"am-min-queries", 2048, "--am-queries 2, a prompt compacted as one block (one-shot, or one chunk): when its "
+                                    "repeat gives fewer queries (one a token), the prefill's, picked the same way, are "
+                                    "added up to this many (at most as many again)", 0, 1e7},
            {"kv-seed", 0, "sampling seed of the kept sample"}},
           [](const Params& p) {
             AmConfig c;
@@ -153,6 +161,8 @@ PolicyInfo AmPolicyInfo() {
             c.repeat_only = p.at("am-queries") >= 1.5;
             c.pick = static_cast<int>(p.at("am-query-pick"));
             c.prefill_tail = static_cast<int>(p.at("am-prefill-tail"));
+            c.prefill_mix = p.at("am-prefill-mix");
+            c.min_queries = static_cast<int>(p.at("am-min-queries"));
             c.omp = p.at("am-select") >= 0.5;
             c.omp_step = static_cast<int>(p.at("am-omp-step"));
             c.max_queries = static_cast<int>(p.at("am-max-queries"));

@@ -283,10 +283,43 @@ size_t LargestRow(const std::vector<const float*>& rows, size_t a, size_t b, int
   return best;
 }
 
+// Stratified: one row taken from each of cap equal runs of rows (a run at
+// least a token's G rows as cap <= rows / G), the largest with pick 1, else
+// drawn; fewer rows than cap stay as they are. In order: rows[i] is read
+// before written.
+void PickPerRun(std::vector<const float*>* rows, size_t cap, int pick, int d, uint64_t* s) {
+  auto& r = *rows;
+  if (r.size() <= cap) return;
+  const size_t n = r.size();
+  for (size_t i = 0; i < cap; ++i) {
+    const size_t a = i * n / cap, b = (i + 1) * n / cap;  // the run [a, b), b > a as n > cap
+    *s = io::Mix64(*s);
+    r[i] = r[pick == 1 ? LargestRow(r, a, b, d) : a + *s % (b - a)];
+  }
+  r.resize(cap);
+}
+
+// prefill_mix F: the prefill's rows picked as the repeat's are, from
+// round(F m) equal runs of them (m the repeat's rows taken; fewer when the
+// prefill has fewer tokens), appended: M = (1 + F) m. With top_up (the
+// prompt one block) and fewer than min_queries repeat rows, the runs are at
+// least min_queries - m (at most m).
+void MixPrefillRows(const HeadStats& st, size_t G, const AmConfig& c, bool top_up, int d, uint64_t* s,
+                    std::vector<const float*>* rows) {
+  std::vector<const float*> pre;
+  for (size_t i = 0; i + d <= st.q_rot.size(); i += d) pre.push_back(st.q_rot.data() + i);
+  const size_t m = rows->size();
+  size_t want = static_cast<size_t>(std::lround(c.prefill_mix * static_cast<double>(m)));
+  const size_t q = static_cast<size_t>(std::max(0, c.min_queries));
+  if (top_up && m < q) want = std::max(want, std::min(m, q - m));
+  if (pre.empty() || want == 0) return;
+  PickPerRun(&pre, std::min(want, std::max<size_t>(1, pre.size() / G)), c.pick, d, s);
+  rows->insert(rows->end(), pre.begin(), pre.end());
+}
+
 }  // namespace
 
-// Reference queries: am_fit.h. Rows are taken in order (a stratum's row is
-// at or after every earlier stratum's, so rows[i] is read before written).
+// Reference queries: am_fit.h.
 MatrixXf AmReferenceQueries(const PolicyContext& ctx, const AmConfig& c) {
   const int d = ctx.store->head_dim();
   std::vector<const float*> rows;
@@ -309,14 +342,13 @@ MatrixXf AmReferenceQueries(const PolicyContext& ctx, const AmConfig& c) {
   const size_t G = ctx.all_stats ? static_cast<size_t>(std::max(1, ctx.all_stats->group())) : 1;
   const size_t cap = per_token ? std::min<size_t>(c.max_queries, std::max<size_t>(1, rows.size() / G))
                                : static_cast<size_t>(c.max_queries);
-  if (per_token && rows.size() > cap) {  // stratified: one row drawn from each of cap equal runs
-    const size_t n = rows.size();
-    for (size_t i = 0; i < cap; ++i) {
-      const size_t a = i * n / cap, b = (i + 1) * n / cap;  // the run [a, b), b > a as n > cap
-      s = io::Mix64(s);
-      rows[i] = rows[c.pick == 1 ? LargestRow(rows, a, b, d) : a + s % (b - a)];
-    }
-    rows.resize(cap);
+  if (per_token) {
+    PickPerRun(&rows, cap, c.pick, d, &s);
+    // The top-up reads the prompt compacted as one block (one-shot, or a
+    // single chunk): a chunk of a longer prompt answered worse with it
+    // (docs/am.md step 1).
+    const bool top_up = ctx.chunk_from < 0 && c.min_queries > 0;
+    if (c.prefill_mix > 0 || top_up) MixPrefillRows(*ctx.stats, G, c, top_up, d, &s, &rows);
   } else if (rows.size() > cap) {  // partial Fisher-Yates, seeded per head
     for (size_t i = 0; i < cap; ++i) {
       s = io::Mix64(s);

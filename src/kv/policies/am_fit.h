@@ -26,6 +26,8 @@ struct AmConfig {
   bool repeat_only = false;  // the repeat pass's queries alone (the prefill's only when it has none)
   int pick = 0;              // repeat_only: a token's row drawn (0) or its largest-norm one (1, the flag's default)
   int prefill_tail = 0;      // repeat_only: also the prefill's rows (all G) of the last this many tokens compacted
+  double prefill_mix = 0;    // repeat_only: also the prefill's rows from this fraction of as many runs (M x (1 + it))
+  int min_queries = 0;       // repeat_only, the prompt one block: fewer repeat rows: the prefill's added (at most as many)
   bool repeat_past_ctx = true;
   bool onpolicy = false;     // repeat pass re-run per layer over the compacted lower layers
   bool omp = false;          // key selection: OMP (else highest attention)
@@ -55,7 +57,11 @@ struct AmConfig {
 // query heads' rows one run, one row taken from it: the largest with pick
 // 1, else a seeded draw) and at most max_queries (one row from each of
 // max_queries equal runs), so every stretch of the repeated text is read;
-// then, with prefill_tail, the prefill's rows of the last tokens. Without
+// with prefill_mix F the prefill's rows picked the same way from F times
+// as many equal runs of them, appended (a prompt compacted as one block,
+// ctx.chunk_from < 0, with fewer than min_queries repeat rows: F at least
+// (min_queries - rows) / rows, at most 1); then, with prefill_tail, the
+// prefill's rows of the last tokens. Without
 // any (no statistics), the keys themselves probe the head.
 Eigen::MatrixXf AmReferenceQueries(const PolicyContext& ctx, const AmConfig& c);
 
