@@ -283,6 +283,11 @@ size_t LargestRow(const std::vector<const float*>& rows, size_t a, size_t b, int
   return best;
 }
 
+// The rows of d floats in v, appended to rows as pointers.
+void AppendRows(const std::vector<float>& v, int d, std::vector<const float*>* rows) {
+  for (size_t i = 0; i + d <= v.size(); i += d) rows->push_back(v.data() + i);
+}
+
 // Stratified: one row taken from each of cap equal runs of rows (a run at
 // least a token's G rows as cap <= rows / G), the largest with pick 1, else
 // drawn; fewer rows than cap stay as they are. In order: rows[i] is read
@@ -306,13 +311,14 @@ void PickPerRun(std::vector<const float*>* rows, size_t cap, int pick, int d, ui
 // least min_queries - m (at most m).
 void MixPrefillRows(const HeadStats& st, size_t G, const AmConfig& c, bool top_up, int d, uint64_t* s,
                     std::vector<const float*>* rows) {
-  std::vector<const float*> pre;
-  for (size_t i = 0; i + d <= st.q_rot.size(); i += d) pre.push_back(st.q_rot.data() + i);
   const size_t m = rows->size();
   size_t want = static_cast<size_t>(std::lround(c.prefill_mix * static_cast<double>(m)));
   const size_t q = static_cast<size_t>(std::max(0, c.min_queries));
   if (top_up && m < q) want = std::max(want, std::min(m, q - m));
-  if (pre.empty() || want == 0) return;
+  if (want == 0) return;  // before gathering the prefill's rows: a long one-block prompt adds none
+  std::vector<const float*> pre;
+  AppendRows(st.q_rot, d, &pre);
+  if (pre.empty()) return;
   PickPerRun(&pre, std::min(want, std::max<size_t>(1, pre.size() / G)), c.pick, d, s);
   rows->insert(rows->end(), pre.begin(), pre.end());
 }
@@ -327,10 +333,8 @@ MatrixXf AmReferenceQueries(const PolicyContext& ctx, const AmConfig& c) {
   // token (a token's G query heads are one run of rows).
   const bool per_token = c.repeat_only && ctx.stats && ctx.stats->q_repeat.size() >= static_cast<size_t>(d);
   if (ctx.stats) {
-    if (!per_token)
-      for (size_t i = 0; i + d <= ctx.stats->q_rot.size(); i += d) rows.push_back(ctx.stats->q_rot.data() + i);
-    if (c.repeat)
-      for (size_t i = 0; i + d <= ctx.stats->q_repeat.size(); i += d) rows.push_back(ctx.stats->q_repeat.data() + i);
+    if (!per_token) AppendRows(ctx.stats->q_rot, d, &rows);
+    if (c.repeat) AppendRows(ctx.stats->q_repeat, d, &rows);
   }
   std::vector<float> keys;
   if (rows.empty()) {
