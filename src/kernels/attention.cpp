@@ -242,6 +242,12 @@ struct CausalPass {
     }
     const float sum = vis > 0 ? ExpShiftSum(row, vis, m_new) : 0.f;
     std::fill(row + std::max(vis, 0), row + w, 0.f);
+    Advance(r, m_new, sum);
+  }
+
+  // The row's running max becomes m_new (the output and sum scaled by
+  // exp(m_old - m_new) first) and the tile's sum is added.
+  void Advance(int r, float m_new, float sum) {
     if (m_new != m[r]) {  // exp(-inf - m_new) = 0 for the first tile with weight
       const float alpha = std::exp(m[r] - m_new);
       float* o = &ob[static_cast<size_t>(r) * d];
@@ -250,6 +256,17 @@ struct CausalPass {
       m[r] = m_new;
     }
     l[r] += sum;
+  }
+
+  // UpdateRow for bf16 tiles outside the taps: the scale, the max, the exps
+  // and their bf16 rounding in one function (SoftmaxRowBf16), the
+  // probabilities written straight into pp's row for the P V tile (one pass
+  // over the scores instead of three; nothing needs them in f32 here).
+  void UpdateRowPacked(int r, const float* row, int j0, int w, int vis) {
+    float m_new;
+    const float sum = SoftmaxRowBf16(row, vis, w, scale, kv.logw + j0, m[r], &m_new,
+                                     &pp[static_cast<size_t>(r) * ((w + 1) / 2)]);
+    if (m_new != -INFINITY) Advance(r, m_new, sum);
   }
 
   // Kept exp tiles of the current block (Keep): pk [rows, ld_keep] holds
@@ -264,6 +281,7 @@ struct CausalPass {
   void Block(int t0, int t1, bool keep = false) {
     const int rows = (t1 - t0) * G;
     const int nv = Visible(t1 - 1);  // entries seen by the block's last query; tiles past it are skipped
+    const bool packed = bf16 && !keep;  // probabilities straight to bf16 (the taps keep theirs in f32)
     PackQueries(rows);
     std::fill(ob.begin(), ob.begin() + static_cast<size_t>(rows) * d, 0.f);
     std::fill(m.begin(), m.begin() + rows, -INFINITY);
@@ -275,7 +293,8 @@ struct CausalPass {
         const int vis = std::min(w, Visible(t) - j0);
         for (int g = 0; g < G; ++g) {
           const int r = (t - t0) * G + g;
-          UpdateRow(r, &s[static_cast<size_t>(r) * bk], j0, w, vis);
+          float* row = &s[static_cast<size_t>(r) * bk];
+          packed ? UpdateRowPacked(r, row, j0, w, vis) : UpdateRow(r, row, j0, w, vis);
         }
       }
       if (keep)
@@ -284,7 +303,8 @@ struct CausalPass {
                     &pk[static_cast<size_t>(r) * ld_keep + j0]);
           mk[static_cast<size_t>(r) * keep_tiles + j0 / bk] = m[r];
         }
-      AddPv(rows, j0, w);
+      if (packed) AccumulatePackedPvBf16(pp.data(), rows, Panel(kv.v, kv.v_tail, j0, w, false), w, d, ob.data(), d);
+      else AddPv(rows, j0, w);
     }
     for (int r = 0; r < rows; ++r) {
       const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;  // all -inf: output 0, no NaN

@@ -7,6 +7,7 @@
 #include "kernels/attention_bf16.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/targets.h"
@@ -33,6 +34,16 @@ float Bf16ToFloat(uint16_t b) {
 uint32_t Bf16Pair(float lo, float hi) { return RoundBf16Bits(lo) | static_cast<uint32_t>(RoundBf16Bits(hi)) << 16; }
 float PairLo(uint32_t w) { return Bf16ToFloat(static_cast<uint16_t>(w & 0xffffu)); }
 float PairHi(uint32_t w) { return Bf16ToFloat(static_cast<uint16_t>(w >> 16)); }
+
+// exp(y), y <= 0, for probabilities that are rounded to bf16 next (2^-8
+// relative): y = n ln2 + r (Cody-Waite: ln2 in a short high part and the
+// rest, so n ln2's error stays below r's ulp), e^r by its Taylor series to
+// r^7 (|r| <= ln2 / 2: the first term left out is under 3e-9), times 2^n.
+// Hand-written: Sleef's only float exp is its 1-ulp u10, about twice the
+// operations; under kExpFloor the result is 0, as e^y rounds to in f32.
+constexpr float kLog2e = 1.44269504f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f, kExpFloor = -110.f;
+constexpr int kExpTerms = 8;
+constexpr float kExpPoly[kExpTerms] = {1.f / 5040, 1.f / 720, 1.f / 120, 1.f / 24, 1.f / 6, 0.5f, 1.f, 1.f};
 
 #ifdef KVTRIM_X86
 bool DetectBf16Tiles() {
@@ -109,7 +120,14 @@ KVTRIM_T_AVX512_BF16 void ScoresAvx(const uint32_t* qp, int rows, const uint32_t
   const int dp = d / 2, groups = (w + 15) / 16;
   int r0 = 0;
   for (; r0 + 4 <= rows; r0 += 4) ScoresRows<4>(qp, kp, dp, r0, groups, w, s, ld_s);
-  for (; r0 < rows; ++r0) ScoresRows<1>(qp, kp, dp, r0, groups, w, s, ld_s);
+  // The last 1-3 rows as one tile (63 rows, G = 3: a 3-row tile runs about
+  // three times as fast as three 1-row tiles, which wait on their loads).
+  switch (rows - r0) {
+    case 3: ScoresRows<3>(qp, kp, dp, r0, groups, w, s, ld_s); break;
+    case 2: ScoresRows<2>(qp, kp, dp, r0, groups, w, s, ld_s); break;
+    case 1: ScoresRows<1>(qp, kp, dp, r0, groups, w, s, ld_s); break;
+    default: break;
+  }
 }
 
 // NR rows x 16 NG dimensions [c0, c0 + 16 NG): o += p v over every pair of
@@ -132,6 +150,29 @@ KVTRIM_T_AVX512_BF16 void PvTile(const uint32_t* pp, int wp, const uint32_t* vp,
     for (int g = 0; g < NG; ++g) _mm512_storeu_ps(o + static_cast<size_t>(r0 + r) * ld_o + c0 + 16 * g, acc[r][g]);
 }
 
+// NR rows' P V over 64 dimensions from c0, or the last 32 (half).
+template <int NR>
+KVTRIM_T_AVX512_BF16 void PvRows(const uint32_t* pp, int wp, const uint32_t* vp, int d, int r0, int c0, float* o,
+                                 int ld_o, bool half) {
+  half ? PvTile<NR, 2>(pp, wp, vp, d, r0, c0, o, ld_o) : PvTile<NR, 4>(pp, wp, vp, d, r0, c0, o, ld_o);
+}
+
+KVTRIM_T_AVX512_BF16 void PvPackedAvx(const uint32_t* pp, int rows, const uint32_t* vp, int w, int d, float* o,
+                                      int ld_o) {
+  const int wp = (w + 1) / 2;
+  for (int c0 = 0; c0 < d; c0 += 64) {
+    const bool half = d - c0 < 64;
+    int r0 = 0;
+    for (; r0 + 4 <= rows; r0 += 4) PvRows<4>(pp, wp, vp, d, r0, c0, o, ld_o, half);
+    switch (rows - r0) {  // the last 1-3 rows as one tile, as ScoresAvx
+      case 3: PvRows<3>(pp, wp, vp, d, r0, c0, o, ld_o, half); break;
+      case 2: PvRows<2>(pp, wp, vp, d, r0, c0, o, ld_o, half); break;
+      case 1: PvRows<1>(pp, wp, vp, d, r0, c0, o, ld_o, half); break;
+      default: break;
+    }
+  }
+}
+
 KVTRIM_T_AVX512_BF16 void PvAvx(const float* p, int rows, int ld_p, const uint32_t* vp, int w, int d, float* o,
                                 int ld_o, uint32_t* pp) {
   const int wp = (w + 1) / 2;
@@ -141,14 +182,52 @@ KVTRIM_T_AVX512_BF16 void PvAvx(const float* p, int rows, int ld_p, const uint32
       const __mmask16 m = static_cast<__mmask16>(left >= 16 ? 0xffff : (1u << left) - 1);
       _mm512_mask_storeu_epi32(pp + static_cast<size_t>(r) * wp + c / 2, m, Cvt32(p + static_cast<size_t>(r) * ld_p + c, w - c));
     }
-  for (int c0 = 0; c0 < d; c0 += 64) {
-    const bool half = d - c0 < 64;
-    int r0 = 0;
-    for (; r0 + 4 <= rows; r0 += 4)
-      half ? PvTile<4, 2>(pp, wp, vp, d, r0, c0, o, ld_o) : PvTile<4, 4>(pp, wp, vp, d, r0, c0, o, ld_o);
-    for (; r0 < rows; ++r0)
-      half ? PvTile<1, 2>(pp, wp, vp, d, r0, c0, o, ld_o) : PvTile<1, 4>(pp, wp, vp, d, r0, c0, o, ld_o);
+  PvPackedAvx(pp, rows, vp, w, d, o, ld_o);
+}
+
+// ExpBelowZero in 16 lanes: the same operations, so the same bits.
+KVTRIM_T_AVX512_BF16 inline __m512 ExpAvx(__m512 y) {
+  y = _mm512_max_ps(_mm512_set1_ps(kExpFloor), y);  // a NaN y stays NaN (max returns its second operand)
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(y, _mm512_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), y);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(kExpPoly[0]);
+  for (int k = 1; k < kExpTerms; ++k) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpPoly[k]));
+  return _mm512_scalef_ps(p, n);
+}
+
+KVTRIM_T_AVX512_BF16 inline __mmask16 FirstLanes(int n) {
+  return static_cast<__mmask16>(n >= 16 ? 0xffff : n <= 0 ? 0 : (1u << n) - 1);
+}
+
+KVTRIM_T_AVX512_BF16 float SoftmaxRowAvx(const float* s, int vis, int w, float scale, const float* b, float m,
+                                         float* m_new, uint32_t* pp) {
+  const __m512 vs = _mm512_set1_ps(scale);
+  __m512 mx = _mm512_set1_ps(-INFINITY);
+  for (int j = 0; j < vis; j += 16) {
+    const __mmask16 k = FirstLanes(vis - j);
+    const __m512 x = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, s + j), vs, _mm512_maskz_loadu_ps(k, b + j));
+    mx = _mm512_mask_max_ps(mx, k, mx, x);
   }
+  const float mn = std::max(m, _mm512_reduce_max_ps(mx));
+  *m_new = mn;
+  const int wp = (w + 1) / 2;
+  if (mn == -INFINITY) {
+    std::fill(pp, pp + wp, 0u);
+    return 0.f;
+  }
+  const __m512 vm = _mm512_set1_ps(mn);
+  __m512 sum = _mm512_setzero_ps();
+  for (int j = 0; j < 2 * wp; j += 32) {
+    const __mmask16 k0 = FirstLanes(vis - j), k1 = FirstLanes(vis - j - 16);
+    const __m512 x0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k0, s + j), vs, _mm512_maskz_loadu_ps(k0, b + j));
+    const __m512 x1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k1, s + j + 16), vs, _mm512_maskz_loadu_ps(k1, b + j + 16));
+    const __m512 e0 = _mm512_maskz_mov_ps(k0, ExpAvx(_mm512_sub_ps(x0, vm)));
+    const __m512 e1 = _mm512_maskz_mov_ps(k1, ExpAvx(_mm512_sub_ps(x1, vm)));
+    sum = _mm512_add_ps(sum, _mm512_add_ps(e0, e1));
+    _mm512_mask_storeu_epi32(pp + j / 2, FirstLanes(wp - j / 2), (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
+  }
+  return _mm512_reduce_add_ps(sum);
 }
 #else
 bool DetectBf16Tiles() { return false; }
@@ -209,6 +288,52 @@ void ScoresBf16(const uint32_t* qp, int rows, const uint32_t* kp, int w, int d, 
     }
 }
 
+float ExpBelowZero(float y) {
+  if (std::isnan(y)) return y;
+  y = std::max(kExpFloor, y);
+  const float n = std::nearbyint(y * kLog2e);
+  float r = std::fma(-n, kLn2Hi, y);
+  r = std::fma(-n, kLn2Lo, r);
+  float p = kExpPoly[0];
+  for (int k = 1; k < kExpTerms; ++k) p = std::fma(p, r, kExpPoly[k]);
+  return std::ldexp(p, static_cast<int>(n));
+}
+
+float SoftmaxRowBf16(const float* s, int vis, int w, float scale, const float* b, float m, float* m_new,
+                     uint32_t* pp) {
+  vis = std::clamp(vis, 0, w);
+#ifdef KVTRIM_X86
+  if (HasBf16Tiles()) return SoftmaxRowAvx(s, vis, w, scale, b, m, m_new, pp);
+#endif
+  float mn = m;
+  for (int j = 0; j < vis; ++j) mn = std::max(mn, std::fma(s[j], scale, b[j]));
+  *m_new = mn;
+  float sum = 0.f;
+  for (int jp = 0; jp < (w + 1) / 2; ++jp) {
+    float e[2] = {0.f, 0.f};
+    for (int h = 0; h < 2; ++h)
+      if (const int j = 2 * jp + h; j < vis && mn != -INFINITY) sum += e[h] = ExpBelowZero(std::fma(s[j], scale, b[j]) - mn);
+    pp[jp] = Bf16Pair(e[0], e[1]);
+  }
+  return sum;
+}
+
+void AccumulatePackedPvBf16(const uint32_t* pp, int rows, const uint32_t* vp, int w, int d, float* o, int ld_o) {
+#ifdef KVTRIM_X86
+  if (HasBf16Tiles()) return PvPackedAvx(pp, rows, vp, w, d, o, ld_o);
+#endif
+  const int wp = (w + 1) / 2;
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < d; ++c) {
+      float acc = o[static_cast<size_t>(r) * ld_o + c];
+      for (int jp = 0; jp < wp; ++jp) {
+        const uint32_t a = vp[static_cast<size_t>(jp) * d + c], b = pp[static_cast<size_t>(r) * wp + jp];
+        acc += PairLo(a) * PairLo(b) + PairHi(a) * PairHi(b);
+      }
+      o[static_cast<size_t>(r) * ld_o + c] = acc;
+    }
+}
+
 void AccumulatePvBf16(const float* p, int rows, int ld_p, const uint32_t* vp, int w, int d, float* o, int ld_o,
                       uint32_t* pp) {
 #ifdef KVTRIM_X86
@@ -220,15 +345,7 @@ void AccumulatePvBf16(const float* p, int rows, int ld_p, const uint32_t* vp, in
       const float* pr = p + static_cast<size_t>(r) * ld_p;
       pp[static_cast<size_t>(r) * wp + jp] = Bf16Pair(pr[2 * jp], 2 * jp + 1 < w ? pr[2 * jp + 1] : 0.f);
     }
-  for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < d; ++c) {
-      float acc = o[static_cast<size_t>(r) * ld_o + c];
-      for (int jp = 0; jp < wp; ++jp) {
-        const uint32_t a = vp[static_cast<size_t>(jp) * d + c], b = pp[static_cast<size_t>(r) * wp + jp];
-        acc += PairLo(a) * PairLo(b) + PairHi(a) * PairHi(b);
-      }
-      o[static_cast<size_t>(r) * ld_o + c] = acc;
-    }
+  AccumulatePackedPvBf16(pp, rows, vp, w, d, o, ld_o);
 }
 
 }  // namespace kvtrim::kernels

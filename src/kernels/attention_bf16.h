@@ -39,5 +39,20 @@ void ScoresBf16(const uint32_t* qp, int rows, const uint32_t* kp, int w, int d, 
 // bf16 into pp ([rows, ceil(w / 2)] words of scratch).
 void AccumulatePvBf16(const float* p, int rows, int ld_p, const uint32_t* vp, int w, int d, float* o, int ld_o,
                       uint32_t* pp);
+// The same over probabilities already in bf16 pairs (pp: [rows, ceil(w / 2)]).
+void AccumulatePackedPvBf16(const uint32_t* pp, int rows, const uint32_t* vp, int w, int d, float* o, int ld_o);
+
+// One row of a key tile's online softmax, its probabilities written as bf16
+// pairs for AccumulatePackedPvBf16: x_j = s_j * scale + b_j over the row's
+// vis visible entries (vis <= w), m_new = max(m, max_j x_j), pp's
+// ceil(w / 2) words = bf16(exp(x_j - m_new)) with 0 from vis on; returns
+// the f32 sum of the exps (0 when m_new is -inf: nothing with weight yet,
+// every word 0). exp here is a polynomial within 2e-7 of the true value
+// relative (ExpBelowZero), far inside bf16's 2^-8 rounding.
+float SoftmaxRowBf16(const float* s, int vis, int w, float scale, const float* b, float m, float* m_new,
+                     uint32_t* pp);
+// exp(y) for y <= 0 (y = -inf gives 0) within 2e-7 relative: the
+// polynomial SoftmaxRowBf16 uses, exposed for its test.
+float ExpBelowZero(float y);
 
 }  // namespace kvtrim::kernels

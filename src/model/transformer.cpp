@@ -147,12 +147,18 @@ void Transformer::Attend(kernels::ThreadPool& pool, const kv::KvCache& cache, in
   };
   // Work in (head, query block) pairs, so 3 heads keep 2 threads busy; a
   // block starts at a multiple of CausalQueryBlock (the split is exact).
-  const int tb = kernels::CausalQueryBlock(G) * 4, nb = (T + tb - 1) / tb;
+  const int qb = kernels::CausalQueryBlock(G), tb = qb * 4, nb = (T + tb - 1) / tb;
   auto off = [&](int h, int t0) { return static_cast<size_t>(t0) * q_dim + static_cast<size_t>(h) * G * hd; };
   if (t_first >= T) {  // no tap: every pair in parallel
-    pool.ParallelFor(static_cast<int64_t>(Hkv) * nb, [&](int64_t j0, int64_t j1) {
+    // About three pairs a thread (the pool hands them out as threads free
+    // up): a call packs the bf16 tiles of the keys it sees once for all its
+    // query blocks, so fewer, longer calls pack less (a 512-token batch on 3
+    // heads and 2 threads: 6 calls, not 21).
+    const int want = std::max(1, (3 * pool.size() + Hkv - 1) / Hkv);
+    const int tbf = ((T + want - 1) / want + qb - 1) / qb * qb, nbf = (T + tbf - 1) / tbf;
+    pool.ParallelFor(static_cast<int64_t>(Hkv) * nbf, [&](int64_t j0, int64_t j1) {
       for (int64_t j = j0; j < j1; ++j) {
-        const int h = static_cast<int>(j / nb), t0 = static_cast<int>(j % nb) * tb, t1 = std::min(T, t0 + tb);
+        const int h = static_cast<int>(j / nbf), t0 = static_cast<int>(j % nbf) * tbf, t1 = std::min(T, t0 + tbf);
         kernels::AttendCausalMl(view_of(h), &q[off(h, t0)], t1 - t0, G, q_dim, n_before[h] + t0, scale,
                                 &att[off(h, t0)], q_dim, nullptr);
       }
