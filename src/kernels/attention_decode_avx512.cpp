@@ -109,6 +109,35 @@ inline void FinishScores16(const KvView& kv, int j0, int w, int G, __m512 vscale
   for (int g = 0; g < G; ++g) _mm512_store_ps(s + g * ld, _mm512_fmadd_ps(Reduce16(part + g * 256), vscale, b));
 }
 
+// Scores16's pairs of keys for GG heads whose query vectors stay in
+// registers (GG x NK <= 12) for the 16 entries: the compiler reloaded them
+// for every product, since the stores to part may alias q. Returns the
+// entries done.
+template <GgmlType T, int NK, int GG>
+int ScorePairsQInRegisters(const KvView& kv, int j0, int w, const float* q, float* part) {
+  constexpr int d = 16 * NK;
+  __m512 qv[GG][NK];
+  for (int g = 0; g < GG; ++g)
+    for (int k = 0; k < NK; ++k) qv[g][k] = _mm512_loadu_ps(q + g * d + 16 * k);
+  int e = 0;
+  for (; e + 2 <= w; e += 2) {
+    const uint8_t* r0 = kv.k + kv.row_bytes * (j0 + e);
+    const uint8_t* r1 = r0 + kv.row_bytes;
+    __m512 k0[NK], k1[NK];
+    for (int k = 0; k < NK; ++k) k0[k] = Group16<T>(r0, k), k1[k] = Group16<T>(r1, k);
+    for (int g = 0; g < GG; ++g) {
+      __m512 a0 = _mm512_mul_ps(k0[0], qv[g][0]), a1 = _mm512_mul_ps(k1[0], qv[g][0]);
+      for (int k = 1; k < NK; ++k) {
+        a0 = _mm512_fmadd_ps(k0[k], qv[g][k], a0);
+        a1 = _mm512_fmadd_ps(k1[k], qv[g][k], a1);
+      }
+      _mm512_store_ps(part + (g * 16 + e) * 16, a0);
+      _mm512_store_ps(part + (g * 16 + e + 1) * 16, a1);
+    }
+  }
+  return e;
+}
+
 // s [g][16]: the scores of entries [j0, j0 + 16) of the tile for every
 // query head (entries from w on: -inf), b their log-weights. Two keys at a
 // time where the registers hold both (twice the FMA chains in flight).
@@ -117,6 +146,16 @@ void Scores16(const KvView& kv, int j0, int w, const float* q, int G, __m512 vsc
   constexpr int d = 16 * NK;
   constexpr bool kPair = NK <= 8;
   int e = 0;
+  if constexpr (NK <= 4) {
+    if (G * NK <= 12) {
+      switch (G) {
+        case 1: e = ScorePairsQInRegisters<T, NK, 1>(kv, j0, w, q, part); break;
+        case 2: e = ScorePairsQInRegisters<T, NK, 2>(kv, j0, w, q, part); break;
+        case 3: e = ScorePairsQInRegisters<T, NK, 3>(kv, j0, w, q, part); break;
+        default: break;
+      }
+    }
+  }
   if constexpr (kPair) {
     for (; e + 2 <= w; e += 2) {
       const uint8_t* r0 = kv.k + kv.row_bytes * (j0 + e);
@@ -217,10 +256,43 @@ inline __m512i CodesU8(const uint8_t* row, int z, __m512& scales) {
 // Scores16's integer form for q8_0 / q4_0 keys: per head and 64-value
 // group, one vpdpbusd of the key's unsigned codes with the query's codes,
 // the lanes scaled by both blocks' scales.
+// Scores16Int8 for GG heads at d = 64 with each head's codes, offsets and
+// scales held in registers for the 16 entries (the int8 codes may alias
+// anything, so the compiler reloaded them after every store to part).
+template <GgmlType T, int GG>
+void Int8ScoresQInRegisters(const KvView& kv, int j0, int w, const QueryInt8& Q, float* part) {
+  __m512i codes[GG], corr[GG];
+  __m512 qs[GG];
+  for (int g = 0; g < GG; ++g) {
+    codes[g] = _mm512_load_si512(Q.codes[g]);
+    corr[g] = _mm512_load_si512(Q.corr[g][0]);
+    qs[g] = _mm512_load_ps(Q.qscale[g][0]);
+  }
+  for (int e = 0; e < w; ++e) {
+    __m512 sc;
+    const __m512i c = CodesU8<T>(kv.k + kv.row_bytes * (j0 + e), 0, sc);
+    for (int g = 0; g < GG; ++g) {
+      const __m512i dot = _mm512_dpbusd_epi32(corr[g], c, codes[g]);
+      _mm512_store_ps(part + (g * 16 + e) * 16, _mm512_mul_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(sc, qs[g])));
+    }
+  }
+}
+
 template <GgmlType T, int NK>
 void Scores16Int8(const KvView& kv, int j0, int w, const QueryInt8& Q, int G, __m512 vscale, float* part, float* s,
                   int ld) {
   constexpr int NZ = NK / 4;  // 64-value groups (NK a multiple of 4)
+  if constexpr (NZ == 1) {
+    if (G <= 4) {
+      switch (G) {
+        case 1: Int8ScoresQInRegisters<T, 1>(kv, j0, w, Q, part); break;
+        case 2: Int8ScoresQInRegisters<T, 2>(kv, j0, w, Q, part); break;
+        case 3: Int8ScoresQInRegisters<T, 3>(kv, j0, w, Q, part); break;
+        default: Int8ScoresQInRegisters<T, 4>(kv, j0, w, Q, part); break;
+      }
+      return FinishScores16(kv, j0, w, G, vscale, part, s, ld);
+    }
+  }
   for (int e = 0; e < w; ++e) {
     const uint8_t* row = kv.k + kv.row_bytes * (j0 + e);
     __m512i c[NZ];
