@@ -109,8 +109,8 @@ inline void FinishScores16(const KvView& kv, int j0, int w, int G, __m512 vscale
   for (int g = 0; g < G; ++g) _mm512_store_ps(s + g * ld, _mm512_fmadd_ps(Reduce16(part + g * 256), vscale, b));
 }
 
-// Scores16's pairs of keys for GG heads whose query vectors stay in
-// registers (GG x NK <= 12) for the 16 entries: the compiler reloaded them
+// Scores16's pairs of keys for GG heads (q: the first's query) whose query
+// vectors stay in registers (GG <= 4, NK <= 4) for the 16 entries: the compiler reloaded them
 // for every product, since the stores to part may alias q. Returns the
 // entries done.
 template <GgmlType T, int NK, int GG>
@@ -147,15 +147,23 @@ void Scores16(const KvView& kv, int j0, int w, const float* q, int G, __m512 vsc
   constexpr bool kPair = NK <= 8;
   int e = 0;
   if constexpr (NK <= 4) {
-    if (G * NK <= 12) {
-      switch (G) {
-        case 1: e = ScorePairsQInRegisters<T, NK, 1>(kv, j0, w, q, part); break;
-        case 2: e = ScorePairsQInRegisters<T, NK, 2>(kv, j0, w, q, part); break;
-        case 3: e = ScorePairsQInRegisters<T, NK, 3>(kv, j0, w, q, part); break;
-        default: break;
+    // The heads in groups of at most 4 (G = 7: 3 + 4), each group's queries
+    // in registers (26 of the 32 at 4 heads and d = 64), each group
+    // widening the keys again from L1; a head's scores as before.
+    constexpr int kPer = 4;
+    const int groups = (G + kPer - 1) / kPer;
+    for (int i = 0; i < groups; ++i) {
+      const int g0 = i * G / groups, g1 = (i + 1) * G / groups;
+      const float* qg = q + g0 * d;
+      float* pg = part + g0 * 256;
+      switch (g1 - g0) {
+        case 1: e = ScorePairsQInRegisters<T, NK, 1>(kv, j0, w, qg, pg); break;
+        case 2: e = ScorePairsQInRegisters<T, NK, 2>(kv, j0, w, qg, pg); break;
+        case 3: e = ScorePairsQInRegisters<T, NK, 3>(kv, j0, w, qg, pg); break;
+        default: e = ScorePairsQInRegisters<T, NK, 4>(kv, j0, w, qg, pg); break;
       }
     }
-  }
+  }  // an odd last entry: the loop below
   if constexpr (kPair) {
     for (; e + 2 <= w; e += 2) {
       const uint8_t* r0 = kv.k + kv.row_bytes * (j0 + e);
@@ -256,18 +264,19 @@ inline __m512i CodesU8(const uint8_t* row, int z, __m512& scales) {
 // Scores16's integer form for q8_0 / q4_0 keys: per head and 64-value
 // group, one vpdpbusd of the key's unsigned codes with the query's codes,
 // the lanes scaled by both blocks' scales.
-// Scores16Int8 for GG heads at d = 64 with each head's codes, offsets and
-// scales held in registers for the 16 entries (the int8 codes may alias
+// Scores16Int8 for heads [g0, g0 + GG) at d = 64 with each head's codes,
+// offsets and scales held in registers for the 16 entries (the int8 codes may alias
 // anything, so the compiler reloaded them after every store to part).
 template <GgmlType T, int GG>
-void Int8ScoresQInRegisters(const KvView& kv, int j0, int w, const QueryInt8& Q, float* part) {
+void Int8ScoresQInRegisters(const KvView& kv, int j0, int w, const QueryInt8& Q, int g0, float* part) {
   __m512i codes[GG], corr[GG];
   __m512 qs[GG];
   for (int g = 0; g < GG; ++g) {
-    codes[g] = _mm512_load_si512(Q.codes[g]);
-    corr[g] = _mm512_load_si512(Q.corr[g][0]);
-    qs[g] = _mm512_load_ps(Q.qscale[g][0]);
+    codes[g] = _mm512_load_si512(Q.codes[g0 + g]);
+    corr[g] = _mm512_load_si512(Q.corr[g0 + g][0]);
+    qs[g] = _mm512_load_ps(Q.qscale[g0 + g][0]);
   }
+  part += g0 * 256;
   for (int e = 0; e < w; ++e) {
     __m512 sc;
     const __m512i c = CodesU8<T>(kv.k + kv.row_bytes * (j0 + e), 0, sc);
@@ -282,16 +291,18 @@ template <GgmlType T, int NK>
 void Scores16Int8(const KvView& kv, int j0, int w, const QueryInt8& Q, int G, __m512 vscale, float* part, float* s,
                   int ld) {
   constexpr int NZ = NK / 4;  // 64-value groups (NK a multiple of 4)
-  if constexpr (NZ == 1) {
-    if (G <= 4) {
-      switch (G) {
-        case 1: Int8ScoresQInRegisters<T, 1>(kv, j0, w, Q, part); break;
-        case 2: Int8ScoresQInRegisters<T, 2>(kv, j0, w, Q, part); break;
-        case 3: Int8ScoresQInRegisters<T, 3>(kv, j0, w, Q, part); break;
-        default: Int8ScoresQInRegisters<T, 4>(kv, j0, w, Q, part); break;
+  if constexpr (NZ == 1) {  // the heads in groups of at most 4 (G = 7: 3 + 4), as Scores16
+    const int groups = (G + 3) / 4;
+    for (int i = 0; i < groups; ++i) {
+      const int g0 = i * G / groups, g1 = (i + 1) * G / groups;
+      switch (g1 - g0) {
+        case 1: Int8ScoresQInRegisters<T, 1>(kv, j0, w, Q, g0, part); break;
+        case 2: Int8ScoresQInRegisters<T, 2>(kv, j0, w, Q, g0, part); break;
+        case 3: Int8ScoresQInRegisters<T, 3>(kv, j0, w, Q, g0, part); break;
+        default: Int8ScoresQInRegisters<T, 4>(kv, j0, w, Q, g0, part); break;
       }
-      return FinishScores16(kv, j0, w, G, vscale, part, s, ld);
     }
+    return FinishScores16(kv, j0, w, G, vscale, part, s, ld);
   }
   for (int e = 0; e < w; ++e) {
     const uint8_t* row = kv.k + kv.row_bytes * (j0 + e);
