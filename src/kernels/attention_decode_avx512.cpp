@@ -109,6 +109,13 @@ inline void FinishScores16(const KvView& kv, int j0, int w, int G, __m512 vscale
   for (int g = 0; g < G; ++g) _mm512_store_ps(s + g * ld, _mm512_fmadd_ps(Reduce16(part + g * 256), vscale, b));
 }
 
+// Keys j and j + 1 widened to f32 (Scores16's pairs).
+template <GgmlType T, int NK>
+inline void WidenKeyPair(const KvView& kv, int j, __m512* k0, __m512* k1) {
+  const uint8_t* r0 = kv.k + kv.row_bytes * j;
+  for (int k = 0; k < NK; ++k) k0[k] = Group16<T>(r0, k), k1[k] = Group16<T>(r0 + kv.row_bytes, k);
+}
+
 // Scores16's pairs of keys for GG heads (q: the first's query) whose query
 // vectors stay in registers (GG <= 4, NK <= 4) for the 16 entries: the compiler reloaded them
 // for every product, since the stores to part may alias q. Returns the
@@ -121,10 +128,8 @@ int ScorePairsQInRegisters(const KvView& kv, int j0, int w, const float* q, floa
     for (int k = 0; k < NK; ++k) qv[g][k] = _mm512_loadu_ps(q + g * d + 16 * k);
   int e = 0;
   for (; e + 2 <= w; e += 2) {
-    const uint8_t* r0 = kv.k + kv.row_bytes * (j0 + e);
-    const uint8_t* r1 = r0 + kv.row_bytes;
     __m512 k0[NK], k1[NK];
-    for (int k = 0; k < NK; ++k) k0[k] = Group16<T>(r0, k), k1[k] = Group16<T>(r1, k);
+    WidenKeyPair<T, NK>(kv, j0 + e, k0, k1);
     for (int g = 0; g < GG; ++g) {
       __m512 a0 = _mm512_mul_ps(k0[0], qv[g][0]), a1 = _mm512_mul_ps(k1[0], qv[g][0]);
       for (int k = 1; k < NK; ++k) {
@@ -166,10 +171,8 @@ void Scores16(const KvView& kv, int j0, int w, const float* q, int G, __m512 vsc
   }  // an odd last entry: the loop below
   if constexpr (kPair) {
     for (; e + 2 <= w; e += 2) {
-      const uint8_t* r0 = kv.k + kv.row_bytes * (j0 + e);
-      const uint8_t* r1 = r0 + kv.row_bytes;
       __m512 k0[NK], k1[NK];
-      for (int k = 0; k < NK; ++k) k0[k] = Group16<T>(r0, k), k1[k] = Group16<T>(r1, k);
+      WidenKeyPair<T, NK>(kv, j0 + e, k0, k1);
       for (int g = 0; g < G; ++g) {
         const float* qg = q + g * d;
         __m512 a0 = _mm512_mul_ps(k0[0], _mm512_loadu_ps(qg)), a1 = _mm512_mul_ps(k1[0], _mm512_loadu_ps(qg));
