@@ -49,6 +49,27 @@ namespace {
 
 constexpr int kMaxG16 = 16;     // query heads per KV head
 
+// f(g0, g1) for the heads [0, G) in the fewest groups of at most per, their
+// sizes differing by one at most (G = 7, per = 4: 3 + 4).
+template <class F>
+inline void ForHeadGroups(int G, int per, F&& f) {
+  const int groups = (G + per - 1) / per;
+  for (int i = 0; i < groups; ++i) f(i * G / groups, (i + 1) * G / groups);
+}
+
+// f(std::integral_constant<int, n>{}) for a group of n = 1..4 heads: the
+// size as a constant for the kernels that keep a group in registers.
+template <class F>
+inline void WithGroupSize(int n, F&& f) {
+  switch (n) {
+    case 1: f(std::integral_constant<int, 1>{}); break;
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    case 3: f(std::integral_constant<int, 3>{}); break;
+    case 4: f(std::integral_constant<int, 4>{}); break;
+    default: break;
+  }
+}
+
 inline float ScaleOf(const uint8_t* blk) {
   uint16_t h;
   std::memcpy(&h, blk, 2);
@@ -117,9 +138,9 @@ inline void WidenKeyPair(const KvView& kv, int j, __m512* k0, __m512* k1) {
 }
 
 // Scores16's pairs of keys for GG heads (q: the first's query) whose query
-// vectors stay in registers (GG <= 4, NK <= 4) for the 16 entries: the compiler reloaded them
-// for every product, since the stores to part may alias q. Returns the
-// entries done.
+// vectors stay in registers (GG <= 4, NK <= 4) for the 16 entries: the
+// compiler reloaded them for every product, since the stores to part may
+// alias q. Returns the entries done.
 template <GgmlType T, int NK, int GG>
 int ScorePairsQInRegisters(const KvView& kv, int j0, int w, const float* q, float* part) {
   constexpr int d = 16 * NK;
@@ -154,22 +175,14 @@ void Scores16(const KvView& kv, int j0, int w, const float* q, int G, __m512 vsc
   if constexpr (NK <= 4) {
     // The heads in groups of at most 4 (G = 7: 3 + 4), each group's queries
     // in registers (26 of the 32 at 4 heads and d = 64), each group
-    // widening the keys again from L1; a head's scores as before.
-    constexpr int kPer = 4;
-    const int groups = (G + kPer - 1) / kPer;
-    for (int i = 0; i < groups; ++i) {
-      const int g0 = i * G / groups, g1 = (i + 1) * G / groups;
-      const float* qg = q + g0 * d;
-      float* pg = part + g0 * 256;
-      switch (g1 - g0) {
-        case 1: e = ScorePairsQInRegisters<T, NK, 1>(kv, j0, w, qg, pg); break;
-        case 2: e = ScorePairsQInRegisters<T, NK, 2>(kv, j0, w, qg, pg); break;
-        case 3: e = ScorePairsQInRegisters<T, NK, 3>(kv, j0, w, qg, pg); break;
-        default: e = ScorePairsQInRegisters<T, NK, 4>(kv, j0, w, qg, pg); break;
-      }
-    }
-  }  // an odd last entry: the loop below
-  if constexpr (kPair) {
+    // widening the keys again from L1; a head's scores as before. An odd
+    // last entry: the loop at the end.
+    ForHeadGroups(G, 4, [&](int g0, int g1) {
+      WithGroupSize(g1 - g0, [&](auto gg) {
+        e = ScorePairsQInRegisters<T, NK, decltype(gg)::value>(kv, j0, w, q + g0 * d, part + g0 * 256);
+      });
+    });
+  } else if constexpr (kPair) {
     for (; e + 2 <= w; e += 2) {
       __m512 k0[NK], k1[NK];
       WidenKeyPair<T, NK>(kv, j0 + e, k0, k1);
@@ -264,12 +277,10 @@ inline __m512i CodesU8(const uint8_t* row, int z, __m512& scales) {
   }
 }
 
-// Scores16's integer form for q8_0 / q4_0 keys: per head and 64-value
-// group, one vpdpbusd of the key's unsigned codes with the query's codes,
-// the lanes scaled by both blocks' scales.
 // Scores16Int8 for heads [g0, g0 + GG) at d = 64 with each head's codes,
-// offsets and scales held in registers for the 16 entries (the int8 codes may alias
-// anything, so the compiler reloaded them after every store to part).
+// offsets and scales held in registers for the 16 entries (the int8 codes
+// may alias anything, so the compiler reloaded them after every store to
+// part).
 template <GgmlType T, int GG>
 void Int8ScoresQInRegisters(const KvView& kv, int j0, int w, const QueryInt8& Q, int g0, float* part) {
   __m512i codes[GG], corr[GG];
@@ -290,21 +301,17 @@ void Int8ScoresQInRegisters(const KvView& kv, int j0, int w, const QueryInt8& Q,
   }
 }
 
+// Scores16's integer form for q8_0 / q4_0 keys: per head and 64-value
+// group, one vpdpbusd of the key's unsigned codes with the query's codes,
+// the lanes scaled by both blocks' scales.
 template <GgmlType T, int NK>
 void Scores16Int8(const KvView& kv, int j0, int w, const QueryInt8& Q, int G, __m512 vscale, float* part, float* s,
                   int ld) {
   constexpr int NZ = NK / 4;  // 64-value groups (NK a multiple of 4)
   if constexpr (NZ == 1) {  // the heads in groups of at most 4 (G = 7: 3 + 4), as Scores16
-    const int groups = (G + 3) / 4;
-    for (int i = 0; i < groups; ++i) {
-      const int g0 = i * G / groups, g1 = (i + 1) * G / groups;
-      switch (g1 - g0) {
-        case 1: Int8ScoresQInRegisters<T, 1>(kv, j0, w, Q, g0, part); break;
-        case 2: Int8ScoresQInRegisters<T, 2>(kv, j0, w, Q, g0, part); break;
-        case 3: Int8ScoresQInRegisters<T, 3>(kv, j0, w, Q, g0, part); break;
-        default: Int8ScoresQInRegisters<T, 4>(kv, j0, w, Q, g0, part); break;
-      }
-    }
+    ForHeadGroups(G, 4, [&](int g0, int g1) {
+      WithGroupSize(g1 - g0, [&](auto gg) { Int8ScoresQInRegisters<T, decltype(gg)::value>(kv, j0, w, Q, g0, part); });
+    });
     return FinishScores16(kv, j0, w, G, vscale, part, s, ld);
   }
   for (int e = 0; e < w; ++e) {
@@ -377,24 +384,6 @@ void AccumulatePvHeads(const KvView& kv, int j0, int w, const float* s, int ld, 
     for (int k = 0; k < NK; ++k) _mm512_storeu_ps(out + g * d + 16 * k, acc[g][k]);
 }
 
-// AccumulatePvHeads for a group of G heads, 1 to 4 with G x NK <= 16
-// (PvInRegisterGroups sizes the groups so; the sizes past that are not
-// instantiated).
-template <GgmlType T, int NK>
-void PvInRegisters(const KvView& kv, int j0, int w, int G, const float* s, int ld, const float* alpha, float* out) {
-  auto run = [&](auto gg) {
-    constexpr int GG = decltype(gg)::value;
-    if constexpr (GG * NK <= 16) AccumulatePvHeads<T, NK, GG>(kv, j0, w, s, ld, alpha, out);
-  };
-  switch (G) {
-    case 1: run(std::integral_constant<int, 1>{}); break;
-    case 2: run(std::integral_constant<int, 2>{}); break;
-    case 3: run(std::integral_constant<int, 3>{}); break;
-    case 4: run(std::integral_constant<int, 4>{}); break;
-    default: break;
-  }
-}
-
 // P.V in registers for any G: the heads in groups whose accumulators fit
 // (at most 4 heads and 16 vectors: G = 7 at d = 64 as 3 + 4), each group
 // reading the tile's value rows again (from L1: the first group brought
@@ -403,12 +392,13 @@ void PvInRegisters(const KvView& kv, int j0, int w, int G, const float* s, int l
 template <GgmlType T, int NK>
 void PvInRegisterGroups(const KvView& kv, int j0, int w, int G, const float* s, int ld, const float* alpha,
                         float* out) {
-  constexpr int kPer = std::min(4, 16 / NK);  // every group within PvInRegisters' cases
-  const int groups = (G + kPer - 1) / kPer;
-  for (int i = 0; i < groups; ++i) {
-    const int g0 = i * G / groups, g1 = (i + 1) * G / groups;  // sizes differ by one at most
-    PvInRegisters<T, NK>(kv, j0, w, g1 - g0, s + g0 * ld, ld, alpha + g0, out + g0 * 16 * NK);
-  }
+  ForHeadGroups(G, std::min(4, 16 / NK), [&](int g0, int g1) {
+    WithGroupSize(g1 - g0, [&](auto gg) {
+      constexpr int GG = decltype(gg)::value;  // sizes past 16 / NK are not instantiated
+      if constexpr (GG * NK <= 16)
+        AccumulatePvHeads<T, NK, GG>(kv, j0, w, s + g0 * ld, ld, alpha + g0, out + g0 * 16 * NK);
+    });
+  });
 }
 
 // The online softmax of one tile for one head: s [nv * 16] the tile's
