@@ -188,6 +188,47 @@ BENCHMARK(BM_PrefillGemm)
     ->ArgsProduct({{8, 2}, {1, 4, 16, 32, 64, 128, 512}, {0, 1, 2}, {0, 1, 2, 3}})
     ->MeasureProcessCPUTime();
 
+// Decode (T = 1) products from memory: 96 repacked [1536 x 576] matrices
+// (SmolLM2-135M's FFN shape; 85 MB in Q8_0, 48 MB in Q4_0) one after the
+// other on one thread, activation quantization included, as a decode step
+// reads its weights. Arg: type (8 Q8_0, 2 Q4_0). Bytes: the repacked codes
+// and scales.
+void BM_MatVecFromMemory(benchmark::State& st) {
+  auto type = static_cast<GgmlType>(st.range(0));
+  const int rows = 1536, cols = 576, count = 96;
+  std::vector<uint8_t> w(RowBytes(type, cols) * rows);
+  auto wf = Rand(rows * cols, 5);
+  for (int r = 0; r < rows; ++r) QuantizeRow(type, &wf[r * cols], w.data() + RowBytes(type, cols) * r, cols);
+  const PackedWeights one = PackWeights(WeightView{type, w.data(), rows, cols});
+  std::vector<PackedWeights> mats(count, one);
+  auto x = Rand(cols, 6);
+  std::vector<float> y(rows);
+  QActs acts;
+  for (auto _ : st) {
+    for (const PackedWeights& p : mats) {
+      QuantizeActs(x.data(), 1, cols, &acts);
+      PackedGemmRows(p, acts, 0, rows, y.data(), rows);
+      benchmark::DoNotOptimize(y.data());
+    }
+  }
+  st.SetBytesProcessed(st.iterations() * static_cast<int64_t>(count) * static_cast<int64_t>(one.bytes()));
+}
+BENCHMARK(BM_MatVecFromMemory)->Arg(8)->Arg(2)->Unit(benchmark::kMillisecond);
+
+// One thread's read bandwidth: a sum over 256 MB of floats (Eigen-free, the
+// compiler's vector loop), the ceiling BM_MatVecFromMemory is read against.
+void BM_ReadFromMemory(benchmark::State& st) {
+  std::vector<float> buf(size_t{64} << 20, 1.f);
+  for (auto _ : st) {
+    float acc[16] = {};
+    for (size_t i = 0; i < buf.size(); i += 16)
+      for (int j = 0; j < 16; ++j) acc[j] += buf[i + j];
+    benchmark::DoNotOptimize(acc);
+  }
+  st.SetBytesProcessed(st.iterations() * static_cast<int64_t>(buf.size() * sizeof(float)));
+}
+BENCHMARK(BM_ReadFromMemory)->Unit(benchmark::kMillisecond);
+
 // Decode (T = 1) on K-quant rows [768 x 256] (random codes, scales 0.01):
 // arg 0 the type (12 Q4_K, 14 Q6_K), arg 1 the path (0 scalar: float dots,
 // 1 AVX2, 2 AVX-512: the int16 row tiles).

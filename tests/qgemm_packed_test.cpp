@@ -196,6 +196,47 @@ TEST(PackedGemm, MatMulUsesTheRepackWhereTheViewHasOne) {
   }
 }
 
+// MatMulShared's products equal MatMul's bit for bit: three repacked
+// matrices of one input (rows 45, 16 and 7: tiles cut at every place a
+// pool's split can fall), one to three threads, decode and batch sizes;
+// and with one view lacking a repack, every product through MatMul.
+TEST(PackedGemm, SharedInputProductsEqualOneMatMulEach) {
+  std::mt19937 rng(17);
+  const int cols = 96;
+  const int rows[3] = {45, 16, 7};
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0}) {
+    std::vector<uint8_t> data[3];
+    PackedWeights packs[3];
+    WeightView views[3];
+    for (int i = 0; i < 3; ++i) {
+      data[i] = RandRows(rng, type, rows[i], cols);
+      views[i] = WeightView{type, data[i].data(), rows[i], cols};
+      packs[i] = PackWeights(views[i]);
+      views[i].packed = &packs[i];
+    }
+    for (int threads : {1, 2, 3})
+      for (int T : {1, 3, 40})
+        for (bool all_packed : {true, false}) {
+          ThreadPool pool(threads);
+          WeightView v1 = views[1];
+          if (!all_packed) v1.packed = nullptr;
+          const std::vector<float> x = RandVec(rng, T * cols);
+          std::vector<float> want[3], got[3];
+          const WeightView* ws[3] = {&views[0], &v1, &views[2]};
+          for (int i = 0; i < 3; ++i) {
+            want[i].assign(static_cast<size_t>(T) * rows[i], 0.f);
+            got[i].assign(static_cast<size_t>(T) * rows[i], -1.f);
+            MatMul(pool, *ws[i], x.data(), T, want[i].data());
+          }
+          MatMulShared(pool, {{ws[0], got[0].data()}, {ws[1], got[1].data()}, {ws[2], got[2].data()}}, x.data(), T);
+          for (int i = 0; i < 3; ++i)
+            for (size_t j = 0; j < want[i].size(); ++j)
+              ASSERT_EQ(got[i][j], want[i][j]) << TypeName(type) << " threads " << threads << " T " << T
+                                               << " packed " << all_packed << " product " << i << " at " << j;
+        }
+  }
+}
+
 }  // namespace KVTRIM_TEST_UNIQUE
 }  // namespace
 }  // namespace kvtrim::kernels

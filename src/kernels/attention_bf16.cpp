@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/exp_below_zero.h"
 #include "kernels/targets.h"
 
 namespace kvtrim::kernels {
@@ -35,15 +36,8 @@ uint32_t Bf16Pair(float lo, float hi) { return RoundBf16Bits(lo) | static_cast<u
 float PairLo(uint32_t w) { return Bf16ToFloat(static_cast<uint16_t>(w & 0xffffu)); }
 float PairHi(uint32_t w) { return Bf16ToFloat(static_cast<uint16_t>(w >> 16)); }
 
-// exp(y), y <= 0, for probabilities that are rounded to bf16 next (2^-8
-// relative): y = n ln2 + r (Cody-Waite: ln2 in a short high part and the
-// rest, so n ln2's error stays below r's ulp), e^r by its Taylor series to
-// r^7 (|r| <= ln2 / 2: the first term left out is under 3e-9), times 2^n.
-// Hand-written: Sleef's only float exp is its 1-ulp u10, about twice the
-// operations; under kExpFloor the result is 0, as e^y rounds to in f32.
-constexpr float kLog2e = 1.44269504f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f, kExpFloor = -110.f;
-constexpr int kExpTerms = 8;
-constexpr float kExpPoly[kExpTerms] = {1.f / 5040, 1.f / 720, 1.f / 120, 1.f / 24, 1.f / 6, 0.5f, 1.f, 1.f};
+// exp of the probabilities: kernels/exp_below_zero.h (within 7.6e-8, far
+// inside bf16's 2^-8 rounding).
 
 #ifdef KVTRIM_X86
 bool DetectBf16Tiles() {
@@ -186,15 +180,7 @@ KVTRIM_T_AVX512_BF16 void PvAvx(const float* p, int rows, int ld_p, const uint32
 }
 
 // ExpBelowZero in 16 lanes: the same operations, so the same bits.
-KVTRIM_T_AVX512_BF16 inline __m512 ExpAvx(__m512 y) {
-  y = _mm512_max_ps(_mm512_set1_ps(kExpFloor), y);  // a NaN y stays NaN (max returns its second operand)
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(y, _mm512_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), y);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
-  __m512 p = _mm512_set1_ps(kExpPoly[0]);
-  for (int k = 1; k < kExpTerms; ++k) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpPoly[k]));
-  return _mm512_scalef_ps(p, n);
-}
+KVTRIM_T_AVX512_BF16 inline __m512 ExpAvx(__m512 y) { return expbz::Exp16(y); }
 
 KVTRIM_T_AVX512_BF16 inline __mmask16 FirstLanes(int n) {
   return static_cast<__mmask16>(n >= 16 ? 0xffff : n <= 0 ? 0 : (1u << n) - 1);
@@ -290,12 +276,13 @@ void ScoresBf16(const uint32_t* qp, int rows, const uint32_t* kp, int w, int d, 
 
 float ExpBelowZero(float y) {
   if (std::isnan(y)) return y;
-  y = std::max(kExpFloor, y);
+  using namespace expbz;
+  y = std::max(kFloor, y);
   const float n = std::nearbyint(y * kLog2e);
   float r = std::fma(-n, kLn2Hi, y);
   r = std::fma(-n, kLn2Lo, r);
-  float p = kExpPoly[0];
-  for (int k = 1; k < kExpTerms; ++k) p = std::fma(p, r, kExpPoly[k]);
+  float p = kPoly[0];
+  for (int k = 1; k < kTerms; ++k) p = std::fma(p, r, kPoly[k]);
   return std::ldexp(p, static_cast<int>(n));
 }
 

@@ -37,8 +37,9 @@
 #include "kernels/cpu.h"
 #include "kernels/targets.h"
 
-#if defined(KVTRIM_BUILD_AVX512_SLEEF) && defined(__AVX512BW__) && defined(__F16C__)
-#include <sleef.h>
+#include "kernels/exp_below_zero.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__F16C__)
 #define KVTRIM_DECODE_AVX512 1
 #endif
 
@@ -415,7 +416,7 @@ inline bool SoftmaxStep(float* s, int nv, float& m, float& l, float& alpha) {
   const __m512 vm = _mm512_set1_ps(m_new);
   __m512 sum = _mm512_setzero_ps();
   for (int i = 0; i < nv; ++i) {
-    const __m512 e = Sleef_expf16_u10avx512f(_mm512_sub_ps(_mm512_load_ps(s + 16 * i), vm));
+    const __m512 e = expbz::Exp16(_mm512_sub_ps(_mm512_load_ps(s + 16 * i), vm));
     _mm512_store_ps(s + 16 * i, e);
     sum = _mm512_add_ps(sum, e);
   }

@@ -49,6 +49,34 @@ void MatVec(ThreadPool& pool, const WeightView& w, const float* x, float* y) {
   }, grain);
 }
 
+void MatMulShared(ThreadPool& pool, std::initializer_list<SharedProduct> products, const float* x, int T) {
+  if (products.size() == 0 || T <= 0) return;
+  const int cols = products.begin()->w->cols;
+  int64_t tiles = 0;
+  for (const SharedProduct& pr : products) {
+    if (!pr.w->packed || pr.w->cols != cols) {
+      for (const SharedProduct& each : products) MatMul(pool, *each.w, x, T, each.y);
+      return;
+    }
+    tiles += pr.w->packed->tiles;
+  }
+  thread_local QActs tl_acts;
+  QActs& acts = tl_acts;  // a plain reference for the workers, as in MatMul
+  QuantizeActs(x, T, cols, &acts, &pool);
+  const int64_t grain = std::max<int64_t>(1, 32768 / (int64_t{kPackRows} * cols * T));
+  pool.ParallelFor(tiles, [&](int64_t t0, int64_t t1) {
+    int64_t base = 0;  // the first tile of the product below in [0, tiles)
+    for (const SharedProduct& pr : products) {
+      const PackedWeights& p = *pr.w->packed;
+      const int64_t lo = std::max(t0, base) - base, hi = std::min(t1, base + p.tiles) - base;
+      if (lo < hi)
+        PackedGemmRows(p, acts, static_cast<int>(lo) * kPackRows, std::min(p.rows, static_cast<int>(hi) * kPackRows),
+                       pr.y, p.rows);
+      base += p.tiles;
+    }
+  }, grain);
+}
+
 void GemmABt(int M, int N, int K, const float* a, int lda, const float* b, int ldb, float* c, int ldc,
              float beta) {
   CMap A(a, M, K, Eigen::OuterStride<>(lda)), B(b, N, K, Eigen::OuterStride<>(ldb));

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 
 #include "io/ggml_types.h"
 #include "kernels/thread_pool.h"
@@ -34,6 +35,19 @@ void MatVec(ThreadPool& pool, const WeightView& w, const float* x, float* y);
 // their int16-activation dots; F32 through Eigen; larger batches of the other
 // types dequantize bounded row blocks for Eigen's GEMM (faster there, measured).
 void MatMul(ThreadPool& pool, const WeightView& w, const float* x, int T, float* y);
+// One product of MatMulShared: Y[T, w.rows] = X W^T into y.
+struct SharedProduct {
+  const WeightView* w = nullptr;
+  float* y = nullptr;
+};
+// Several products of the same input X[T, cols] (a layer's Q, K and V; its
+// FFN gate and up): where every view has a repack with the same cols, the
+// activations are quantized once and the pool splits all the matrices' row
+// tiles in one fork, so a decode step pays one fork and one join instead of
+// one per matrix (K and V of a small model are a few microseconds of work
+// a thread, about what a fork costs). Each y equals MatMul's, bit for bit;
+// otherwise the products run one MatMul each.
+void MatMulShared(ThreadPool& pool, std::initializer_list<SharedProduct> products, const float* x, int T);
 // C[M, N] = A[M, K] B[N, K]^T (+ beta C), plain single-threaded float GEMM.
 void GemmABt(int M, int N, int K, const float* a, int lda, const float* b, int ldb, float* c, int ldc,
              float beta = 0.f);

@@ -198,6 +198,11 @@ Status Transformer::Forward(kernels::ThreadPool& pool, kv::KvCache& cache, const
     Span s(mm);
     kernels::MatMul(pool, w, in, n, out);
   };
+  auto matmul_shared = [&pool, mm = prof ? &prof->matmul_ns : nullptr](
+                           std::initializer_list<kernels::SharedProduct> products, const float* in, int n) {
+    Span s(mm);
+    kernels::MatMulShared(pool, products, in, n);
+  };
 
   // Decode-sized batches reuse this thread's buffers (no allocation and
   // zeroing per token); large batches allocate, so a prefill's buffers are
@@ -229,9 +234,7 @@ Status Transformer::Forward(kernels::ThreadPool& pool, kv::KvCache& cache, const
     const LayerWeights& L = w_.layers[l];
     for (int t = 0; t < T; ++t) kernels::RmsNorm(&x[t * D], L.attn_norm.data(), D, c_.rms_eps, &xb[t * D]);
     if (obs && obs->WantsHiddenNorms()) ReportHiddenNorms(*obs, l, xb.data(), T, D);
-    matmul(L.wq, xb.data(), T, q.data());
-    matmul(L.wk, xb.data(), T, k.data());
-    matmul(L.wv, xb.data(), T, v.data());
+    matmul_shared({{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}}, xb.data(), T);
     AddBias(q.data(), L.bq, T);
     AddBias(k.data(), L.bk, T);
     AddBias(v.data(), L.bv, T);
@@ -255,8 +258,7 @@ Status Transformer::Forward(kernels::ThreadPool& pool, kv::KvCache& cache, const
     for (size_t i = 0; i < x.size(); ++i) x[i] += xb[i];
 
     for (int t = 0; t < T; ++t) kernels::RmsNorm(&x[t * D], L.ffn_norm.data(), D, c_.rms_eps, &xb[t * D]);
-    matmul(L.w_gate, xb.data(), T, hg.data());
-    matmul(L.w_up, xb.data(), T, hu.data());
+    matmul_shared({{&L.w_gate, hg.data()}, {&L.w_up, hu.data()}}, xb.data(), T);
     kernels::SwiGlu(hg.data(), hu.data(), T * F);
     matmul(L.w_down, hg.data(), T, xb.data());
     for (size_t i = 0; i < x.size(); ++i) x[i] += xb[i];
