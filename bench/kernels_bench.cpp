@@ -215,6 +215,43 @@ void BM_MatVecFromMemory(benchmark::State& st) {
 }
 BENCHMARK(BM_MatVecFromMemory)->Arg(8)->Arg(2)->Unit(benchmark::kMillisecond);
 
+// A decode step's products of one layer input on two threads, in cache:
+// SmolLM2-135M's Q, K and V ([576 x 576], [192 x 576] twice) and its FFN
+// gate and up ([1536 x 576] twice), Q8_0 repacked, T = 1. Arg: 0 one
+// MatMul each (five forks, five activation quantizations), 1 MatMulShared
+// per input (two of each). Wall time: what the forks and joins cost.
+void BM_LayerProducts(benchmark::State& st) {
+  const bool shared = st.range(0) != 0;
+  const int D = 576, KV = 192, F = 1536;
+  const int rows[5] = {D, KV, KV, F, F};
+  std::vector<std::vector<uint8_t>> data(5);
+  std::vector<PackedWeights> packs(5);
+  std::vector<WeightView> views(5);
+  for (int i = 0; i < 5; ++i) {
+    data[i].resize(RowBytes(GgmlType::Q8_0, D) * rows[i]);
+    auto wf = Rand(rows[i] * D, 10 + i);
+    for (int r = 0; r < rows[i]; ++r)
+      QuantizeRow(GgmlType::Q8_0, &wf[static_cast<size_t>(r) * D], data[i].data() + RowBytes(GgmlType::Q8_0, D) * r, D);
+    views[i] = WeightView{GgmlType::Q8_0, data[i].data(), rows[i], D};
+    packs[i] = PackWeights(views[i]);
+    views[i].packed = &packs[i];
+  }
+  auto x = Rand(D, 7);
+  std::vector<std::vector<float>> y(5);
+  for (int i = 0; i < 5; ++i) y[i].resize(rows[i]);
+  ThreadPool pool(2);
+  for (auto _ : st) {
+    if (shared) {
+      MatMulShared(pool, {{&views[0], y[0].data()}, {&views[1], y[1].data()}, {&views[2], y[2].data()}}, x.data(), 1);
+      MatMulShared(pool, {{&views[3], y[3].data()}, {&views[4], y[4].data()}}, x.data(), 1);
+    } else {
+      for (int i = 0; i < 5; ++i) MatMul(pool, views[i], x.data(), 1, y[i].data());
+    }
+    benchmark::DoNotOptimize(y[4].data());
+  }
+}
+BENCHMARK(BM_LayerProducts)->Arg(0)->Arg(1)->UseRealTime();
+
 // One thread's read bandwidth: a sum over 256 MB of floats (Eigen-free, the
 // compiler's vector loop), the ceiling BM_MatVecFromMemory is read against.
 void BM_ReadFromMemory(benchmark::State& st) {
