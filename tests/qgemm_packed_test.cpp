@@ -197,9 +197,10 @@ TEST(PackedGemm, MatMulUsesTheRepackWhereTheViewHasOne) {
 }
 
 // MatMulShared's products equal MatMul's bit for bit: three repacked
-// matrices of one input (rows 45, 16 and 7: tiles cut at every place a
-// pool's split can fall), one to three threads, decode and batch sizes;
-// and with one view lacking a repack, every product through MatMul.
+// matrices of one input (rows 45, 16 and 7: tiles 3 + 1 + 1, which two
+// threads split inside the first matrix and three also where the second
+// begins, at T = 40), one to three threads, decode and batch sizes; and
+// with one view lacking a repack, every product through MatMul.
 TEST(PackedGemm, SharedInputProductsEqualOneMatMulEach) {
   std::mt19937 rng(17);
   const int cols = 96;
