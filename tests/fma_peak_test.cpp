@@ -1,9 +1,12 @@
 // The multiply-add peak loops (kernels/fma_peak.h) compute what they claim:
 // every lane of every accumulator grows by a known amount a round, so the
 // sum after the loop and the operation count are known exactly; and the
-// prefill's FLOPs per token (bench --flops) against a count by hand from the
-// model's published shape.
+// prefill's FLOPs per token (bench --flops) and a decode step's weight bytes
+// against counts by hand from the model's published shape.
 #include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
 
 #include "kernels/fma_peak.h"
 #include "kvtrim/bench.h"
@@ -57,6 +60,32 @@ TEST(FmaPeak, PrefillFlopsPerTokenByHand) {
   }
   const FmaPeak p = MeasureFmaPeak(*e, 1);
   EXPECT_GT(p.f32, 0);  // a rate, not a timing assertion: any positive count over a resolved interval
+}
+
+// The weight bytes a decode step reads, as bench rows count them, against
+// a count by hand (MODELS.md: needle-3.7M, dim 256, 4 layers, 8 heads and 4
+// KV heads of 32, FFN 768, vocab 2048, tied embeddings): Q8_0 matrices are
+// read from their repack, 32 one-byte codes and a 4-byte f32 scale per 32
+// values (no row padding: every row count here is a multiple of 16); the
+// f32 file is read as stored; norms in f32 either way.
+TEST(FmaPeak, DecodeWeightBytesAreTheProductsReads) {
+  const double values = 4 * (2 * 256.0 * 256 + 2 * 128.0 * 256 + 3 * 768.0 * 256) + 2048.0 * 256;
+  const double norms = (4 * 2 * 256.0 + 256) * 4;
+  for (const char* model : {"needle-3.7M-q8_0.gguf", "needle-3.7M-f32.gguf"}) {
+    auto e = test::LoadEngine(model, 1);
+    ASSERT_TRUE(e);
+    const bool q8 = std::string(model).find("q8_0") != std::string::npos;
+    if (q8 && std::getenv("KVTRIM_REPACK")) GTEST_SKIP() << "KVTRIM_REPACK set: no repack to count";
+    BenchOptions o;
+    o.depths = {0};
+    o.gen = 2;
+    o.reps = 1;
+    o.warmup_s = 0;
+    o.prefill_tokens = 4;
+    auto rows = RunBench(*e, o);
+    ASSERT_TRUE(rows.ok()) << rows.error().message;
+    EXPECT_DOUBLE_EQ(rows.value()[0].weight_bytes_per_tok, values * (q8 ? 36.0 / 32 : 4.0) + norms) << model;
+  }
 }
 
 }  // namespace KVTRIM_TEST_UNIQUE

@@ -40,7 +40,7 @@ struct BenchRow {
   size_t kv_bytes = 0;       // held after the decode steps
   size_t kv_bytes_peak = 0;  // the most held at once (Session::peak_kv_bytes)
   size_t kv_bytes_full = 0;  // a full cache of the same length
-  double weight_bytes_per_tok = 0;
+  double weight_bytes_per_tok = 0;  // read by a decode step: repacked matrices' repacks, others as stored
   double kv_bytes_per_tok = 0;  // K and V rows read per decode step (mean)
   double gb_s = 0;              // (weights + KV) bytes per step / step time
   // Multiply-adds of the prefill per token, a multiply and an add counting
