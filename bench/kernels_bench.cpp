@@ -27,6 +27,15 @@ std::vector<float> Rand(int n, int seed) {
   return v;
 }
 
+// rows x cols normal values (seed) quantized row by row to type.
+std::vector<uint8_t> QuantizedRows(GgmlType type, int rows, int cols, int seed) {
+  std::vector<uint8_t> w(RowBytes(type, cols) * rows);
+  const std::vector<float> wf = Rand(rows * cols, seed);
+  for (int r = 0; r < rows; ++r)
+    QuantizeRow(type, &wf[static_cast<size_t>(r) * cols], w.data() + RowBytes(type, cols) * r, cols);
+  return w;
+}
+
 void BM_DotRow(benchmark::State& st) {
   auto type = static_cast<GgmlType>(st.range(0));
   const int n = static_cast<int>(st.range(1));
@@ -119,9 +128,7 @@ void BM_MatMul(benchmark::State& st) {
     st.SkipWithError("path not supported here");
     return;
   }
-  std::vector<uint8_t> w(RowBytes(type, cols) * rows);
-  auto wf = Rand(rows * cols, 5);
-  for (int r = 0; r < rows; ++r) QuantizeRow(type, &wf[r * cols], w.data() + RowBytes(type, cols) * r, cols);
+  const std::vector<uint8_t> w = QuantizedRows(type, rows, cols, 5);
   WeightView view{type, w.data(), rows, cols};
   auto x = Rand(T * cols, 6);
   std::vector<float> y(static_cast<size_t>(T) * rows), deq(static_cast<size_t>(rows) * cols);
@@ -161,9 +168,7 @@ void BM_PrefillGemm(benchmark::State& st) {
     st.SkipWithError("path not supported here");
     return;
   }
-  std::vector<uint8_t> w(RowBytes(type, cols) * rows);
-  auto wf = Rand(rows * cols, 5);
-  for (int r = 0; r < rows; ++r) QuantizeRow(type, &wf[r * cols], w.data() + RowBytes(type, cols) * r, cols);
+  const std::vector<uint8_t> w = QuantizedRows(type, rows, cols, 5);
   WeightView view{type, w.data(), rows, cols};
   const PackedWeights packed = PackWeights(view);
   auto x = Rand(T * cols, 6);
@@ -196,9 +201,7 @@ BENCHMARK(BM_PrefillGemm)
 void BM_MatVecFromMemory(benchmark::State& st) {
   auto type = static_cast<GgmlType>(st.range(0));
   const int rows = 1536, cols = 576, count = 96;
-  std::vector<uint8_t> w(RowBytes(type, cols) * rows);
-  auto wf = Rand(rows * cols, 5);
-  for (int r = 0; r < rows; ++r) QuantizeRow(type, &wf[r * cols], w.data() + RowBytes(type, cols) * r, cols);
+  const std::vector<uint8_t> w = QuantizedRows(type, rows, cols, 5);
   const PackedWeights one = PackWeights(WeightView{type, w.data(), rows, cols});
   std::vector<PackedWeights> mats(count, one);
   auto x = Rand(cols, 6);
@@ -228,10 +231,7 @@ void BM_LayerProducts(benchmark::State& st) {
   std::vector<PackedWeights> packs(5);
   std::vector<WeightView> views(5);
   for (int i = 0; i < 5; ++i) {
-    data[i].resize(RowBytes(GgmlType::Q8_0, D) * rows[i]);
-    auto wf = Rand(rows[i] * D, 10 + i);
-    for (int r = 0; r < rows[i]; ++r)
-      QuantizeRow(GgmlType::Q8_0, &wf[static_cast<size_t>(r) * D], data[i].data() + RowBytes(GgmlType::Q8_0, D) * r, D);
+    data[i] = QuantizedRows(GgmlType::Q8_0, rows[i], D, 10 + i);
     views[i] = WeightView{GgmlType::Q8_0, data[i].data(), rows[i], D};
     packs[i] = PackWeights(views[i]);
     views[i].packed = &packs[i];

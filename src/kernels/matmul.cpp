@@ -60,9 +60,13 @@ void MatMulShared(ThreadPool& pool, std::initializer_list<SharedProduct> product
     }
     tiles += pr.w->packed->tiles;
   }
+  // Reused across calls (no allocation per product). The pool's workers must
+  // see the caller's buffer: a lambda names a thread_local directly (no
+  // capture), so it is passed through a plain reference.
   thread_local QActs tl_acts;
-  QActs& acts = tl_acts;  // a plain reference for the workers, as in MatMul
+  QActs& acts = tl_acts;
   QuantizeActs(x, T, cols, &acts, &pool);
+  // Small products stay on one thread (about 32K multiply-adds per chunk at least).
   const int64_t grain = std::max<int64_t>(1, 32768 / (int64_t{kPackRows} * cols * T));
   pool.ParallelFor(tiles, [&](int64_t t0, int64_t t1) {
     int64_t base = 0;  // the first tile of the product below in [0, tiles)
@@ -93,16 +97,7 @@ void GemmAB(int M, int N, int K, const float* a, int lda, const float* b, int ld
 
 void MatMul(ThreadPool& pool, const WeightView& w, const float* x, int T, float* y) {
   if (w.packed) {  // row-lane integer kernels on the repacked copy
-    thread_local QActs tl_acts;
-    QActs& acts = tl_acts;  // see below
-    QuantizeActs(x, T, w.cols, &acts, &pool);
-    const PackedWeights& p = *w.packed;
-    // Small products stay on one thread (about 32K multiply-adds per chunk at least).
-    const int64_t grain = std::max<int64_t>(1, 32768 / (int64_t{kPackRows} * w.cols * T));
-    pool.ParallelFor(p.tiles, [&](int64_t t0, int64_t t1) {
-      PackedGemmRows(p, acts, static_cast<int>(t0) * kPackRows, std::min(w.rows, static_cast<int>(t1) * kPackRows), y,
-                     w.rows);
-    }, grain);
+    MatMulShared(pool, {{&w, y}}, x, T);
     return;
   }
   if (QGemmSupports(w) && T < kIntegerMaxBatch) {  // Q8_0/Q4_0: int16 activations against the stored blocks
