@@ -4,11 +4,12 @@
 // G = 3) it spent 28% of a q8_0 decode step in the dequantization and ran
 // at about 20 ns an entry whatever the type (f32, f16, q8_0, q4_0 alike),
 // so fewer KV bytes did not decode faster. Here each key is read once for
-// the G query heads: f32 and f16 keys widened to f32 in registers, q8_0 and
-// q4_0 keys (d a multiple of 64) multiplied in int8 by the query quantized
-// per block (AVX512-VNNI; about 20% faster than widening them, measured on
-// Zen 5); the G dot products of 16 entries are reduced together (a
-// transpose-and-add tree, no horizontal sum per product); a tile of up to
+// the G query heads: f32 and f16 keys widened to f32 in registers, their G
+// dot products of 16 entries reduced together (a transpose-and-add tree, no
+// horizontal sum per product); q8_0 and q4_0 keys (d a multiple of 64)
+// multiplied in int8 by the query quantized per block (AVX512-VNNI), at
+// d = 64 with the 16 entries in the lanes (the keys' codes transposed once,
+// no reduction: Int8ScoresTransposed); a tile of up to
 // 64 entries shares one softmax step a head; its values are widened in
 // registers and multiplied into the accumulators of a group of heads that
 // fit them (at most 4 heads and 16 vectors; G = 7 in two groups), or, in a
@@ -226,6 +227,8 @@ struct QueryInt8 {
   alignas(64) int8_t codes[kMaxG16][256];
   alignas(64) int32_t corr[kMaxG16][4][16];
   alignas(64) float qscale[kMaxG16][4][16];
+  int32_t block_corr[kMaxG16][8];  // per block of 32: -offset x the sum of its codes
+  float block_scale[kMaxG16][8];
 };
 
 // The calling thread's quantized query: one for every instantiation of
@@ -247,6 +250,10 @@ void QuantizeQuery(const float* q, int G, int d, QueryInt8& Q) {
       const float dq = amax / 127.f, inv = dq > 0.f ? 1.f / dq : 0.f;
       int8_t* c = Q.codes[g] + 32 * b;
       for (int i = 0; i < 32; ++i) c[i] = static_cast<int8_t>(std::clamp<long>(std::lrint(x[i] * inv), -127, 127));
+      int block_sum = 0;
+      for (int i = 0; i < 32; ++i) block_sum += c[i];
+      Q.block_corr[g][b] = -offset * block_sum;
+      Q.block_scale[g][b] = dq;
       for (int lane = 0; lane < 8; ++lane) {
         const int sum = c[4 * lane] + c[4 * lane + 1] + c[4 * lane + 2] + c[4 * lane + 3];
         Q.corr[g][b / 2][8 * (b % 2) + lane] = -offset * sum;
@@ -255,14 +262,17 @@ void QuantizeQuery(const float* q, int G, int d, QueryInt8& Q) {
     }
 }
 
-// The unsigned codes of blocks 2z and 2z + 1 of a key row (64 bytes, in
-// value order) and their scales as lanes 0-7 and 8-15.
 template <GgmlType T>
-inline __m512i CodesU8(const uint8_t* row, int z, __m512& scales) {
-  const int bytes = T == GgmlType::Q8_0 ? 34 : 18;
-  const uint8_t* b0 = row + bytes * 2 * z;
-  const uint8_t* b1 = b0 + bytes;
-  scales = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(ScaleOf(b0))), _mm256_set1_ps(ScaleOf(b1)), 1);
+constexpr int BlockBytes() {
+  return T == GgmlType::Q8_0 ? 34 : 18;
+}
+
+// The unsigned codes of blocks 2z and 2z + 1 of a key row (64 bytes, in
+// value order).
+template <GgmlType T>
+inline __m512i KeyCodesU8(const uint8_t* row, int z) {
+  const uint8_t* b0 = row + BlockBytes<T>() * 2 * z;
+  const uint8_t* b1 = b0 + BlockBytes<T>();
   if constexpr (T == GgmlType::Q8_0) {
     const __m512i c = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 2))),
                                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b1 + 2)), 1);
@@ -278,27 +288,85 @@ inline __m512i CodesU8(const uint8_t* row, int z, __m512& scales) {
   }
 }
 
-// Scores16Int8 for heads [g0, g0 + GG) at d = 64 with each head's codes,
-// offsets and scales held in registers for the 16 entries (the int8 codes
-// may alias anything, so the compiler reloaded them after every store to
-// part).
-template <GgmlType T, int GG>
-void Int8ScoresQInRegisters(const KvView& kv, int j0, int w, const QueryInt8& Q, int g0, float* part) {
-  __m512i codes[GG], corr[GG];
-  __m512 qs[GG];
-  for (int g = 0; g < GG; ++g) {
-    codes[g] = _mm512_load_si512(Q.codes[g0 + g]);
-    corr[g] = _mm512_load_si512(Q.corr[g0 + g][0]);
-    qs[g] = _mm512_load_ps(Q.qscale[g0 + g][0]);
+// KeyCodesU8 and the two blocks' scales as lanes 0-7 and 8-15.
+template <GgmlType T>
+inline __m512i CodesU8(const uint8_t* row, int z, __m512& scales) {
+  const uint8_t* b0 = row + BlockBytes<T>() * 2 * z;
+  scales = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(ScaleOf(b0))),
+                              _mm256_set1_ps(ScaleOf(b0 + BlockBytes<T>())), 1);
+  return KeyCodesU8<T>(row, z);
+}
+
+// x[16] (16 rows of 16 dwords) transposed: afterwards x[t] holds dword t of
+// every row, row e in lane e (unpacks within 128-bit lanes, then 128-bit
+// lane shuffles: 64 operations).
+inline void Transpose16x16(__m512i* x) {
+  __m512i a[16], b[16];
+  for (int i = 0; i < 16; i += 2) {  // lane L: rows i, i + 1 at dwords 4L, 4L + 1 (lo) and 4L + 2, 4L + 3 (hi)
+    a[i] = _mm512_unpacklo_epi32(x[i], x[i + 1]);
+    a[i + 1] = _mm512_unpackhi_epi32(x[i], x[i + 1]);
   }
-  part += g0 * 256;
-  for (int e = 0; e < w; ++e) {
-    __m512 sc;
-    const __m512i c = CodesU8<T>(kv.k + kv.row_bytes * (j0 + e), 0, sc);
-    for (int g = 0; g < GG; ++g) {
-      const __m512i dot = _mm512_dpbusd_epi32(corr[g], c, codes[g]);
-      _mm512_store_ps(part + (g * 16 + e) * 16, _mm512_mul_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(sc, qs[g])));
+  for (int q = 0; q < 4; ++q) {  // b[4q + c], lane L: rows 4q .. 4q + 3 at dword 4L + c
+    b[4 * q + 0] = _mm512_unpacklo_epi64(a[4 * q], a[4 * q + 2]);
+    b[4 * q + 1] = _mm512_unpackhi_epi64(a[4 * q], a[4 * q + 2]);
+    b[4 * q + 2] = _mm512_unpacklo_epi64(a[4 * q + 1], a[4 * q + 3]);
+    b[4 * q + 3] = _mm512_unpackhi_epi64(a[4 * q + 1], a[4 * q + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {
+    const __m512i v0 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0x44), v1 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0xEE);
+    const __m512i w0 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0x44), w1 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0xEE);
+    x[c] = _mm512_shuffle_i32x4(v0, w0, 0x88);
+    x[4 + c] = _mm512_shuffle_i32x4(v0, w0, 0xDD);
+    x[8 + c] = _mm512_shuffle_i32x4(v1, w1, 0x88);
+    x[12 + c] = _mm512_shuffle_i32x4(v1, w1, 0xDD);
+  }
+}
+
+// The f16 scales of block b of w stored rows from `rows` on as 16 floats
+// (lane e: row e; lanes from w on 0).
+template <GgmlType T>
+inline __m512 BlockScales16(const uint8_t* rows, size_t row_bytes, int w, int b) {
+  const __mmask16 valid = static_cast<__mmask16>(w >= 16 ? 0xFFFF : (1u << w) - 1);
+  const __m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                        _mm512_set1_epi32(static_cast<int>(row_bytes)));
+  const uint8_t* base = rows + BlockBytes<T>() * b;
+  const __m512i words = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, at, base, 1);
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words));  // the low half of each word: the scale
+}
+
+// Scores16Int8 at d = 64 with the entries in the lanes: the 16 keys' codes
+// transposed once (dword t of every key in one vector), then per head 16
+// vpdpbusd with the query's dword t broadcast, one sum per entry and block
+// and no reduction across lanes; per entry and head about 1 vpdpbusd and a
+// share of the transpose, where the lanes-as-values form took a vpdpbusd,
+// a convert, two multiplies, a store and a 16-vector reduction tree.
+template <GgmlType T>
+void Int8ScoresTransposed(const KvView& kv, int j0, int w, const QueryInt8& Q, int G, __m512 vscale, float* s,
+                          int ld) {
+  __m512i x[16];
+  for (int e = 0; e < 16; ++e) x[e] = e < w ? KeyCodesU8<T>(kv.k + kv.row_bytes * (j0 + e), 0) : _mm512_setzero_si512();
+  Transpose16x16(x);
+  const __m512 ks0 = _mm512_mul_ps(BlockScales16<T>(kv.k + kv.row_bytes * j0, kv.row_bytes, w, 0), vscale);
+  const __m512 ks1 = _mm512_mul_ps(BlockScales16<T>(kv.k + kv.row_bytes * j0, kv.row_bytes, w, 1), vscale);
+  const __mmask16 valid = static_cast<__mmask16>(w >= 16 ? 0xFFFF : (1u << w) - 1);
+  const __m512 logw = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), valid, kv.logw + j0);
+  for (int g = 0; g < G; ++g) {
+    int32_t qd[16];
+    std::memcpy(qd, Q.codes[g], 64);
+    // two chains a block (even and odd dwords): exact integer sums either way
+    __m512i a0 = _mm512_set1_epi32(Q.block_corr[g][0]), a1 = _mm512_setzero_si512();
+    __m512i b0 = _mm512_set1_epi32(Q.block_corr[g][1]), b1 = _mm512_setzero_si512();
+    for (int t = 0; t < 8; t += 2) {
+      a0 = _mm512_dpbusd_epi32(a0, x[t], _mm512_set1_epi32(qd[t]));
+      a1 = _mm512_dpbusd_epi32(a1, x[t + 1], _mm512_set1_epi32(qd[t + 1]));
+      b0 = _mm512_dpbusd_epi32(b0, x[8 + t], _mm512_set1_epi32(qd[8 + t]));
+      b1 = _mm512_dpbusd_epi32(b1, x[9 + t], _mm512_set1_epi32(qd[9 + t]));
     }
+    const __m512 s0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)),
+                                    _mm512_mul_ps(ks0, _mm512_set1_ps(Q.block_scale[g][0])));
+    const __m512 s1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(b0, b1)),
+                                      _mm512_mul_ps(ks1, _mm512_set1_ps(Q.block_scale[g][1])), s0);
+    _mm512_store_ps(s + g * ld, _mm512_add_ps(s1, logw));
   }
 }
 
@@ -309,12 +377,7 @@ template <GgmlType T, int NK>
 void Scores16Int8(const KvView& kv, int j0, int w, const QueryInt8& Q, int G, __m512 vscale, float* part, float* s,
                   int ld) {
   constexpr int NZ = NK / 4;  // 64-value groups (NK a multiple of 4)
-  if constexpr (NZ == 1) {  // the heads in groups of at most 4 (G = 7: 3 + 4), as Scores16
-    ForHeadGroups(G, 4, [&](int g0, int g1) {
-      WithGroupSize(g1 - g0, [&](auto gg) { Int8ScoresQInRegisters<T, decltype(gg)::value>(kv, j0, w, Q, g0, part); });
-    });
-    return FinishScores16(kv, j0, w, G, vscale, part, s, ld);
-  }
+  if constexpr (NZ == 1) return Int8ScoresTransposed<T>(kv, j0, w, Q, G, vscale, s, ld);
   for (int e = 0; e < w; ++e) {
     const uint8_t* row = kv.k + kv.row_bytes * (j0 + e);
     __m512i c[NZ];

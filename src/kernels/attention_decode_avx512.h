@@ -8,7 +8,7 @@
 namespace kvtrim::kernels {
 
 // True where the build has the kernel (it targets AVX-512 BW and F16C, as
-// -march=native does on such a CPU, and has Sleef's exp) and KVTRIM_KERNELS
+// -march=native does on such a CPU) and KVTRIM_KERNELS
 // (or SetKernelPath) has not asked for a lower path.
 bool DecodeAvx512Active();
 // True where DecodeChunkAvx512 multiplies keys of this type and head size
