@@ -16,6 +16,7 @@
 
 #include "kvtrim/bench_repeat.h"
 #include "io/tokenizer.h"
+#include "kernels/huge_pages.h"
 #include "kernels/thread_pool.h"
 #include "kv/cache.h"
 #include "kv/compressor.h"
@@ -255,7 +256,8 @@ Expected<std::vector<BenchRow>> RunBench(const Engine& e, const BenchOptions& o)
 
 double MeasureReadBandwidth(const Engine& e, size_t bytes, int reps) {
   const size_t n = bytes / sizeof(float);
-  std::vector<float> buf(n, 1.0f);
+  // in huge pages where the kernel has them, as the weights the decode reads
+  kernels::StreamedVector<float> buf(n, 1.0f);
   kernels::ThreadPool& pool = e.impl().pool();
   // Touch pages in the same split the readers use (first-touch placement).
   pool.ParallelFor(static_cast<int64_t>(n), [&](int64_t a, int64_t b) {

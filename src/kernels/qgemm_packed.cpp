@@ -280,9 +280,11 @@ bool PackSupports(const WeightView& w) {
   return (w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_0) && w.cols > 0 && w.cols % kPackedBlk == 0 && w.rows > 0;
 }
 
-PackedWeights PackWeights(const WeightView& w) {
+PackedWeights PackWeights(const WeightView& w, const std::shared_ptr<StreamedArena>& arena) {
   PackedWeights p;
   if (!PackSupports(w)) return p;
+  p.codes = StreamedVector<int8_t>(StreamedAllocator<int8_t>(arena));
+  p.scales = StreamedVector<float>(StreamedAllocator<float>(arena));
   const bool q4 = w.type == GgmlType::Q4_0;
   const size_t bb = q4 ? 18 : 34;
   p.type = w.type;

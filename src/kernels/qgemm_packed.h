@@ -20,9 +20,11 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kernels/cpu.h"
+#include "kernels/huge_pages.h"
 #include "kernels/matmul.h"
 #include "kernels/qgemm.h"
 
@@ -34,15 +36,17 @@ struct PackedWeights {
   GgmlType type = GgmlType::Q8_0;  // the type of the rows it was built from
   int rows = 0, cols = 0, nb = 0, tiles = 0;
   bool nibbles = false;       // Q4_0: 4-bit codes, two pairs per byte group
-  std::vector<int8_t> codes;  // [tiles][nb][16][16][2] (nibbles: [tiles][nb][8][16][2] bytes)
-  std::vector<float> scales;  // [tiles][nb][16]
+  // streamed by every decode step: in huge pages where the kernel has them
+  StreamedVector<int8_t> codes;  // [tiles][nb][16][16][2] (nibbles: [tiles][nb][8][16][2] bytes)
+  StreamedVector<float> scales;  // [tiles][nb][16]
   size_t bytes() const { return codes.size() + scales.size() * sizeof(float); }
 };
 
 // True where PackWeights handles w: Q8_0/Q4_0 with cols a multiple of 32.
 bool PackSupports(const WeightView& w);
-// The repacked copy of w (PackSupports(w) must hold; empty otherwise).
-PackedWeights PackWeights(const WeightView& w);
+// The repacked copy of w (PackSupports(w) must hold; empty otherwise), its
+// arrays from `arena` where one is given (a model's matrices share it).
+PackedWeights PackWeights(const WeightView& w, const std::shared_ptr<StreamedArena>& arena = nullptr);
 // Row r's block b from the repacked copy: 32 codes and the scale (tests).
 void UnpackBlock(const PackedWeights& p, int r, int b, int8_t* codes, float* d);
 // y[t * ldy + r] = row r . token t of a, for r in [r0, r1) and every t; rows

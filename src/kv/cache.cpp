@@ -33,7 +33,7 @@ void HeadStore::Grow(int need) {
 // reported are the bytes allocated (std::vector growth would over-allocate).
 void HeadStore::Realloc(int cap) {
   const size_t rb = row_bytes();
-  std::vector<uint8_t> k(rb * cap), v(rb * cap);
+  kernels::StreamedVector<uint8_t> k(rb * cap), v(rb * cap);
   std::copy(k_.begin(), k_.begin() + rb * n_, k.begin());
   std::copy(v_.begin(), v_.begin() + rb * n_, v.begin());
   k_.swap(k);

@@ -11,6 +11,7 @@
 
 #include "io/ggml_types.h"
 #include "kernels/attention.h"
+#include "kernels/huge_pages.h"
 #include "kv/rope_map.h"
 
 namespace kvtrim::kv {
@@ -79,7 +80,8 @@ class HeadStore {
   bool rotated_ = false;
   int n_ = 0;
   int cap_ = 0;
-  std::vector<uint8_t> k_, v_;
+  // read by every decode step: 2 MiB and more in huge pages (kernels/huge_pages.h)
+  kernels::StreamedVector<uint8_t> k_, v_;
   std::vector<int32_t> pos_;
   std::vector<float> logw_;
 };

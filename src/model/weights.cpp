@@ -60,9 +60,11 @@ void Repack(const io::GgufFile& f, Weights* w) {
   std::vector<kernels::WeightView*> views{&w->output};
   for (LayerWeights& L : w->layers)
     for (kernels::WeightView* v : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) views.push_back(v);
+  // one arena: the small matrices' repacks share huge pages (kernels/huge_pages.h)
+  const auto arena = std::make_shared<kernels::StreamedArena>();
   for (kernels::WeightView* v : views) {
     if (!kernels::PackSupports(*v)) continue;
-    auto p = std::make_shared<const kernels::PackedWeights>(kernels::PackWeights(*v));
+    auto p = std::make_shared<const kernels::PackedWeights>(kernels::PackWeights(*v, arena));
     w->packed_bytes += p->bytes();
     v->packed = p.get();
     w->packed.push_back(std::move(p));
