@@ -1,8 +1,9 @@
 #!/bin/bash
 # Three shapes, f16 and q8_0 KV, depths 1k-16k, two rounds (types alternated, order flipped in round 2).
-# Writes its files beside itself. KVTRIM: the binary; SHAPES: the folder of the
-# `kvtrim make-model --shape S --type q8_0 --seed 1` files (S-q8_0.gguf).
+# Writes its files beside itself, or in OUT (a folder beside this one). KVTRIM: the binary;
+# SHAPES: the folder of the `kvtrim make-model --shape S --type q8_0 --seed 1` files (S-q8_0.gguf).
 cd "$(dirname "$0")"
+[ -n "$OUT" ] && cd "../$OUT"
 K=${KVTRIM:-../../../build/kvtrim}
 for r in 1 2; do
   for s in smollm2-135m qwen2.5-0.5b llama3.2-1b; do
