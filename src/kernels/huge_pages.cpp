@@ -12,13 +12,21 @@ namespace {
 
 constexpr size_t kSmallPage = 4096;
 
+// Under AddressSanitizer every array comes from operator new, so that the
+// sanitizer's redzones guard it (it cannot see into a mapping of our own).
+#if defined(__linux__) && defined(MADV_HUGEPAGE) && !defined(__SANITIZE_ADDRESS__)
+constexpr bool kMapsPages = true;
+#else
+constexpr bool kMapsPages = false;
+#endif
+
 size_t PageRounded(size_t bytes) { return (bytes + kSmallPage - 1) / kSmallPage * kSmallPage; }
 
 }  // namespace
 
 void* AllocateStreamed(size_t bytes) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (bytes >= kHugePageBytes) {
+  if (kMapsPages && bytes >= kHugePageBytes) {
     const size_t len = PageRounded(bytes), span = len + kHugePageBytes;
     void* m = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) throw std::bad_alloc();
@@ -37,7 +45,7 @@ void* AllocateStreamed(size_t bytes) {
 void FreeStreamed(void* p, size_t bytes) noexcept {
   if (!p) return;
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (bytes >= kHugePageBytes) {
+  if (kMapsPages && bytes >= kHugePageBytes) {
     ::munmap(p, PageRounded(bytes));
     return;
   }

@@ -11,7 +11,8 @@
 // plus 2 MiB of address space, trimmed to start on a 2 MiB boundary,
 // advised MADV_HUGEPAGE. Only the address space is padded: the pages a
 // mapping's tail does not fill are never touched, so no memory is wasted.
-// Arrays under 2 MiB, and systems without madvise, get operator new.
+// Arrays under 2 MiB, systems without madvise and AddressSanitizer builds
+// (whose redzones guard only its own allocations) get operator new.
 #pragma once
 
 #include <cstddef>
