@@ -75,8 +75,9 @@ TEST(StreamedMemory, LargeArraysStartOnAHugePageAndAreAdvised) {
     EXPECT_EQ(ThpEligible(p), 1) << "THP " << mode;
   }
   FreeStreamed(p, bytes);
-  // small arrays: operator new's memory
+  // small arrays: operator new's memory, 64-byte aligned
   auto* s = static_cast<uint8_t*>(AllocateStreamed(1000));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(s) % 64, 0u);
   std::memset(s, 1, 1000);
   FreeStreamed(s, 1000);
 }
@@ -86,6 +87,7 @@ TEST(StreamedMemory, ArenaLaysArraysOneAfterAnother) {
   auto* a = static_cast<char*>(arena.Allocate(1000));
   auto* b = static_cast<char*>(arena.Allocate(3000));
   auto* c = static_cast<char*>(arena.Allocate(64));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 64, 0u);
   if (kMapsPages) {
     EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % kHugePageBytes, 0u);  // the first chunk's start
   }

@@ -11,6 +11,7 @@ namespace kvtrim::kernels {
 namespace {
 
 constexpr size_t kSmallPage = 4096;
+constexpr std::align_val_t kAlign{64};  // a cache line: the kernels' vectors never straddle one
 
 // Under AddressSanitizer every array comes from operator new, so that the
 // sanitizer's redzones guard it (it cannot see into a mapping of our own).
@@ -39,7 +40,7 @@ void* AllocateStreamed(size_t bytes) {
     return reinterpret_cast<void*>(start);
   }
 #endif
-  return ::operator new(bytes);
+  return ::operator new(bytes, kAlign);
 }
 
 void FreeStreamed(void* p, size_t bytes) noexcept {
@@ -50,7 +51,7 @@ void FreeStreamed(void* p, size_t bytes) noexcept {
     return;
   }
 #endif
-  ::operator delete(p);
+  ::operator delete(p, kAlign);
 }
 
 StreamedArena::~StreamedArena() {

@@ -1,10 +1,10 @@
 // Memory for the large arrays a decode step streams through (the repacked
-// weights, the read-bandwidth probe), mapped so that the kernel can back it
-// with transparent huge pages (2 MiB). With 4 KiB pages a pass over a
-// 500 MB model touches 120,000 pages: a TLB miss each, and the hardware
-// prefetchers stop at every page boundary; on the 2-core VM (THP
-// "madvise") the Qwen2.5-0.5B shape's decode ran 1.17x faster with its
-// repacked weights in huge pages (docs/results/decode-huge-pages.md).
+// weights, the KV arrays, the read-bandwidth probe), mapped so that the
+// kernel can back it with transparent huge pages (2 MiB). With 4 KiB pages
+// a pass over a 500 MB model touches 120,000 pages: a TLB miss each, and
+// the hardware prefetchers stop at every page boundary; on the 2-core VM
+// (THP "madvise") the Llama-3.2-1B shape decoded 1.12-1.24x faster with
+// them in huge pages (docs/results/decode-int8-lanes-huge-pages.md).
 //
 // No Debian library does this for anonymous memory (libhugetlbfs serves
 // hugetlbfs mounts, not THP), so it is written here: a mapping of the size
@@ -26,9 +26,9 @@ namespace kvtrim::kernels {
 
 constexpr size_t kHugePageBytes = size_t{2} << 20;
 
-// At least `bytes` bytes (bytes >= kHugePageBytes: 2 MiB aligned and advised
-// into huge pages where the kernel has them). Throws std::bad_alloc as new
-// does.
+// At least `bytes` bytes, 64-byte aligned (bytes >= kHugePageBytes: 2 MiB
+// aligned and advised into huge pages where the kernel has them). Throws
+// std::bad_alloc as new does.
 void* AllocateStreamed(size_t bytes);
 // Frees what AllocateStreamed(bytes) returned (the same bytes).
 void FreeStreamed(void* p, size_t bytes) noexcept;
