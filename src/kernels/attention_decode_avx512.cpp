@@ -113,6 +113,9 @@ inline __m512 Reduce16(const float* a) {
   return _mm512_add_ps(_mm512_shuffle_f32x4(d01, d23, 0x88), _mm512_shuffle_f32x4(d01, d23, 0xDD));
 }
 
+// The first w of 16 lanes (w >= 16: all).
+inline __mmask16 FirstLanes(int w) { return static_cast<__mmask16>(w >= 16 ? 0xFFFF : (1u << w) - 1); }
+
 // Entries a tile holds: 64 (d <= 64) down to 16 (d = 256), so that the
 // tile's widened values stay 16 KB (L1) and the softmax's fixed cost (a
 // max, an exp, a rescale per head) is paid once per 64 entries where it can.
@@ -127,7 +130,7 @@ constexpr int TileEntries() {
 inline void FinishScores16(const KvView& kv, int j0, int w, int G, __m512 vscale, float* part, float* s, int ld) {
   for (int g = 0; g < G; ++g)
     for (int r = w; r < 16; ++r) _mm512_store_ps(part + (g * 16 + r) * 16, _mm512_setzero_ps());
-  const __mmask16 valid = static_cast<__mmask16>(w >= 16 ? 0xFFFF : (1u << w) - 1);
+  const __mmask16 valid = FirstLanes(w);
   const __m512 b = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), valid, kv.logw + j0);
   for (int g = 0; g < G; ++g) _mm512_store_ps(s + g * ld, _mm512_fmadd_ps(Reduce16(part + g * 256), vscale, b));
 }
@@ -322,16 +325,18 @@ inline void Transpose16x16(__m512i* x) {
   }
 }
 
-// The f16 scales of block b of w stored rows from `rows` on as 16 floats
-// (lane e: row e; lanes from w on 0).
+// The f16 scales of blocks 0 and 1 of w key rows from j0 on as 16 floats
+// each (lane e: row j0 + e; lanes from w on 0): one index vector, two
+// gathers.
 template <GgmlType T>
-inline __m512 BlockScales16(const uint8_t* rows, size_t row_bytes, int w, int b) {
-  const __mmask16 valid = static_cast<__mmask16>(w >= 16 ? 0xFFFF : (1u << w) - 1);
+inline void KeyBlockScales(const KvView& kv, int j0, __mmask16 valid, __m512* s0, __m512* s1) {
   const __m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                        _mm512_set1_epi32(static_cast<int>(row_bytes)));
-  const uint8_t* base = rows + BlockBytes<T>() * b;
-  const __m512i words = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, at, base, 1);
-  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words));  // the low half of each word: the scale
+                                        _mm512_set1_epi32(static_cast<int>(kv.row_bytes)));
+  const uint8_t* base = kv.k + kv.row_bytes * j0;
+  const __m512i w0 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, at, base, 1);
+  const __m512i w1 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, at, base + BlockBytes<T>(), 1);
+  *s0 = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w0));  // the low half of each word: the scale
+  *s1 = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w1));
 }
 
 // Scores16Int8 at d = 64 with the entries in the lanes: the 16 keys' codes
@@ -346,9 +351,10 @@ void Int8ScoresTransposed(const KvView& kv, int j0, int w, const QueryInt8& Q, i
   __m512i x[16];
   for (int e = 0; e < 16; ++e) x[e] = e < w ? KeyCodesU8<T>(kv.k + kv.row_bytes * (j0 + e), 0) : _mm512_setzero_si512();
   Transpose16x16(x);
-  const __m512 ks0 = _mm512_mul_ps(BlockScales16<T>(kv.k + kv.row_bytes * j0, kv.row_bytes, w, 0), vscale);
-  const __m512 ks1 = _mm512_mul_ps(BlockScales16<T>(kv.k + kv.row_bytes * j0, kv.row_bytes, w, 1), vscale);
-  const __mmask16 valid = static_cast<__mmask16>(w >= 16 ? 0xFFFF : (1u << w) - 1);
+  const __mmask16 valid = FirstLanes(w);
+  __m512 ks0, ks1;
+  KeyBlockScales<T>(kv, j0, valid, &ks0, &ks1);
+  ks0 = _mm512_mul_ps(ks0, vscale), ks1 = _mm512_mul_ps(ks1, vscale);
   const __m512 logw = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), valid, kv.logw + j0);
   for (int g = 0; g < G; ++g) {
     int32_t qd[16];
