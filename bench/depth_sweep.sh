@@ -83,12 +83,13 @@ kvtrim_row() {  # model file, depth, setting name, extra flags...
     local f=$(( (d + GEN + CTX) / CTX ))
     rope=(-c $((d + GEN + 1)) --rope-scaling linear --rope-scale "$f")
   fi
-  "$KVTRIM" bench -m "$m" -d "$d" --gen "$GEN" --reps 1 -t "$THREADS" --kv-quant f16 "${rope[@]}" "$@" \
+  "$KVTRIM" bench -m "$m" -d "$d" --gen "$GEN" --reps 1 -t "$THREADS" --kv-quant f16 "${rope[@]}" "$@" --membw 512 \
     --json "$TMP/kv.json" > /dev/null 2> "$TMP/kv.err" || { tail -5 "$TMP/kv.err" >&2; return 1; }
   python3 -c '
 import json, sys
 r = json.load(open(sys.argv[1]))[-1]
-r.update(engine="kvtrim", setting=sys.argv[2], membw_gb_s=float(sys.argv[3]))
+# the row probes beside its decode steps; for llama.cpp rows the once-per-model figure
+r.update(engine="kvtrim", setting=sys.argv[2], membw_gb_s=r.get("row_mem_read_gb_s") or float(sys.argv[3]))
 print(json.dumps(r))' "$TMP/kv.json" "$name" "$MEMBW"
 }
 

@@ -5,6 +5,7 @@
 // against counts by hand from the model's published shape.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <string>
 
@@ -85,6 +86,36 @@ TEST(FmaPeak, DecodeWeightBytesAreTheProductsReads) {
     auto rows = RunBench(*e, o);
     ASSERT_TRUE(rows.ok()) << rows.error().message;
     EXPECT_DOUBLE_EQ(rows.value()[0].weight_bytes_per_tok, values * (q8 ? 36.0 / 32 : 4.0) + norms) << model;
+  }
+}
+
+// --membw's rows: each row is read against the probes beside its own timed
+// decode steps (one just before and one just after each repetition's), and
+// its share is its bytes a second over their mean; without the option no
+// probe runs and the share is 0.
+TEST(FmaPeak, BenchRowsReadAgainstTheProbesBesideThem) {
+  auto e = test::LoadEngine("stories260K.gguf", 1);
+  ASSERT_TRUE(e);
+  BenchOptions o;
+  o.depths = {0, 32};
+  o.gen = 4;
+  o.reps = 2;
+  o.warmup_s = 0;
+  o.prefill_tokens = 8;
+  auto off = RunBench(*e, o);
+  ASSERT_TRUE(off.ok()) << off.error().message;
+  for (const BenchRow& r : off.value()) {
+    EXPECT_EQ(r.mem_read_gb_s.mean, 0.0);
+    EXPECT_EQ(r.bw_share, 0.0);
+  }
+  o.membw_bytes = size_t{8} << 20;
+  auto on = RunBench(*e, o);
+  ASSERT_TRUE(on.ok()) << on.error().message;
+  for (const BenchRow& r : on.value()) {
+    EXPECT_GT(r.mem_read_gb_s.mean, 0.0) << r.depth;
+    EXPECT_TRUE(std::isfinite(r.mem_read_gb_s.sd)) << r.depth;
+    EXPECT_GT(r.gb_s, 0.0);
+    EXPECT_DOUBLE_EQ(r.bw_share, r.gb_s / r.mem_read_gb_s.mean) << r.depth;
   }
 }
 

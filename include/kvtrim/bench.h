@@ -26,6 +26,10 @@ struct BenchOptions {
   // and decode again until both span limits.min_steps clock steps.
   const Clock* clock = nullptr;
   RepeatLimits limits;
+  // > 0: probe the read bandwidth over a buffer of this many bytes just
+  // before and just after every repetition's timed decode steps
+  // (BenchRow::mem_read_gb_s), outside the timed spans.
+  size_t membw_bytes = 0;
 };
 
 struct Stat {
@@ -43,6 +47,11 @@ struct BenchRow {
   double weight_bytes_per_tok = 0;  // read by a decode step: repacked matrices' repacks, others as stored
   double kv_bytes_per_tok = 0;  // K and V rows read per decode step (mean)
   double gb_s = 0;              // (weights + KV) bytes per step / step time
+  // With BenchOptions::membw_bytes: the read-bandwidth probes beside this
+  // row's timed decode steps (one before and one after each repetition's,
+  // mean and sd, GB/s) and gb_s as a share of their mean; 0 without.
+  Stat mem_read_gb_s;
+  double bw_share = 0;
   // Multiply-adds of the prefill per token, a multiply and an add counting
   // two (PrefillFlopsPerToken): the full cache's causal prefill of
   // prefill_len tokens; a compressed chunked prefill does fewer.

@@ -2,21 +2,18 @@
 
 #include "engine/engine_impl.h"
 
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
 #include <sstream>
 #include <cmath>
+#include <optional>
 #include <random>
 
 #include "kvtrim/bench_repeat.h"
 #include "io/tokenizer.h"
-#include "kernels/huge_pages.h"
+#include "engine/bench_membw.h"
 #include "kernels/thread_pool.h"
 #include "kv/cache.h"
 #include "kv/compressor.h"
@@ -27,6 +24,7 @@ namespace kvtrim {
 namespace {
 
 using Chrono = std::chrono::steady_clock;
+constexpr int kProbeReps = 3;  // best of 3 reads beside a row's decode (each spans the clock's minimum steps)
 double Since(Chrono::time_point t) { return std::chrono::duration<double>(Chrono::now() - t).count(); }
 
 // Bytes of K and V rows a decode step reads: every entry of every head.
@@ -54,27 +52,6 @@ double WeightBytesPerToken(const Engine& e) {
     for (const auto* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) s += ProductBytes(*m);
     s += (L.attn_norm.size() + L.ffn_norm.size() + L.bq.size() + L.bk.size() + L.bv.size()) * 4.0;
   }
-  return s;
-}
-
-// Sum of n floats with 4 independent vector accumulators, so the loop is
-// bound by memory reads, not by the add latency chain.
-double SumRange(const float* p, int64_t n) {
-  int64_t i = 0;
-  double s = 0;
-#if defined(__AVX2__)
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  for (; i + 32 <= n; i += 32) {
-    a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
-    a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + 8));
-    a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + i + 16));
-    a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + i + 24));
-  }
-  float lanes[8];
-  _mm256_storeu_ps(lanes, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-  for (float l : lanes) s += l;
-#endif
-  for (; i < n; ++i) s += p[i];
   return s;
 }
 
@@ -127,7 +104,7 @@ void AddCounters(BenchRow* row, const std::vector<std::pair<std::string, int64_t
 
 // What the repetitions of one depth measured besides the timed sections.
 struct DepthSamples {
-  std::vector<double> pf, dc, kv_read, comp_ms, chunk_ms, evict_us, entries, ratios, first_ms;
+  std::vector<double> pf, dc, kv_read, comp_ms, chunk_ms, evict_us, entries, ratios, first_ms, membw;
   double comp_total_ns = 0;  // every session's prefill-time compression, summed
 };
 
@@ -135,9 +112,10 @@ struct DepthSamples {
 // timed span for all k), compressed (untimed; the Compressor times it), and
 // decoding o.gen tokens (one timed span for all k). The per-session figures
 // go to `d`; the counters of the first session to `row` (summed over the
-// repetitions, as before batches).
+// repetitions, as before batches). With a probe, the read bandwidth just
+// before and just after the timed decode steps goes to d->membw.
 Expected<BatchTiming> BenchBatch(const Engine& e, const BenchOptions& o, int prefill_len, std::mt19937_64& rng,
-                                 const Clock& clock, int k, DepthSamples* d, BenchRow* row) {
+                                 const Clock& clock, int k, ReadProbe* probe, DepthSamples* d, BenchRow* row) {
   const int vocab = e.impl().config().vocab;
   std::vector<std::unique_ptr<Session>> ses;
   std::vector<std::vector<int>> toks;
@@ -178,6 +156,7 @@ Expected<BatchTiming> BenchBatch(const Engine& e, const BenchOptions& o, int pre
     d->first_ms.push_back(static_cast<double>(sw_first.Elapsed().ns) / 1e6);
   }
   double kv_sum = 0;
+  if (probe) d->membw.push_back(probe->Measure(kProbeReps));
   Stopwatch sw_dc(clock);
   for (int i = 0; i < k; ++i) {
     const kv::KvCache& c = ses[i]->impl().cache();
@@ -187,6 +166,7 @@ Expected<BatchTiming> BenchBatch(const Engine& e, const BenchOptions& o, int pre
     }
   }
   b.spans_ns.push_back(sw_dc.Elapsed().ns);
+  if (probe) d->membw.push_back(probe->Measure(kProbeReps));
   d->kv_read.push_back(kv_sum / (static_cast<double>(k) * o.gen));
   for (int i = 0; i < k; ++i) {
     const Session& s = *ses[i];
@@ -219,6 +199,8 @@ Expected<std::vector<BenchRow>> RunBench(const Engine& e, const BenchOptions& o)
       KVTRIM_RETURN_IF_ERROR(s.value()->Decode(e.impl().tokenizer().start()));
   }
   const Clock& clock = o.clock ? *o.clock : SteadyClock();
+  std::optional<ReadProbe> probe;
+  if (o.membw_bytes > 0) probe.emplace(e.impl().pool(), o.membw_bytes);
   for (int depth : o.depths) {
     if (depth < 0) return MakeError("depth must be >= 0");
     BenchRow row;
@@ -227,7 +209,7 @@ Expected<std::vector<BenchRow>> RunBench(const Engine& e, const BenchOptions& o)
     DepthSamples d;
     RepeatUntilResolved rep(clock, o.limits);
     for (int r = 0; r < o.reps; ++r) {
-      auto m = rep.Measure([&](int k) { return BenchBatch(e, o, row.prefill_len, rng, clock, k, &d, &row); });
+      auto m = rep.Measure([&](int k) { return BenchBatch(e, o, row.prefill_len, rng, clock, k, probe ? &*probe : nullptr, &d, &row); });
       if (!m.ok()) return m.error();
       const RepeatedTiming& t = m.value();
       d.pf.push_back(RatePerSecond(row.prefill_len, t.ns_per_rep[0]).value_or(0));
@@ -249,40 +231,11 @@ Expected<std::vector<BenchRow>> RunBench(const Engine& e, const BenchOptions& o)
     row.entries_per_head = MeanSd(d.entries).mean;
     row.kv_ratio = MeanSd(d.ratios).mean;
     row.gb_s = (row.weight_bytes_per_tok + row.kv_bytes_per_tok) * row.decode_tok_s.mean / 1e9;
+    row.mem_read_gb_s = MeanSd(d.membw);
+    if (row.mem_read_gb_s.mean > 0) row.bw_share = row.gb_s / row.mem_read_gb_s.mean;
     rows.push_back(row);
   }
   return rows;
-}
-
-double MeasureReadBandwidth(const Engine& e, size_t bytes, int reps) {
-  const size_t n = bytes / sizeof(float);
-  // in huge pages where the kernel has them, as the weights the decode reads
-  kernels::StreamedVector<float> buf(n, 1.0f);
-  kernels::ThreadPool& pool = e.impl().pool();
-  // Touch pages in the same split the readers use (first-touch placement).
-  pool.ParallelFor(static_cast<int64_t>(n), [&](int64_t a, int64_t b) {
-    for (int64_t i = a; i < b; ++i) buf[i] = static_cast<float>(i & 7);
-  });
-  double best = 0;
-  std::atomic<double> total{0};  // one add per chunk, whatever the pool's chunking
-  // Each repetition reads the buffer as many times as it takes to span the
-  // clock's minimum steps (io/clock.h: a 1 GiB read is one 20 ms step).
-  const Clock& clock = SteadyClock();
-  for (int r = 0; r < reps; ++r) {
-    Stopwatch sw(clock);
-    int passes = 0;
-    Interval t;
-    do {
-      pool.ParallelFor(static_cast<int64_t>(n),
-                       [&](int64_t a, int64_t b) { total.fetch_add(SumRange(buf.data() + a, b - a)); });
-      ++passes;
-      t = sw.Elapsed();
-    } while (!t.resolved());
-    best = std::max(best, RatePerSecond(static_cast<double>(n * sizeof(float)) * passes, t.ns).value_or(0) / 1e9);
-  }
-  volatile double sink = total.load();
-  (void)sink;
-  return best;
 }
 
 }  // namespace kvtrim

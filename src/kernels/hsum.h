@@ -3,7 +3,7 @@
 // unity build that puts them in one translation unit sees it once.
 #pragma once
 #if defined(__AVX2__)
-#include <immintrin.h>
+#include "kernels/intrinsics.h"
 
 namespace kvtrim::kernels {
 

@@ -131,7 +131,7 @@ void DequantBlock(GgmlType t, const uint8_t* blk, float* out) {
 }  // namespace kvtrim::kernels
 
 #if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
+#include "kernels/intrinsics.h"
 
 #include "kernels/hsum.h"
 

@@ -5,7 +5,7 @@
 #pragma once
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
+#include "kernels/intrinsics.h"
 #define KVTRIM_X86 1
 #define KVTRIM_T_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define KVTRIM_T_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
@@ -18,7 +18,7 @@
 // their file is compiled. One definition each, for every file that has such
 // kernels.
 #if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
+#include "kernels/intrinsics.h"
 #define KVTRIM_BUILD_AVX2_FMA 1
 #endif
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -26,7 +26,7 @@
 #endif
 // Sleef's vector exps (Debian libsleef-dev; KVTRIM_HAVE_SLEEF from CMake).
 #if defined(__AVX2__) && defined(KVTRIM_HAVE_SLEEF)
-#include <immintrin.h>
+#include "kernels/intrinsics.h"
 #define KVTRIM_BUILD_AVX2_SLEEF 1
 #endif
 #if defined(__AVX512F__) && defined(KVTRIM_HAVE_SLEEF)

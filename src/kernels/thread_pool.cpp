@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #if defined(__x86_64__)
-#include <immintrin.h>
+#include "kernels/intrinsics.h"
 #define KVTRIM_PAUSE() _mm_pause()
 #else
 #define KVTRIM_PAUSE() std::this_thread::yield()

@@ -123,15 +123,17 @@ bool PrintBench(const Engine& e, const BenchOpts& o, double membw, const FmaPeak
   const int64_t step = SteadyClock().step_ns;
   std::printf("clock step %s: each figure is timed over runs spanning >= %d steps (\"<res\": fewer)\n",
               FormatStep(step).c_str(), kMinClockSteps);
-  if (membw > 0) std::printf("read bandwidth: %.2f GB/s (%.0f MiB buffer)\n", membw, o.membw_mib);
+  if (membw > 0)
+    std::printf("read bandwidth: %.2f GB/s (%.0f MiB buffer) before the rows; each row's share is of the probes "
+                "just before and after its timed decode steps (bw GB/s: their mean and sd)\n", membw, o.membw_mib);
   std::printf("%6s %8s %22s %20s %12s %12s %8s %9s %10s%s\n", "depth", "prefill", "prefill tok/s", "decode tok/s",
-              "weights B/t", "kv B/t", "ent/head", "evict us", "GB/s", membw > 0 ? "  % of bw" : "");
+              "weights B/t", "kv B/t", "ent/head", "evict us", "GB/s", membw > 0 ? "        bw GB/s  % of bw" : "");
   nlohmann::json j = nlohmann::json::array();
   for (const auto& r : rows) {
     std::printf("%6d %8d %12.1f ± %7.1f %10.1f ± %7.1f %12.0f %12.0f %8.1f %9.2f %10.2f", r.depth, r.prefill_len,
                 r.prefill_tok_s.mean, r.prefill_tok_s.sd, r.decode_tok_s.mean, r.decode_tok_s.sd,
                 r.weight_bytes_per_tok, r.kv_bytes_per_tok, r.entries_per_head, r.evict_us_per_tok, r.gb_s);
-    if (membw > 0) std::printf("  %7.1f%%", 100.0 * r.gb_s / membw);
+    if (membw > 0) std::printf("  %7.1f ± %5.1f  %6.1f%%", r.mem_read_gb_s.mean, r.mem_read_gb_s.sd, 100.0 * r.bw_share);
     if (r.below_resolution) std::printf("  <res");
     if (r.inner_reps > 1) std::printf("  (%d runs a sample)", r.inner_reps);
     std::printf("\n");
@@ -146,7 +148,8 @@ bool PrintBench(const Engine& e, const BenchOpts& o, double membw, const FmaPeak
                  {"kv_bytes", r.kv_bytes}, {"kv_bytes_peak", r.kv_bytes_peak}, {"kv_bytes_full", r.kv_bytes_full},
                  {"weight_bytes_per_token", r.weight_bytes_per_tok}, {"kv_bytes_per_token", r.kv_bytes_per_tok},
                  {"gb_s", r.gb_s}, {"threads", e.threads()}, {"kv_policy", o.kv.kv.policy}, {"kv_ratio", r.kv_ratio}, {"kv_quality", o.kv.kv.quality}, {"kv_quant", o.kv.kv.quant}, {"model", o.model},
-                 {"mem_read_gb_s", membw}, {"compress_ms", r.compress_ms},
+                 {"mem_read_gb_s", membw}, {"row_mem_read_gb_s", r.mem_read_gb_s.mean},
+                 {"row_mem_read_gb_s_sd", r.mem_read_gb_s.sd}, {"bw_share", r.bw_share}, {"compress_ms", r.compress_ms},
                  {"prefill_flops_per_token", r.prefill_flops_per_tok}, {"fma_peak_f32_gflop_s", fma.f32},
                  {"fma_peak_bf16_gflop_s", fma.bf16}, {"fma_peak_int8_gop_s", fma.int8},
                  {"prefill_chunk", o.kv.kv.prefill_chunk}, {"prefill_compress_ms", r.prefill_compress_ms},
@@ -198,7 +201,8 @@ Command AddBench(CLI::App& app) {
   UseServingDefaults(&o->kv);
   AddKvFlags(sub, &o->kv, true, true);
   AddCacheTypeFlags(sub, &o->kv);
-  sub->add_option("--membw", o->membw_mib, "Also measure read bandwidth over a buffer of this many MiB (0: off)")
+  sub->add_option("--membw", o->membw_mib, "Also measure read bandwidth over a buffer of this many MiB (0: off): before the rows "
+                  "and beside each row's timed decode steps, whose share of it the rows print")
       ->capture_default_str()->check(NonNegative());
   sub->add_flag("--flops", o->flops, "Also measure the multiply-add peak (f32, bf16, int8) of the threads and print "
                 "each prefill's share of it");
@@ -228,6 +232,7 @@ Command AddBench(CLI::App& app) {
     bo.prefill_tokens = o->prefill;
     bo.session.kv = ToKvOptions(o->kv, o->kv.kv.policy);
     bo.session.ctx = o->ctx;
+    bo.membw_bytes = static_cast<size_t>(o->membw_mib * 1048576.0);
     const int ctx = o->ctx > 0 ? o->ctx : e.context_length();
     bo.depths.clear();
     for (int d : o->depths) {

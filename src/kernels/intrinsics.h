@@ -1,0 +1,19 @@
+// <immintrin.h> for every file of ours that uses x86 intrinsics, included
+// with GCC 12's false positive silenced. Its intrinsics write their unused
+// pass-through operands as `__m512 __Y = __Y;` (_mm512_undefined_*), and
+// inlined into a caller GCC 12 warns "'__Y' may be used uninitialized"
+// inside avx512fintrin.h (GCC bug 105593, fixed in GCC 13). A diagnostic
+// pragma applies to the lines it encloses, so the header's first inclusion
+// in a translation unit has to be inside one: the library is built in
+// unity batches (CMakeLists.txt), where any file of a batch may be the
+// first to include the header, so every file includes it through here.
+#pragma once
+#if defined(__x86_64__) || defined(__i386__)
+#pragma GCC diagnostic push
+#if !defined(__clang__)  // a GCC-only warning group
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#pragma GCC diagnostic ignored "-Wuninitialized"  // the same, at -O1 (sanitizer builds)
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#endif
