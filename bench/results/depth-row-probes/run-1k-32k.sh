@@ -1,0 +1,23 @@
+#!/bin/bash
+# Three shapes, f16 and q8_0 KV, depths 1k-32k in one run each, every row read
+# against the bandwidth probes beside its own decode steps (kvtrim bench --membw).
+# run-1k-32k.sh [r2]: round 1 SmolLM2, Qwen, Llama with f16 then q8_0; r2 the
+# other order of shapes and of types. Writes its files beside itself.
+# KVTRIM: the binary; SHAPES: the folder of the
+# `kvtrim make-model --shape S --type q8_0 --seed 1` files (S-q8_0.gguf).
+cd "$(dirname "$0")"
+K=${KVTRIM:-../../../build/kvtrim}
+r=${1:-r1}
+shapes="smollm2-135m qwen2.5-0.5b llama3.2-1b" types="f16 q8_0"
+[ "$r" = r2 ] && shapes="llama3.2-1b qwen2.5-0.5b smollm2-135m" types="q8_0 f16"
+for s in $shapes; do
+  M=${SHAPES:-../../../models-shape}/$s-q8_0.gguf
+  rope=()
+  [ $s = smollm2-135m ] && rope=(--rope-scaling linear --rope-scale 4)  # trained at 8k: 4 x 8192
+  for t in $types; do
+    echo "$(date -u +%T) $s $t $r" >> progress-$r.log
+    $K bench -m $M -d 1024,4096,8192,16384,32700 -c 32768 "${rope[@]}" --gen 32 --reps 1 -t 2 --kv-quant $t \
+      --bf16-attention all --membw 512 --json $s-$t-$r.json > $s-$t-$r.txt 2>&1
+  done
+done
+echo "$(date -u +%T) done" >> progress-$r.log
