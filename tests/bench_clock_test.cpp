@@ -160,12 +160,7 @@ TEST(BenchRepeat, BenchRowsRepeatPrefillAndDecodeOnA20msClock) {
   auto e = test::LoadEngine("stories260K.gguf", 1);
   ASSERT_TRUE(e);
   const Clock coarse = Coarse20ms();
-  BenchOptions o;
-  o.depths = {0, 32};
-  o.gen = 4;
-  o.reps = 2;
-  o.warmup_s = 0;
-  o.prefill_tokens = 8;
+  BenchOptions o = test::SmallBench({0, 32}, 4, 2, 8);
   o.clock = &coarse;
   o.limits.min_steps = 5;
   auto rows = RunBench(*e, o);

@@ -77,12 +77,7 @@ TEST(FmaPeak, DecodeWeightBytesAreTheProductsReads) {
     ASSERT_TRUE(e);
     const bool q8 = std::string(model).find("q8_0") != std::string::npos;
     if (q8 && std::getenv("KVTRIM_REPACK")) GTEST_SKIP() << "KVTRIM_REPACK set: no repack to count";
-    BenchOptions o;
-    o.depths = {0};
-    o.gen = 2;
-    o.reps = 1;
-    o.warmup_s = 0;
-    o.prefill_tokens = 4;
+    BenchOptions o = test::SmallBench({0}, 2, 1, 4);
     auto rows = RunBench(*e, o);
     ASSERT_TRUE(rows.ok()) << rows.error().message;
     EXPECT_DOUBLE_EQ(rows.value()[0].weight_bytes_per_tok, values * (q8 ? 36.0 / 32 : 4.0) + norms) << model;
@@ -96,12 +91,7 @@ TEST(FmaPeak, DecodeWeightBytesAreTheProductsReads) {
 TEST(FmaPeak, BenchRowsReadAgainstTheProbesBesideThem) {
   auto e = test::LoadEngine("stories260K.gguf", 1);
   ASSERT_TRUE(e);
-  BenchOptions o;
-  o.depths = {0, 32};
-  o.gen = 4;
-  o.reps = 2;
-  o.warmup_s = 0;
-  o.prefill_tokens = 8;
+  BenchOptions o = test::SmallBench({0, 32}, 4, 2, 8);
   auto off = RunBench(*e, o);
   ASSERT_TRUE(off.ok()) << off.error().message;
   for (const BenchRow& r : off.value()) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kvtrim/bench.h"
 #include "kvtrim/engine.h"
 
 namespace kvtrim::test {
@@ -42,6 +43,19 @@ inline std::string ReadFile(const std::string& path) {
 inline const nlohmann::json& Goldens() {
   static const nlohmann::json j = nlohmann::json::parse(ReadFile(ModelPath("goldens.json")));
   return j;
+}
+
+// RunBench options for a small model in a test: the given depths, `gen`
+// decode steps, `reps` repetitions, a prefill of `prefill` tokens at depth
+// 0 and no warm-up.
+inline BenchOptions SmallBench(std::vector<int> depths, int gen, int reps, int prefill) {
+  BenchOptions o;
+  o.depths = std::move(depths);
+  o.gen = gen;
+  o.reps = reps;
+  o.warmup_s = 0;
+  o.prefill_tokens = prefill;
+  return o;
 }
 
 inline std::unique_ptr<Engine> LoadEngine(const std::string& name, int threads = 2) {

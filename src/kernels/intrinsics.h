@@ -7,13 +7,22 @@
 // in a translation unit has to be inside one: the library is built in
 // unity batches (CMakeLists.txt), where any file of a batch may be the
 // first to include the header, so every file includes it through here.
+// KVTRIM_QUIET_GCC12_BEGIN / _END enclose such an inclusion (Eigen's
+// headers too: kv/numerics/eigen.h).
 #pragma once
-#if defined(__x86_64__) || defined(__i386__)
-#pragma GCC diagnostic push
-#if !defined(__clang__)  // a GCC-only warning group
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#if !defined(__clang__)  // -Wmaybe-uninitialized is a GCC-only group
+#define KVTRIM_QUIET_GCC12_BEGIN                                    \
+  _Pragma("GCC diagnostic push")                                    \
+  _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")       \
+  _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")
+#else
+#define KVTRIM_QUIET_GCC12_BEGIN \
+  _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")
 #endif
-#pragma GCC diagnostic ignored "-Wuninitialized"  // the same, at -O1 (sanitizer builds)
+#define KVTRIM_QUIET_GCC12_END _Pragma("GCC diagnostic pop")
+
+#if defined(__x86_64__) || defined(__i386__)
+KVTRIM_QUIET_GCC12_BEGIN
 #include <immintrin.h>
-#pragma GCC diagnostic pop
+KVTRIM_QUIET_GCC12_END
 #endif

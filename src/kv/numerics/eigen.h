@@ -3,11 +3,7 @@
 // intrinsics' own headers); they are silenced for Eigen's headers only.
 // Include this before anything else that may pull in <immintrin.h>.
 #pragma once
-#pragma GCC diagnostic push
-#if !defined(__clang__)  // a GCC-only warning group
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#pragma GCC diagnostic ignored "-Wuninitialized"  // the same, at -O1 (sanitizer builds)
-#include <immintrin.h>
+#include "kernels/intrinsics.h"  // <immintrin.h> silenced, and the macros below
+KVTRIM_QUIET_GCC12_BEGIN
 #include <Eigen/Dense>
-#pragma GCC diagnostic pop
+KVTRIM_QUIET_GCC12_END
