@@ -3,7 +3,6 @@
 #include "engine/engine_impl.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -14,7 +13,6 @@
 #include "kvtrim/bench_repeat.h"
 #include "io/tokenizer.h"
 #include "engine/bench_membw.h"
-#include "kernels/thread_pool.h"
 #include "kv/cache.h"
 #include "kv/compressor.h"
 #include "model/config.h"

@@ -1,9 +1,10 @@
 // `kvtrim bench --membw`: the read-bandwidth probe the decode rows are read
-// against. One buffer, allocated and touched once, read again wherever a
-// figure is wanted: once before the rows (the header's figure) and beside
-// every row's timed decode steps (just before and just after them), so a
-// row's share is of what the memory gave within seconds of its decode, not
-// minutes before it (this VM's reading moved 30-80 GB/s within an hour).
+// against. RunBench allocates and touches one buffer for a run and reads it
+// again beside every row's timed decode steps (just before and just after
+// them), so a row's share is of what the memory gave within seconds of its
+// decode, not minutes before it (on the 2-core VM the probes beside a row
+// read 0.45-2.3x a sweep's first one). MeasureReadBandwidth, the figure
+// printed before the rows, makes a probe of its own.
 #pragma once
 #include <cstddef>
 
