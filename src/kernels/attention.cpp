@@ -1,12 +1,10 @@
 #include "kernels/attention.h"
 
-// GCC 12 reports a false -Wmaybe-uninitialized inside Eigen 3.4's AVX-512
-// GEMM packing (as in matmul.cpp); silenced for this file only.
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#pragma GCC diagnostic ignored "-Wuninitialized"
+// Eigen as matmul.cpp includes it (GCC 12's false positive silenced).
+#include "kernels/intrinsics.h"
+KVTRIM_QUIET_GCC12_BEGIN
 #include <Eigen/Core>
+KVTRIM_QUIET_GCC12_END
 #include <algorithm>
 #include <cmath>
 #include <vector>

@@ -1,12 +1,11 @@
 #include "kernels/matmul.h"
 
-// GCC 12 reports a false -Wmaybe-uninitialized inside Eigen 3.4's AVX-512
-// GEMM packing (gemm_pack_lhs, in avx512fintrin.h); silenced for this file only.
-#if !defined(__clang__)  // a GCC-only warning group
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#pragma GCC diagnostic ignored "-Wuninitialized"  // the same, at -O1 (sanitizer builds)
+// Eigen inside intrinsics.h's silencing of GCC 12's false positive (its
+// AVX-512 GEMM packing, gemm_pack_lhs, warns in avx512fintrin.h).
+#include "kernels/intrinsics.h"
+KVTRIM_QUIET_GCC12_BEGIN
 #include <Eigen/Core>
+KVTRIM_QUIET_GCC12_END
 #include <algorithm>
 #include <vector>
 

@@ -1,12 +1,5 @@
 #include "kernels/qgemm_packed.h"
 
-// GCC 12 reports false -W(maybe-)uninitialized inside its own AVX-512 intrinsics
-// headers (the _mm512_undefined_* pass-through operands); silenced for this file.
-#if !defined(__clang__)  // a GCC-only warning group
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#pragma GCC diagnostic ignored "-Wuninitialized"
-
 #include <algorithm>
 #include <array>
 #include <cstring>

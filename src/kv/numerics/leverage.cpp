@@ -1,8 +1,3 @@
-// GCC 12 reports false "may be used uninitialized" warnings inside Eigen's
-// AVX-512 double-precision packets (_mm512_undefined_pd) with -march=native.
-#if !defined(__clang__)  // a GCC-only warning group
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 #include "kv/numerics/leverage.h"
 
 #include <algorithm>

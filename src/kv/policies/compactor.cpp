@@ -10,11 +10,6 @@
 // (z-scores within the chunk, as a one-shot prefill scores the whole prompt)
 // when it ends (EndChunk); the scores of the entries kept are carried, and
 // entries of earlier chunks compete with the new ones by those scores.
-// GCC 12 reports false "may be used uninitialized" warnings inside Eigen's
-// AVX-512 packets (_mm512_undefined_*) with -march=native.
-#if !defined(__clang__)  // a GCC-only warning group
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 #include "kv/policies/compactor.h"
 
 #include <algorithm>
