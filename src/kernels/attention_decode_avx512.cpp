@@ -15,18 +15,7 @@
 // fit them (at most 4 heads and 16 vectors; G = 7 in two groups), or, in a
 // tile where some head has no weight yet, widened once into an L1 buffer
 // each live head's P.V reads.
-//
-// GCC 12's intrinsics write their unused pass-through operands as
-// `__m512 __Y = __Y;` (_mm512_undefined_*), and inlined here it warns
-// "'__Y' may be used uninitialized" inside avx512fintrin.h (GCC bug 105593,
-// fixed in GCC 13). The header is included first, its false positive
-// silenced, and the file is compiled alone (CMakeLists.txt), so no other
-// file's include of the header comes before this one.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "kernels/intrinsics.h"  // <immintrin.h>, GCC 12's false positive silenced
 
 #include "kernels/attention_decode_avx512.h"
 
@@ -225,7 +214,8 @@ void Scores16(const KvView& kv, int j0, int w, const float* q, int G, __m512 vsc
 // makes the key's codes unsigned (vpdpbusd multiplies unsigned by signed
 // bytes: key codes + 128 for q8_0, the stored nibbles, code + 8, for q4_0)
 // subtracted back per lane, and the two blocks' query scales as lanes 0-7
-// and 8-15.
+// and 8-15 (d = 64: per block instead, block_corr and block_scale, the
+// form Int8ScoresTransposed reads; the other fields are left unwritten).
 struct QueryInt8 {
   alignas(64) int8_t codes[kMaxG16][256];
   alignas(64) int32_t corr[kMaxG16][4][16];
@@ -253,11 +243,14 @@ void QuantizeQuery(const float* q, int G, int d, QueryInt8& Q) {
       const float dq = amax / 127.f, inv = dq > 0.f ? 1.f / dq : 0.f;
       int8_t* c = Q.codes[g] + 32 * b;
       for (int i = 0; i < 32; ++i) c[i] = static_cast<int8_t>(std::clamp<long>(std::lrint(x[i] * inv), -127, 127));
-      int block_sum = 0;
-      for (int i = 0; i < 32; ++i) block_sum += c[i];
-      Q.block_corr[g][b] = -offset * block_sum;
-      Q.block_scale[g][b] = dq;
-      for (int lane = 0; lane < 8; ++lane) {
+      if (d == 64) {  // Int8ScoresTransposed's form: per block
+        int block_sum = 0;
+        for (int i = 0; i < 32; ++i) block_sum += c[i];
+        Q.block_corr[g][b] = -offset * block_sum;
+        Q.block_scale[g][b] = dq;
+        continue;
+      }
+      for (int lane = 0; lane < 8; ++lane) {  // Scores16Int8's: per lane of a 64-value group
         const int sum = c[4 * lane] + c[4 * lane + 1] + c[4 * lane + 2] + c[4 * lane + 3];
         Q.corr[g][b / 2][8 * (b % 2) + lane] = -offset * sum;
         Q.qscale[g][b / 2][8 * (b % 2) + lane] = dq;

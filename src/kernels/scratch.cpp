@@ -1,24 +1,16 @@
 #include "kernels/scratch.h"
 
 #include <algorithm>
-#include <new>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
+#include "kernels/huge_pages.h"
 
 namespace kvtrim::kernels {
 
+void StreamedDeleter::operator()(float* p) const noexcept { FreeStreamed(p, bytes); }
+
 HugeBuffer AllocHuge(size_t floats) {
-  constexpr size_t kHuge = size_t{2} << 20;
-  const size_t bytes = (floats * sizeof(float) + kHuge - 1) / kHuge * kHuge;  // aligned_alloc: a multiple
-  void* p = bytes ? std::aligned_alloc(kHuge, bytes) : nullptr;
-#if defined(__linux__)
-  if (p) ::madvise(p, bytes, MADV_HUGEPAGE);  // advice only: without THP the pages stay small
-#endif
-  if (!p) p = std::malloc(std::max<size_t>(floats * sizeof(float), 1));  // never malloc(0): its null is no failure
-  if (!p) throw std::bad_alloc();
-  return HugeBuffer(static_cast<float*>(p));
+  const size_t bytes = std::max<size_t>(floats * sizeof(float), 1);  // a real allocation even for 0 floats
+  return HugeBuffer(static_cast<float*>(AllocateStreamed(bytes)), StreamedDeleter{bytes});
 }
 
 HugeScratch::Lease HugeScratch::Take(size_t floats) {

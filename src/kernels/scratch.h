@@ -4,7 +4,6 @@
 // 512-token prefill (memset), on top of the page faults of fresh memory.
 #pragma once
 #include <cstddef>
-#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -37,16 +36,16 @@ template <class T>
 using ScratchVector = std::vector<T, DefaultInitAllocator<T>>;
 
 // Floats for one large short-lived matrix (Attention Matching's [M, n]
-// scores), uninitialized, aligned to 2 MiB and advised into transparent
-// huge pages where the kernel offers them: a fresh 32 MiB buffer's first
-// writes then fault 16 times, not 8,192 (12.7 -> 5.1 ms measured on the
-// machine here, whose THP setting is "madvise"). Never null: a failed
-// aligned allocation falls back to malloc, and that failing throws
-// std::bad_alloc as new does.
-struct FreeDeleter {
-  void operator()(float* p) const { std::free(p); }
+// scores), uninitialized, from AllocateStreamed (huge_pages.h): from 2 MiB
+// on aligned to 2 MiB and advised into transparent huge pages where the
+// kernel offers them, so a fresh 32 MiB buffer's first writes fault 16
+// times, not 8,192 (12.7 -> 5.1 ms measured on a machine whose THP setting
+// is "madvise"). Never null: throws std::bad_alloc as new does.
+struct StreamedDeleter {
+  size_t bytes = 0;  // what AllocateStreamed was asked for: FreeStreamed needs it
+  void operator()(float* p) const noexcept;
 };
-using HugeBuffer = std::unique_ptr<float[], FreeDeleter>;
+using HugeBuffer = std::unique_ptr<float[], StreamedDeleter>;
 HugeBuffer AllocHuge(size_t floats);
 
 // AllocHuge's buffers kept for reuse by their owner (a policy, for as long as
