@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
-"""depth-row-probes.dat and .gp from run-1k-32k.sh's JSON files, then
-gnuplot: (left) each row's decode GB/s against the probes' GB/s beside it,
-with the 60% line; (right) the share against depth per shape and KV type."""
-import json, os, subprocess
+"""NAME.dat and .gp from run-1k-32k.sh's JSON files, then gnuplot:
+(left) each row's decode GB/s against the probes' GB/s beside it, with the
+60% line; (right) the share against depth per shape and KV type.
 
-here = os.path.dirname(os.path.abspath(__file__))
+    plot.py [DIR]   # DIR: the run's folder (default this one); NAME its name
+"""
+import json, os, subprocess, sys
+
+here = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
+name = os.path.basename(here)
 shapes = ["smollm2-135m", "qwen2.5-0.5b", "llama3.2-1b"]
 colors = {"smollm2-135m": "#2ca02c", "qwen2.5-0.5b": "#ff7f0e", "llama3.2-1b": "#1f77b4"}
 series = []
-with open(f"{here}/depth-row-probes.dat", "w") as out:
+with open(f"{here}/{name}.dat", "w") as out:
     for s in shapes:
         for t in ("f16", "q8_0"):
             for r in ("r1", "r2"):
@@ -26,12 +30,12 @@ for i, (s, t, r) in enumerate(series):
     pt = 7 if t == "f16" else 5
     dt = 1 if r == "r1" else 2
     label = f"{s} {t} {r}"
-    left.append(f"'depth-row-probes.dat' index {i} using 4:5 with points pt {pt} lc rgb '{colors[s]}' title '{label}'")
-    right.append(f"'depth-row-probes.dat' index {i} using 1:3 with linespoints pt {pt} dt {dt} lc rgb '{colors[s]}' "
+    left.append(f"'{name}.dat' index {i} using 4:5 with points pt {pt} lc rgb '{colors[s]}' title '{label}'")
+    right.append(f"'{name}.dat' index {i} using 1:3 with linespoints pt {pt} dt {dt} lc rgb '{colors[s]}' "
                  f"notitle")
 gp = f"""# Re-render: python3 plot.py (in this directory; writes the .dat and runs gnuplot)
 set terminal svg size 1200,520 dynamic font 'sans,11'
-set output 'depth-row-probes.svg'
+set output '{name}.svg'
 set multiplot layout 1,2 title 'Full-cache decode, 2 threads, shape models (noise weights): bytes a second against the read bandwidth beside each row'
 set termoption noenhanced
 set grid
@@ -53,5 +57,5 @@ unset key
 plot {', '.join(right)}, 60 with lines dt 3 lc rgb '#999999'
 unset multiplot
 """
-open(f"{here}/depth-row-probes.gp", "w").write(gp)
-subprocess.run(["gnuplot", "depth-row-probes.gp"], cwd=here, check=True)
+open(f"{here}/{name}.gp", "w").write(gp)
+subprocess.run(["gnuplot", f"{name}.gp"], cwd=here, check=True)

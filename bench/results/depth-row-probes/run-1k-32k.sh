@@ -2,10 +2,11 @@
 # Three shapes, f16 and q8_0 KV, depths 1k-32k in one run each, every row read
 # against the bandwidth probes beside its own decode steps (kvtrim bench --membw).
 # run-1k-32k.sh [r2]: round 1 SmolLM2, Qwen, Llama with f16 then q8_0; r2 the
-# other order of shapes and of types. Writes its files beside itself.
+# other order of shapes and of types. Writes its files beside itself, or in
+# OUTDIR (a folder beside this one: the default paths below are relative).
 # KVTRIM: the binary; SHAPES: the folder of the
 # `kvtrim make-model --shape S --type q8_0 --seed 1` files (S-q8_0.gguf).
-cd "$(dirname "$0")"
+cd "$(dirname "$0")" && cd "${OUTDIR:-.}" || exit 1  # OUTDIR: relative to this folder
 K=${KVTRIM:-../../../build/kvtrim}
 r=${1:-r1}
 shapes="smollm2-135m qwen2.5-0.5b llama3.2-1b" types="f16 q8_0"
