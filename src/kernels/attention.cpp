@@ -1,10 +1,7 @@
 #include "kernels/attention.h"
 
-// Eigen as matmul.cpp includes it (GCC 12's false positive silenced).
-#include "kernels/intrinsics.h"
-KVTRIM_QUIET_GCC12_BEGIN
-#include <Eigen/Core>
-KVTRIM_QUIET_GCC12_END
+#include "kernels/eigen_core.h"
+
 #include <algorithm>
 #include <cmath>
 #include <vector>

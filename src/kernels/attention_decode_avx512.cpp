@@ -232,6 +232,11 @@ QueryInt8& ThreadQuery() {
   return q;
 }
 
+// Whether the int8 scores of head size d take the entries in the lanes
+// (Int8ScoresTransposed, one 64-value group) or the values
+// (Scores16Int8's general form): the query is quantized for that form.
+constexpr bool Int8EntriesInLanes(int d) { return d == 64; }
+
 template <GgmlType T>
 void QuantizeQuery(const float* q, int G, int d, QueryInt8& Q) {
   constexpr int offset = T == GgmlType::Q8_0 ? 128 : 8;
@@ -243,7 +248,7 @@ void QuantizeQuery(const float* q, int G, int d, QueryInt8& Q) {
       const float dq = amax / 127.f, inv = dq > 0.f ? 1.f / dq : 0.f;
       int8_t* c = Q.codes[g] + 32 * b;
       for (int i = 0; i < 32; ++i) c[i] = static_cast<int8_t>(std::clamp<long>(std::lrint(x[i] * inv), -127, 127));
-      if (d == 64) {  // Int8ScoresTransposed's form: per block
+      if (Int8EntriesInLanes(d)) {  // per block
         int block_sum = 0;
         for (int i = 0; i < 32; ++i) block_sum += c[i];
         Q.block_corr[g][b] = -offset * block_sum;
@@ -376,7 +381,7 @@ template <GgmlType T, int NK>
 void Scores16Int8(const KvView& kv, int j0, int w, const QueryInt8& Q, int G, __m512 vscale, float* part, float* s,
                   int ld) {
   constexpr int NZ = NK / 4;  // 64-value groups (NK a multiple of 4)
-  if constexpr (NZ == 1) return Int8ScoresTransposed<T>(kv, j0, w, Q, G, vscale, s, ld);
+  if constexpr (Int8EntriesInLanes(16 * NK)) return Int8ScoresTransposed<T>(kv, j0, w, Q, G, vscale, s, ld);
   for (int e = 0; e < w; ++e) {
     const uint8_t* row = kv.k + kv.row_bytes * (j0 + e);
     __m512i c[NZ];

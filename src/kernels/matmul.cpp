@@ -1,11 +1,7 @@
 #include "kernels/matmul.h"
 
-// Eigen inside intrinsics.h's silencing of GCC 12's false positive (its
-// AVX-512 GEMM packing, gemm_pack_lhs, warns in avx512fintrin.h).
-#include "kernels/intrinsics.h"
-KVTRIM_QUIET_GCC12_BEGIN
-#include <Eigen/Core>
-KVTRIM_QUIET_GCC12_END
+#include "kernels/eigen_core.h"
+
 #include <algorithm>
 #include <vector>
 
