@@ -9,6 +9,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/attention_decode.h"
+#include "kernels/attention_decode_avx512.h"
 #include "kernels/cpu.h"
 #include "kernels/matmul.h"
 #include "kernels/qgemm.h"
@@ -89,9 +90,11 @@ BENCHMARK(BM_AttendChunks)->ArgsProduct({{1024, 8192}, {0, 1, 8, 2}, {3, 7}});
 // The same step over heads read from memory, not from the caches, as a
 // decode at depth reads them: 90 heads (SmolLM2's 30 layers x 3 KV heads)
 // of n entries each, one after the other (at 8192 entries q8_0, 200 MB).
-// Args as BM_AttendOne; one thread.
+// Args as BM_AttendChunks (n, type, G), then the AVX-512 kernel's software
+// prefetch (1 on, 0 off); one thread.
 void BM_AttendChunksFromMemory(benchmark::State& st) {
-  const int n = static_cast<int>(st.range(0)), d = 64, G = 3, heads = 90;
+  const int n = static_cast<int>(st.range(0)), d = 64, G = static_cast<int>(st.range(2)), heads = 90;
+  const bool old_prefetch = SetDecodePrefetch(st.range(3) != 0);
   auto type = static_cast<GgmlType>(st.range(1));
   std::vector<kv::HeadStore> hs;
   hs.reserve(heads);
@@ -114,8 +117,9 @@ void BM_AttendChunksFromMemory(benchmark::State& st) {
     }
   }
   st.SetBytesProcessed(st.iterations() * static_cast<int64_t>(heads) * 2 * n * hs[0].row_bytes());
+  SetDecodePrefetch(old_prefetch);
 }
-BENCHMARK(BM_AttendChunksFromMemory)->ArgsProduct({{4096}, {1, 8, 2}})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_AttendChunksFromMemory)->ArgsProduct({{4096}, {1, 8, 2}, {3, 7}, {1, 0}})->Unit(benchmark::kMillisecond);
 
 // A [768 x 256] weight matrix (needle's FFN shape) times T tokens on one
 // thread. Args: type, T, path (0 scalar, 1 AVX2, 2 AVX-512; 3 = the float path

@@ -101,7 +101,8 @@ TEST(AttentionDecode, EveryPathEqualsTheFloat64Reference) {
   for (kernels::KernelPath path : paths) {
     PathGuard guard(path);
     int int8_cases = 0;
-    for (Shape sh : {Shape{64, 3}, Shape{128, 7}, Shape{32, 1}, Shape{64, 7}, Shape{64, 4}, Shape{32, 5}}) {
+    for (Shape sh : {Shape{64, 3}, Shape{128, 7}, Shape{32, 1}, Shape{64, 7}, Shape{64, 4}, Shape{32, 5}, Shape{96, 6},
+                      Shape{64, 12}, Shape{256, 2}}) {
       const int d = sh.d, G = sh.G;
       const float scale = 1.f / std::sqrt(static_cast<float>(d));
       std::mt19937 rng(5 + d);

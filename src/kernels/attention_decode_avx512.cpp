@@ -20,9 +20,12 @@
 #include "kernels/attention_decode_avx512.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <cstdlib>
 #include <type_traits>
+#include <utility>
 
 #include "kernels/cpu.h"
 #include "kernels/targets.h"
@@ -48,17 +51,15 @@ inline void ForHeadGroups(int G, int per, F&& f) {
   for (int i = 0; i < groups; ++i) f(i * G / groups, (i + 1) * G / groups);
 }
 
-// f(std::integral_constant<int, n>{}) for a group of n = 1..4 heads: the
-// size as a constant for the kernels that keep a group in registers.
-template <class F>
+// f(std::integral_constant<int, n>{}) for a group of n = 1..Max heads
+// (Max <= 8): the size as a constant for the kernels that keep a group in
+// registers.
+template <int Max, class F>
 inline void WithGroupSize(int n, F&& f) {
-  switch (n) {
-    case 1: f(std::integral_constant<int, 1>{}); break;
-    case 2: f(std::integral_constant<int, 2>{}); break;
-    case 3: f(std::integral_constant<int, 3>{}); break;
-    case 4: f(std::integral_constant<int, 4>{}); break;
-    default: break;
-  }
+  static_assert(Max >= 1 && Max <= 8);
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    (void)((n == I + 1 ? (f(std::integral_constant<int, I + 1>{}), true) : false) || ...);
+  }(std::make_integer_sequence<int, Max>{});
 }
 
 inline float ScaleOf(const uint8_t* blk) {
@@ -172,7 +173,7 @@ void Scores16(const KvView& kv, int j0, int w, const float* q, int G, __m512 vsc
     // widening the keys again from L1; a head's scores as before. An odd
     // last entry: the loop at the end.
     ForHeadGroups(G, 4, [&](int g0, int g1) {
-      WithGroupSize(g1 - g0, [&](auto gg) {
+      WithGroupSize<4>(g1 - g0, [&](auto gg) {
         e = ScorePairsQInRegisters<T, NK, decltype(gg)::value>(kv, j0, w, q + g0 * d, part + g0 * 256);
       });
     });
@@ -426,45 +427,54 @@ void AccumulatePv(const float* vt, int w, const float* p, float alpha, float* og
   for (int k = 0; k < NK; ++k) _mm512_storeu_ps(og + 16 * k, _mm512_add_ps(acc[k], acc2[k]));
 }
 
-// P.V of a tile for GG query heads at once, the values widened in
-// registers as they are read: each value row is loaded once for the GG
-// heads and no widened copy is stored (the accumulators, GG x NK vectors,
-// stay in registers where GG x NK <= 16). out[g] = out[g] alpha[g] +
-// sum_e p[g][e] v[e], p[g] = s + g ld.
-template <GgmlType T, int NK, int GG>
-void AccumulatePvHeads(const KvView& kv, int j0, int w, const float* s, int ld, const float* alpha, float* out) {
+// The widest part of a row, in 16-value vectors, whose accumulators for GG
+// heads fit 16 registers: a divisor of NK (GG = 7, NK = 4: 2).
+template <int NK, int GG>
+constexpr int PvPart() {
+  int np = NK;
+  while (np > 1 && (GG * np > 16 || NK % np != 0)) --np;
+  return np;
+}
+
+// P.V of a tile for GG query heads at once over the part [16 k0, 16 (k0 +
+// NP)) of the values, widened in registers as they are read: each value
+// row's part is loaded once for the GG heads and no widened copy is stored
+// (the accumulators, GG x NP vectors, stay in registers). out[g] = out[g]
+// alpha[g] + sum_e p[g][e] v[e], p[g] = s + g ld.
+template <GgmlType T, int NK, int NP, int GG>
+void AccumulatePvPart(const KvView& kv, int j0, int w, int k0, const float* s, int ld, const float* alpha,
+                      float* out) {
   constexpr int d = 16 * NK;
-  __m512 acc[GG][NK];
+  __m512 acc[GG][NP];
   for (int g = 0; g < GG; ++g) {
     const __m512 a = _mm512_set1_ps(alpha[g]);
-    for (int k = 0; k < NK; ++k) acc[g][k] = _mm512_mul_ps(_mm512_loadu_ps(out + g * d + 16 * k), a);
+    for (int k = 0; k < NP; ++k) acc[g][k] = _mm512_mul_ps(_mm512_loadu_ps(out + g * d + 16 * (k0 + k)), a);
   }
   for (int e = 0; e < w; ++e) {
     const uint8_t* row = kv.v + kv.row_bytes * (j0 + e);
-    __m512 v[NK];
-    for (int k = 0; k < NK; ++k) v[k] = Group16<T>(row, k);
+    __m512 v[NP];
+    for (int k = 0; k < NP; ++k) v[k] = Group16<T>(row, k0 + k);
     for (int g = 0; g < GG; ++g) {
       const __m512 p = _mm512_set1_ps(s[g * ld + e]);
-      for (int k = 0; k < NK; ++k) acc[g][k] = _mm512_fmadd_ps(p, v[k], acc[g][k]);
+      for (int k = 0; k < NP; ++k) acc[g][k] = _mm512_fmadd_ps(p, v[k], acc[g][k]);
     }
   }
   for (int g = 0; g < GG; ++g)
-    for (int k = 0; k < NK; ++k) _mm512_storeu_ps(out + g * d + 16 * k, acc[g][k]);
+    for (int k = 0; k < NP; ++k) _mm512_storeu_ps(out + g * d + 16 * (k0 + k), acc[g][k]);
 }
 
-// P.V in registers for any G: the heads in groups whose accumulators fit
-// (at most 4 heads and 16 vectors: G = 7 at d = 64 as 3 + 4), each group
-// reading the tile's value rows again (from L1: the first group brought
-// them in) and widening them anew, where the buffer's form stores the
-// widened tile once and reloads it for every head.
+// P.V in registers for any G: the heads in groups of at most 8, each
+// group's rows in parts whose accumulators fit (G = 7 at d = 64: all 7
+// heads, the rows in two halves), so that every value is widened once for
+// the group instead of once per group of 4 heads.
 template <GgmlType T, int NK>
 void PvInRegisterGroups(const KvView& kv, int j0, int w, int G, const float* s, int ld, const float* alpha,
                         float* out) {
-  ForHeadGroups(G, std::min(4, 16 / NK), [&](int g0, int g1) {
-    WithGroupSize(g1 - g0, [&](auto gg) {
-      constexpr int GG = decltype(gg)::value;  // sizes past 16 / NK are not instantiated
-      if constexpr (GG * NK <= 16)
-        AccumulatePvHeads<T, NK, GG>(kv, j0, w, s + g0 * ld, ld, alpha + g0, out + g0 * 16 * NK);
+  ForHeadGroups(G, 8, [&](int g0, int g1) {
+    WithGroupSize<8>(g1 - g0, [&](auto gg) {
+      constexpr int GG = decltype(gg)::value, NP = PvPart<NK, GG>();
+      for (int k0 = 0; k0 < NK; k0 += NP)
+        AccumulatePvPart<T, NK, NP, GG>(kv, j0, w, k0, s + g0 * ld, ld, alpha + g0, out + g0 * 16 * NK);
     });
   });
 }
@@ -491,6 +501,23 @@ inline bool SoftmaxStep(float* s, int nv, float& m, float& l, float& alpha) {
   return true;
 }
 
+// Keys and values of entries [j, j + 16) (those below n) asked into L1
+// ahead of their use: issued while the 16 entries before them are scored,
+// they arrive while that group is computed. On the Xeon VM of
+// docs/results/decode-prefetch.md the decode of f16 rows from memory ran
+// 1.4-1.7x faster with them: without, the misses of each group came in
+// turn with its arithmetic instead of beside it.
+inline void PrefetchRows(const KvView& kv, int j) {
+  const int j1 = std::min(kv.n, j + 16);
+  if (j >= j1) return;
+  const size_t bytes = kv.row_bytes * static_cast<size_t>(j1 - j);
+  for (const uint8_t* base : {kv.k, kv.v}) {
+    const uintptr_t first = reinterpret_cast<uintptr_t>(base + kv.row_bytes * j);
+    for (uintptr_t line = first & ~uintptr_t{63}; line < first + bytes; line += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
+  }
+}
+
 template <GgmlType T, int NK, bool kInt8>
 void DecodeTiles(const KvView& kv, const float* q, int G, float scale, float* out, float* ml) {
   constexpr int d = 16 * NK, kT = TileEntries<NK>();
@@ -510,9 +537,12 @@ void DecodeTiles(const KvView& kv, const float* q, int G, float scale, float* ou
     QuantizeQuery<T>(q, G, d, *qi);
   }
 #endif
+  const bool prefetch = DecodePrefetch();
+  if (prefetch) PrefetchRows(kv, 0);
   for (int j0 = 0; j0 < kv.n; j0 += kT) {
     const int w = std::min(kT, kv.n - j0), nv = (w + 15) / 16;
     for (int i = 0; i < nv; ++i) {
+      if (prefetch) PrefetchRows(kv, j0 + 16 * i + 16);
 #ifdef __AVX512VNNI__
       if constexpr (kInt8) {
         Scores16Int8<T, NK>(kv, j0 + 16 * i, std::min(16, w - 16 * i), *qi, G, vscale, part, s + 16 * i, kT);
@@ -582,6 +612,20 @@ bool DecodeQueryInt8(GgmlType type, int d) {
   return false;
 #endif
 }
+
+namespace {
+std::atomic<bool>& PrefetchSetting() {
+  static std::atomic<bool> on{[] {
+    const char* e = std::getenv("KVTRIM_DECODE_PREFETCH");
+    return !(e && std::strcmp(e, "0") == 0);
+  }()};
+  return on;
+}
+}  // namespace
+
+bool DecodePrefetch() { return PrefetchSetting().load(std::memory_order_relaxed); }
+
+bool SetDecodePrefetch(bool on) { return PrefetchSetting().exchange(on, std::memory_order_relaxed); }
 
 bool DecodeAvx512Active() {
 #ifdef KVTRIM_DECODE_AVX512

@@ -22,5 +22,11 @@ bool DecodeQueryInt8(GgmlType type, int d);
 // F32, F16, Q8_0 or Q4_0, d other than 32, 64, 96, 128 or 256, G above 16,
 // or f32 tail rows.
 bool DecodeChunkAvx512(const KvView& kv, const float* q, int G, float scale, float* out, float* ml);
+// Whether the kernel asks for the keys and values of the next 16 entries
+// while it computes the current 16 (software prefetch into L1): on unless
+// the environment has KVTRIM_DECODE_PREFETCH=0 (read once). Set switches
+// it (benchmarks, tests) and returns the previous setting.
+bool DecodePrefetch();
+bool SetDecodePrefetch(bool on);
 
 }  // namespace kvtrim::kernels
