@@ -501,21 +501,27 @@ inline bool SoftmaxStep(float* s, int nv, float& m, float& l, float& alpha) {
   return true;
 }
 
+// One cache line asked into L1 (prefetcht0) by an asm statement:
+// _mm_prefetch (__builtin_prefetch) has no result, and GCC 12 removed every
+// one of them from the kernel below as dead code (the object had no
+// prefetcht0 at all); a volatile asm statement is kept.
+inline void PrefetchLine(const char* p) { asm volatile("prefetcht0 %0" : : "m"(*p)); }
+
 // Keys and values of entries [j, j + 16) (those below n) asked into L1
 // ahead of their use: issued while the 16 entries before them are scored,
-// they arrive while that group is computed. On the Xeon VM of
-// docs/results/decode-prefetch.md the decode of f16 rows from memory ran
-// 1.4-1.7x faster with them: without, the misses of each group came in
-// turn with its arithmetic instead of beside it.
+// they arrive while that group is computed (docs/results/decode-prefetch.md).
 inline void PrefetchRows(const KvView& kv, int j) {
   const int j1 = std::min(kv.n, j + 16);
   if (j >= j1) return;
   const size_t bytes = kv.row_bytes * static_cast<size_t>(j1 - j);
-  for (const uint8_t* base : {kv.k, kv.v}) {
-    const uintptr_t first = reinterpret_cast<uintptr_t>(base + kv.row_bytes * j);
-    for (uintptr_t line = first & ~uintptr_t{63}; line < first + bytes; line += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
+  const char* k = reinterpret_cast<const char*>(kv.k + kv.row_bytes * j);
+  const char* v = reinterpret_cast<const char*>(kv.v + kv.row_bytes * j);
+  for (size_t o = 0; o < bytes; o += 64) {  // a line each 64 bytes, and the last byte's line
+    PrefetchLine(k + o);
+    PrefetchLine(v + o);
   }
+  PrefetchLine(k + bytes - 1);
+  PrefetchLine(v + bytes - 1);
 }
 
 template <GgmlType T, int NK, bool kInt8>
