@@ -12,7 +12,8 @@ def kernel_rows():
     for f in sorted(glob.glob('kernels-*-r*.json')):
         build = f.split('-')[1]
         for b in json.load(open(f))['benchmarks']:
-            times.setdefault((b['name'], build), []).append(b['real_time'] / (1000 if b['time_unit'] == 'ns' else 1) if b['time_unit'] == 'ns' else b['real_time'])
+            scale = 1e-3 if b['time_unit'] == 'ns' else 1.0  # in cache: us; from memory: ms
+            times.setdefault((b['name'], build), []).append(b['real_time'] * scale)
     return times
 
 
@@ -45,9 +46,9 @@ def main():
     print('|---|---:|---|---:|---:|---:|')
     for f in sorted(glob.glob('*-pf*-r*.json')):
         m = re.match(r'(.+)-pf(\d)-r(\d+)\.json', f)
-        rows = json.load(open(f))
-        row = rows['rows'][0] if isinstance(rows, dict) else rows[0]
-        print(f"| {m[1]} | {m[3]} | {'on' if m[2] == '1' else 'off'} | {row.get('decode_tok_s', '?')} | {row.get('bw_share', '?')} | {row.get('bw_gbs', '?')} |")
+        row = json.load(open(f))[0]
+        print(f"| {m[1]} | {m[3]} | {'on' if m[2] == '1' else 'off'} | {row['decode_tok_s']:.1f} | "
+              f"{100 * row['bw_share']:.1f}% | {row['mem_read_gb_s']:.1f} |")
 
 
 if __name__ == '__main__':
