@@ -11,10 +11,12 @@
 // d = 64 with the 16 entries in the lanes (the keys' codes transposed once,
 // no reduction: Int8ScoresTransposed); a tile of up to
 // 64 entries shares one softmax step a head; its values are widened in
-// registers and multiplied into the accumulators of a group of heads that
-// fit them (at most 4 heads and 16 vectors; G = 7 in two groups), or, in a
-// tile where some head has no weight yet, widened once into an L1 buffer
-// each live head's P.V reads.
+// registers and multiplied into the accumulators of a group of up to 8
+// heads, a part of the row at a time where a whole row's accumulators would
+// not fit 16 registers (G = 7 at d = 64: two halves), or, in a tile where
+// some head has no weight yet, widened once into an L1 buffer each live
+// head's P.V reads. The next 16 entries' rows are prefetched while the
+// current 16 are computed.
 #include "kernels/intrinsics.h"  // <immintrin.h>, GCC 12's false positive silenced
 
 #include "kernels/attention_decode_avx512.h"
@@ -22,8 +24,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 
