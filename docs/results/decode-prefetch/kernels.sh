@@ -6,6 +6,7 @@
 # (OLD built from the commit before, outside the repository).
 cd "$(dirname "$0")" || exit 1
 NEW=${NEW:-../../../build/bench/kvtrim_kernels_bench}
+: "${OLD:?OLD: the kvtrim_kernels_bench of the commit before}"
 for r in 1 2 3; do
   for b in new old; do
     bin=$NEW; [ $b = old ] && bin=$OLD
