@@ -10,12 +10,14 @@
 // multiplied in int8 by the query quantized per block (AVX512-VNNI), at
 // d = 64 with the 16 entries in the lanes (the keys' codes transposed once,
 // no reduction: Int8ScoresTransposed); a tile of up to
-// 64 entries shares one softmax step a head; its values are widened in
-// registers and multiplied into the accumulators of a group of up to 8
+// 64 entries shares one softmax step a head; f32 and f16 values are widened
+// in registers and multiplied into the accumulators of a group of up to 8
 // heads, a part of the row at a time where a whole row's accumulators would
-// not fit 16 registers (G = 7 at d = 64: two halves), or, in a tile where
-// some head has no weight yet, widened once into an L1 buffer each live
-// head's P.V reads. The next 16 entries' rows are prefetched while the
+// not fit 16 registers (G = 7 at d = 64: two halves); q8_0 and q4_0 values
+// are multiplied as int16 codes by the tile's weights quantized to int16
+// (PvInt16Groups, attention_decode_avx512_int8.h); in a tile where some
+// head has no weight yet the values are widened once into an L1 buffer each
+// live head's P.V reads. The next 16 entries' rows are prefetched while the
 // current 16 are computed.
 #include "kernels/intrinsics.h"  // <immintrin.h>, GCC 12's false positive silenced
 
@@ -29,46 +31,19 @@
 #include <type_traits>
 #include <utility>
 
+#include "kernels/attention_decode_avx512_common.h"
+#include "kernels/attention_decode_avx512_int8.h"
 #include "kernels/cpu.h"
 #include "kernels/targets.h"
 
 #include "kernels/exp_below_zero.h"
-
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__F16C__)
-#define KVTRIM_DECODE_AVX512 1
-#endif
 
 namespace kvtrim::kernels {
 
 #ifdef KVTRIM_DECODE_AVX512
 namespace {
 
-constexpr int kMaxG16 = 16;     // query heads per KV head
-
-// f(g0, g1) for the heads [0, G) in the fewest groups of at most per, their
-// sizes differing by one at most (G = 7, per = 4: 3 + 4).
-template <class F>
-inline void ForHeadGroups(int G, int per, F&& f) {
-  const int groups = (G + per - 1) / per;
-  for (int i = 0; i < groups; ++i) f(i * G / groups, (i + 1) * G / groups);
-}
-
-// f(std::integral_constant<int, n>{}) for a group of n = 1..Max heads
-// (Max <= 8): the size as a constant for the kernels that keep a group in
-// registers.
-template <int Max, class F>
-inline void WithGroupSize(int n, F&& f) {
-  static_assert(Max >= 1 && Max <= 8);
-  [&]<int... I>(std::integer_sequence<int, I...>) {
-    (void)((n == I + 1 ? (f(std::integral_constant<int, I + 1>{}), true) : false) || ...);
-  }(std::make_integer_sequence<int, Max>{});
-}
-
-inline float ScaleOf(const uint8_t* blk) {
-  uint16_t h;
-  std::memcpy(&h, blk, 2);
-  return _cvtsh_ss(h);
-}
+using namespace decode512;  // NOLINT(google-build-using-namespace): the kernel's own helpers
 
 // Values [16 k, 16 k + 16) of a stored row as f32.
 template <GgmlType T>
@@ -87,44 +62,6 @@ inline __m512 Group16(const uint8_t* row, int k) {
     c = (k % 2) ? _mm512_srli_epi32(c, 4) : _mm512_and_si512(c, _mm512_set1_epi32(15));
     return _mm512_mul_ps(_mm512_set1_ps(ScaleOf(blk)), _mm512_cvtepi32_ps(_mm512_sub_epi32(c, _mm512_set1_epi32(8))));
   }
-}
-
-// r[e] = sum of the 16 lanes of a[e] (a: 16 rows of 16 floats), for all e
-// at once: pairs of rows added lane-interleaved, then quads, then 128-bit
-// lanes (45 operations for 16 sums).
-inline __m512 Reduce16(const float* a) {
-  __m512 b[8], c[4];
-  for (int i = 0; i < 8; ++i) {
-    const __m512 x = _mm512_load_ps(a + 32 * i), y = _mm512_load_ps(a + 32 * i + 16);
-    b[i] = _mm512_add_ps(_mm512_unpacklo_ps(x, y), _mm512_unpackhi_ps(x, y));  // per 128 bits: x, y, x, y
-  }
-  for (int j = 0; j < 4; ++j)  // per 128 bits: rows 4j .. 4j + 3
-    c[j] = _mm512_add_ps(_mm512_shuffle_ps(b[2 * j], b[2 * j + 1], 0x44), _mm512_shuffle_ps(b[2 * j], b[2 * j + 1], 0xEE));
-  const __m512 d01 = _mm512_add_ps(_mm512_shuffle_f32x4(c[0], c[1], 0x44), _mm512_shuffle_f32x4(c[0], c[1], 0xEE));
-  const __m512 d23 = _mm512_add_ps(_mm512_shuffle_f32x4(c[2], c[3], 0x44), _mm512_shuffle_f32x4(c[2], c[3], 0xEE));
-  return _mm512_add_ps(_mm512_shuffle_f32x4(d01, d23, 0x88), _mm512_shuffle_f32x4(d01, d23, 0xDD));
-}
-
-// The first w of 16 lanes (w >= 16: all).
-inline __mmask16 FirstLanes(int w) { return static_cast<__mmask16>(w >= 16 ? 0xFFFF : (1u << w) - 1); }
-
-// Entries a tile holds: 64 (d <= 64) down to 16 (d = 256), so that the
-// tile's widened values stay 16 KB (L1) and the softmax's fixed cost (a
-// max, an exp, a rescale per head) is paid once per 64 entries where it can.
-template <int NK>
-constexpr int TileEntries() {
-  return NK <= 4 ? 64 : NK <= 8 ? 32 : 16;
-}
-
-// From part [g][e][16] (the lane products of w entries with each query
-// head) to s [g][16]: the lanes summed, times scale, plus the log-weights
-// (entries from w on: -inf).
-inline void FinishScores16(const KvView& kv, int j0, int w, int G, __m512 vscale, float* part, float* s, int ld) {
-  for (int g = 0; g < G; ++g)
-    for (int r = w; r < 16; ++r) _mm512_store_ps(part + (g * 16 + r) * 16, _mm512_setzero_ps());
-  const __mmask16 valid = FirstLanes(w);
-  const __m512 b = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), valid, kv.logw + j0);
-  for (int g = 0; g < G; ++g) _mm512_store_ps(s + g * ld, _mm512_fmadd_ps(Reduce16(part + g * 256), vscale, b));
 }
 
 // Keys j and j + 1 widened to f32 (Scores16's pairs).
@@ -210,198 +147,6 @@ void Scores16(const KvView& kv, int j0, int w, const float* q, int G, __m512 vsc
   FinishScores16(kv, j0, w, G, vscale, part, s, ld);
 }
 
-#ifdef __AVX512VNNI__
-// The query heads quantized per block of 32 as a q8_0 row (llama.cpp's CPU
-// flash attention does the same), for integer products with q8_0 / q4_0
-// keys: for each head and each 64-value group z, the codes, the offset that
-// makes the key's codes unsigned (vpdpbusd multiplies unsigned by signed
-// bytes: key codes + 128 for q8_0, the stored nibbles, code + 8, for q4_0)
-// subtracted back per lane, and the two blocks' query scales as lanes 0-7
-// and 8-15 (d = 64: per block instead, block_corr and block_scale, the
-// form Int8ScoresTransposed reads; the other fields are left unwritten).
-struct QueryInt8 {
-  alignas(64) int8_t codes[kMaxG16][256];
-  alignas(64) int32_t corr[kMaxG16][4][16];
-  alignas(64) float qscale[kMaxG16][4][16];
-  int32_t block_corr[kMaxG16][8];  // per block of 32: -offset x the sum of its codes
-  float block_scale[kMaxG16][8];
-};
-
-// The calling thread's quantized query: one for every instantiation of
-// the kernel (a thread_local inside the template would be one per type and
-// head size, each in every thread's static TLS).
-QueryInt8& ThreadQuery() {
-  thread_local QueryInt8 q;
-  return q;
-}
-
-// Whether the int8 scores of head size d take the entries in the lanes
-// (Int8ScoresTransposed, one 64-value group) or the values
-// (Scores16Int8's general form): the query is quantized for that form.
-constexpr bool Int8EntriesInLanes(int d) { return d == 64; }
-
-template <GgmlType T>
-void QuantizeQuery(const float* q, int G, int d, QueryInt8& Q) {
-  constexpr int offset = T == GgmlType::Q8_0 ? 128 : 8;
-  for (int g = 0; g < G; ++g)
-    for (int b = 0; b < d / 32; ++b) {
-      const float* x = q + g * d + 32 * b;
-      float amax = 0.f;
-      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
-      const float dq = amax / 127.f, inv = dq > 0.f ? 1.f / dq : 0.f;
-      int8_t* c = Q.codes[g] + 32 * b;
-      for (int i = 0; i < 32; ++i) c[i] = static_cast<int8_t>(std::clamp<long>(std::lrint(x[i] * inv), -127, 127));
-      if (Int8EntriesInLanes(d)) {  // per block
-        int block_sum = 0;
-        for (int i = 0; i < 32; ++i) block_sum += c[i];
-        Q.block_corr[g][b] = -offset * block_sum;
-        Q.block_scale[g][b] = dq;
-        continue;
-      }
-      for (int lane = 0; lane < 8; ++lane) {  // Scores16Int8's: per lane of a 64-value group
-        const int sum = c[4 * lane] + c[4 * lane + 1] + c[4 * lane + 2] + c[4 * lane + 3];
-        Q.corr[g][b / 2][8 * (b % 2) + lane] = -offset * sum;
-        Q.qscale[g][b / 2][8 * (b % 2) + lane] = dq;
-      }
-    }
-}
-
-template <GgmlType T>
-constexpr int BlockBytes() {
-  return T == GgmlType::Q8_0 ? 34 : 18;
-}
-
-// The unsigned codes of blocks 2z and 2z + 1 of a key row (64 bytes, in
-// value order).
-template <GgmlType T>
-inline __m512i KeyCodesU8(const uint8_t* row, int z) {
-  const uint8_t* b0 = row + BlockBytes<T>() * 2 * z;
-  const uint8_t* b1 = b0 + BlockBytes<T>();
-  if constexpr (T == GgmlType::Q8_0) {
-    const __m512i c = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 2))),
-                                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b1 + 2)), 1);
-    return _mm512_xor_si512(c, _mm512_set1_epi8(static_cast<char>(0x80)));
-  } else {
-    const __m256i x = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + 2))),
-                                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(b1 + 2)), 1);
-    const __m256i m = _mm256_set1_epi8(0x0F);
-    const __m256i lo = _mm256_and_si256(x, m), hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m);
-    // per block: 16 low nibbles (values 0-15), then 16 high ones (16-31)
-    const __m512i lohi = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);  // [lo0 lo1 | hi0 hi1]
-    return _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 1, 4, 5, 2, 3, 6, 7), lohi);  // [lo0 hi0 lo1 hi1]
-  }
-}
-
-// KeyCodesU8 and the two blocks' scales as lanes 0-7 and 8-15.
-template <GgmlType T>
-inline __m512i CodesU8(const uint8_t* row, int z, __m512& scales) {
-  const uint8_t* b0 = row + BlockBytes<T>() * 2 * z;
-  scales = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(ScaleOf(b0))),
-                              _mm256_set1_ps(ScaleOf(b0 + BlockBytes<T>())), 1);
-  return KeyCodesU8<T>(row, z);
-}
-
-// x[16] (16 rows of 16 dwords) transposed: afterwards x[t] holds dword t of
-// every row, row e in lane e (unpacks within 128-bit lanes, then 128-bit
-// lane shuffles: 64 operations).
-inline void Transpose16x16(__m512i* x) {
-  __m512i a[16], b[16];
-  for (int i = 0; i < 16; i += 2) {  // lane L: rows i, i + 1 at dwords 4L, 4L + 1 (lo) and 4L + 2, 4L + 3 (hi)
-    a[i] = _mm512_unpacklo_epi32(x[i], x[i + 1]);
-    a[i + 1] = _mm512_unpackhi_epi32(x[i], x[i + 1]);
-  }
-  for (int q = 0; q < 4; ++q) {  // b[4q + c], lane L: rows 4q .. 4q + 3 at dword 4L + c
-    b[4 * q + 0] = _mm512_unpacklo_epi64(a[4 * q], a[4 * q + 2]);
-    b[4 * q + 1] = _mm512_unpackhi_epi64(a[4 * q], a[4 * q + 2]);
-    b[4 * q + 2] = _mm512_unpacklo_epi64(a[4 * q + 1], a[4 * q + 3]);
-    b[4 * q + 3] = _mm512_unpackhi_epi64(a[4 * q + 1], a[4 * q + 3]);
-  }
-  for (int c = 0; c < 4; ++c) {
-    const __m512i v0 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0x44), v1 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0xEE);
-    const __m512i w0 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0x44), w1 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0xEE);
-    x[c] = _mm512_shuffle_i32x4(v0, w0, 0x88);
-    x[4 + c] = _mm512_shuffle_i32x4(v0, w0, 0xDD);
-    x[8 + c] = _mm512_shuffle_i32x4(v1, w1, 0x88);
-    x[12 + c] = _mm512_shuffle_i32x4(v1, w1, 0xDD);
-  }
-}
-
-// The f16 scales of blocks 0 and 1 of w key rows from j0 on as 16 floats
-// each (lane e: row j0 + e; lanes from w on 0): one index vector, two
-// gathers.
-template <GgmlType T>
-inline void KeyBlockScales(const KvView& kv, int j0, __mmask16 valid, __m512* s0, __m512* s1) {
-  const __m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                        _mm512_set1_epi32(static_cast<int>(kv.row_bytes)));
-  const uint8_t* base = kv.k + kv.row_bytes * j0;
-  const __m512i w0 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, at, base, 1);
-  const __m512i w1 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, at, base + BlockBytes<T>(), 1);
-  *s0 = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w0));  // the low half of each word: the scale
-  *s1 = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w1));
-}
-
-// Scores16Int8 at d = 64 with the entries in the lanes: the 16 keys' codes
-// transposed once (dword t of every key in one vector), then per head 16
-// vpdpbusd with the query's dword t broadcast, one sum per entry and block
-// and no reduction across lanes; per entry and head about 1 vpdpbusd and a
-// share of the transpose, where the lanes-as-values form took a vpdpbusd,
-// a convert, two multiplies, a store and a 16-vector reduction tree.
-template <GgmlType T>
-void Int8ScoresTransposed(const KvView& kv, int j0, int w, const QueryInt8& Q, int G, __m512 vscale, float* s,
-                          int ld) {
-  __m512i x[16];
-  for (int e = 0; e < 16; ++e) x[e] = e < w ? KeyCodesU8<T>(kv.k + kv.row_bytes * (j0 + e), 0) : _mm512_setzero_si512();
-  Transpose16x16(x);
-  const __mmask16 valid = FirstLanes(w);
-  __m512 ks0, ks1;
-  KeyBlockScales<T>(kv, j0, valid, &ks0, &ks1);
-  ks0 = _mm512_mul_ps(ks0, vscale), ks1 = _mm512_mul_ps(ks1, vscale);
-  const __m512 logw = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), valid, kv.logw + j0);
-  for (int g = 0; g < G; ++g) {
-    int32_t qd[16];
-    std::memcpy(qd, Q.codes[g], 64);
-    // two chains a block (even and odd dwords): exact integer sums either way
-    __m512i a0 = _mm512_set1_epi32(Q.block_corr[g][0]), a1 = _mm512_setzero_si512();
-    __m512i b0 = _mm512_set1_epi32(Q.block_corr[g][1]), b1 = _mm512_setzero_si512();
-    for (int t = 0; t < 8; t += 2) {
-      a0 = _mm512_dpbusd_epi32(a0, x[t], _mm512_set1_epi32(qd[t]));
-      a1 = _mm512_dpbusd_epi32(a1, x[t + 1], _mm512_set1_epi32(qd[t + 1]));
-      b0 = _mm512_dpbusd_epi32(b0, x[8 + t], _mm512_set1_epi32(qd[8 + t]));
-      b1 = _mm512_dpbusd_epi32(b1, x[9 + t], _mm512_set1_epi32(qd[9 + t]));
-    }
-    const __m512 s0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)),
-                                    _mm512_mul_ps(ks0, _mm512_set1_ps(Q.block_scale[g][0])));
-    const __m512 s1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(b0, b1)),
-                                      _mm512_mul_ps(ks1, _mm512_set1_ps(Q.block_scale[g][1])), s0);
-    _mm512_store_ps(s + g * ld, _mm512_add_ps(s1, logw));
-  }
-}
-
-// Scores16's integer form for q8_0 / q4_0 keys: per head and 64-value
-// group, one vpdpbusd of the key's unsigned codes with the query's codes,
-// the lanes scaled by both blocks' scales.
-template <GgmlType T, int NK>
-void Scores16Int8(const KvView& kv, int j0, int w, const QueryInt8& Q, int G, __m512 vscale, float* part, float* s,
-                  int ld) {
-  constexpr int NZ = NK / 4;  // 64-value groups (NK a multiple of 4)
-  if constexpr (Int8EntriesInLanes(16 * NK)) return Int8ScoresTransposed<T>(kv, j0, w, Q, G, vscale, s, ld);
-  for (int e = 0; e < w; ++e) {
-    const uint8_t* row = kv.k + kv.row_bytes * (j0 + e);
-    __m512i c[NZ];
-    __m512 sc[NZ];
-    for (int z = 0; z < NZ; ++z) c[z] = CodesU8<T>(row, z, sc[z]);
-    for (int g = 0; g < G; ++g) {
-      __m512 acc = _mm512_setzero_ps();
-      for (int z = 0; z < NZ; ++z) {
-        const __m512i dot = _mm512_dpbusd_epi32(_mm512_load_si512(Q.corr[g][z]), c[z], _mm512_load_si512(Q.codes[g] + 64 * z));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(sc[z], _mm512_load_ps(Q.qscale[g][z])), acc);
-      }
-      _mm512_store_ps(part + (g * 16 + e) * 16, acc);
-    }
-  }
-  FinishScores16(kv, j0, w, G, vscale, part, s, ld);
-}
-#endif
 
 // og[0, d) = og * alpha + sum_e p[e] * vt[e] over e in [0, w): two sets of
 // accumulators (even and odd entries) where the registers hold them.
@@ -480,6 +225,7 @@ void PvInRegisterGroups(const KvView& kv, int j0, int w, int G, const float* s, 
     });
   });
 }
+
 
 // The online softmax of one tile for one head: s [nv * 16] the tile's
 // scores, turned into its weights against the new running max; alpha the
@@ -567,6 +313,12 @@ void DecodeTiles(const KvView& kv, const float* q, int G, float scale, float* ou
     }
     if (!any) continue;
     if (all) {
+#ifdef __AVX512VNNI__
+      if constexpr (kInt8) {
+        PvInt16Groups<T, NK>(kv, j0, w, G, s, kT, alpha, out);
+        continue;
+      }
+#endif
       PvInRegisterGroups<T, NK>(kv, j0, w, G, s, kT, alpha, out);
       continue;
     }
