@@ -14,7 +14,10 @@ bool DecodeAvx512Active();
 // True where DecodeChunkAvx512 multiplies keys of this type and head size
 // in int8 by the query quantized per block of 32 (scale amax / 127, codes
 // rounded to nearest, the scale kept in f32): q8_0 and q4_0 with d 64, 128
-// or 256 on an AVX512-VNNI build. The scores are then those of that query.
+// or 256 on an AVX512-VNNI build. The scores are then those of that query,
+// and P.V multiplies the values' codes by the weights (times the values'
+// block scales) quantized to int16 per tile of entries, each off by at
+// most half of the tile's largest / 32767.
 bool DecodeQueryInt8(GgmlType type, int d);
 // One decode step over every entry of kv, as AttendChunk documents it (out
 // [G, d] normalized over kv, ml [G * 2] the score maxima and softmax sums).
