@@ -174,15 +174,6 @@ void AccumulatePv(const float* vt, int w, const float* p, float alpha, float* og
   for (int k = 0; k < NK; ++k) _mm512_storeu_ps(og + 16 * k, _mm512_add_ps(acc[k], acc2[k]));
 }
 
-// The widest part of a row, in 16-value vectors, whose accumulators for GG
-// heads fit 16 registers: a divisor of NK (GG = 7, NK = 4: 2).
-template <int NK, int GG>
-constexpr int PvPart() {
-  int np = NK;
-  while (np > 1 && (GG * np > 16 || NK % np != 0)) --np;
-  return np;
-}
-
 // P.V of a tile for GG query heads at once over the part [16 k0, 16 (k0 +
 // NP)) of the values, widened in registers as they are read: each value
 // row's part is loaded once for the GG heads and no widened copy is stored
@@ -219,7 +210,8 @@ void PvInRegisterGroups(const KvView& kv, int j0, int w, int G, const float* s, 
                         float* out) {
   ForHeadGroups(G, 8, [&](int g0, int g1) {
     WithGroupSize<8>(g1 - g0, [&](auto gg) {
-      constexpr int GG = decltype(gg)::value, NP = PvPart<NK, GG>();
+      // the accumulators in 16 of the 32 registers, the rest for values and weights
+      constexpr int GG = decltype(gg)::value, NP = WidestPart(NK, GG, 1, 16);
       for (int k0 = 0; k0 < NK; k0 += NP)
         AccumulatePvPart<T, NK, NP, GG>(kv, j0, w, k0, s + g0 * ld, ld, alpha + g0, out + g0 * 16 * NK);
     });

@@ -87,6 +87,16 @@ inline void FinishScores16(const KvView& kv, int j0, int w, int G, __m512 vscale
   for (int g = 0; g < G; ++g) _mm512_store_ps(s + g * ld, _mm512_fmadd_ps(Reduce16(part + g * 256), vscale, b));
 }
 
+// The widest part of a row of n units (16-value vectors, 32-value blocks)
+// whose accumulators, per_unit registers a unit for each of heads heads,
+// fit regs registers: the largest divisor of n that fits, 1 at least
+// (P.V's parts: G = 7 at d = 64 in halves).
+constexpr int WidestPart(int n, int heads, int per_unit, int regs) {
+  int part = n;
+  while (part > 1 && (heads * per_unit * part > regs || n % part != 0)) --part;
+  return part;
+}
+
 // Bytes of a q8_0 (f16 scale, 32 int8 codes) or q4_0 (f16 scale, 16 bytes
 // of nibbles) block.
 template <GgmlType T>

@@ -228,7 +228,7 @@ struct PvWeights16 {
   static constexpr int kT = TileEntries<NK>(), NB = NK / 2;  // entries, blocks of 32 values
   alignas(64) int16_t q[kMaxG16][NB][kT];
   float unit[kMaxG16][NB];
-  int32_t sum[kMaxG16][NB];  // of q: q4_0's codes are read as stored, + 8
+  int32_t sum[kMaxG16][NB];  // of q, for q4_0 (its codes are read as stored, + 8)
 };
 
 // W from the tile's weights (s [g][ld], entries from w on 0) and the value
@@ -254,10 +254,10 @@ void QuantizePvWeights(const KvView& kv, int j0, int w, int G, const float* s, i
       __m512i sum = _mm512_setzero_si512();
       for (int i = 0; i < nv; ++i) {
         const __m512i qi = _mm512_cvtps_epi32(_mm512_mul_ps(x[i], f));
-        sum = _mm512_add_epi32(sum, qi);
+        if constexpr (T == GgmlType::Q4_0) sum = _mm512_add_epi32(sum, qi);
         _mm256_store_si256(reinterpret_cast<__m256i*>(&W.q[g][b][16 * i]), _mm512_cvtepi32_epi16(qi));
       }
-      W.sum[g][b] = _mm512_reduce_add_epi32(sum);
+      if constexpr (T == GgmlType::Q4_0) W.sum[g][b] = _mm512_reduce_add_epi32(sum);
     }
 }
 
@@ -283,15 +283,6 @@ inline void CodePairs(const uint8_t* r0, const uint8_t* r1, int b, __m512i* lo, 
     *lo = _mm512_and_si512(x, _mm512_set1_epi16(0x0F));
     *hi = _mm512_srli_epi16(x, 4);
   }
-}
-
-// The widest run of blocks whose int32 accumulators for GG heads (two a
-// block) fit 24 registers: a divisor of NB.
-template <int NB, int GG>
-constexpr int PvBlocksPerPart() {
-  int pb = NB;
-  while (pb > 1 && (2 * GG * pb > 24 || NB % pb != 0)) --pb;
-  return pb;
 }
 
 // The integer P.V of a tile over blocks [b0, b0 + PB) for GG heads: out[g]
@@ -344,7 +335,8 @@ void PvInt16Groups(const KvView& kv, int j0, int w, int G, const float* s, int l
   QuantizePvWeights<T, NK>(kv, j0, w, G, s, ld, W);
   ForHeadGroups(G, 8, [&](int g0, int g1) {
     WithGroupSize<8>(g1 - g0, [&](auto gg) {
-      constexpr int GG = decltype(gg)::value, NB = PvWeights16<NK>::NB, PB = PvBlocksPerPart<NB, GG>();
+      // two int32 accumulators a block, in 24 of the 32 registers
+      constexpr int GG = decltype(gg)::value, NB = PvWeights16<NK>::NB, PB = WidestPart(NB, GG, 2, 24);
       for (int b0 = 0; b0 < NB; b0 += PB)
         AccumulatePvInt16Part<T, NK, PB, GG>(kv, j0, w, b0, W, g0, alpha + g0, out);
     });
