@@ -2,20 +2,17 @@
 """The kernel runs of kernels.sh as a table (medians over the rounds, min-max,
 before / after), and the end-to-end runs of run.sh when present (decode tok/s
 and share of the bandwidth probes beside each row)."""
-import glob, json, os, statistics
+import glob, importlib.util, json, os, statistics
 
-os.chdir(os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
 TYPES = {'0': 'f32', '1': 'f16', '8': 'q8_0', '2': 'q4_0'}
-
-
-def kernel_rows():
-    times = {}
-    for f in sorted(glob.glob('kernels-*-r*.json')):
-        build = f.split('-')[1]
-        for b in json.load(open(f))['benchmarks']:
-            scale = 1e-3 if b['time_unit'] == 'ns' else 1.0  # in cache: us; from memory: ms
-            times.setdefault((b['name'], build), []).append(b['real_time'] * scale)
-    return times
+# kernel_rows: the kernels-*.json files of the working folder, read as
+# decode-prefetch's table reads them (loading it moves into its folder)
+_spec = importlib.util.spec_from_file_location('prefetch_table', os.path.join(HERE, '../decode-prefetch/table.py'))
+_prefetch_table = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_prefetch_table)
+kernel_rows = _prefetch_table.kernel_rows
+os.chdir(HERE)
 
 
 def fmt(v):
